@@ -1,0 +1,111 @@
+package emu
+
+import (
+	"fmt"
+	"time"
+)
+
+// This file is the fault-injection API: faults scheduled at run times, for
+// users' own tests. Each call schedules events; nothing happens until the run
+// reaches the given time. Windows of the same kind on the same link add up.
+
+// LinkDown takes link l down at run time at (both directions). Packets queued
+// or in flight are dropped.
+func (n *Network) LinkDown(at time.Duration, l *Link) {
+	n.At(at, func() { l.SetUp(false) })
+}
+
+// LinkUp brings link l back up at run time at.
+func (n *Network) LinkUp(at time.Duration, l *Link) {
+	n.At(at, func() { l.SetUp(true) })
+}
+
+// LossBurst adds a loss probability to both directions of l for the window
+// [at, at+dur). Use loss 1 for a blackout.
+func (n *Network) LossBurst(at, dur time.Duration, l *Link, loss float64) error {
+	if err := checkProb("loss burst on "+l.name, "loss", loss); err != nil {
+		return err
+	}
+	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraLoss += sign * loss })
+	return nil
+}
+
+// CorruptWindow adds a per-packet bit-flip probability to both directions of
+// l for the window [at, at+dur).
+func (n *Network) CorruptWindow(at, dur time.Duration, l *Link, prob float64) error {
+	if err := checkProb("corruption window on "+l.name, "prob", prob); err != nil {
+		return err
+	}
+	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraCorrupt += sign * prob })
+	return nil
+}
+
+// DelaySpike adds extra propagation delay to both directions of l for
+// packets sent in [at, at+dur). Packets keep their order.
+func (n *Network) DelaySpike(at, dur time.Duration, l *Link, extra time.Duration) error {
+	if extra < 0 {
+		return &ConfigError{"delay spike on " + l.name, "extra", extra, "must be ≥ 0"}
+	}
+	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraDelay += int64(sign) * int64(extra) })
+	return nil
+}
+
+func (n *Network) window(at, dur time.Duration, l *Link, apply func(d *linkDir, sign float64)) {
+	n.At(at, func() {
+		for _, d := range l.dirs {
+			apply(d, 1)
+		}
+	})
+	n.At(at+dur, func() {
+		for _, d := range l.dirs {
+			apply(d, -1)
+			if d.extraLoss < 1e-12 {
+				d.extraLoss = 0
+			}
+			if d.extraCorrupt < 1e-12 {
+				d.extraCorrupt = 0
+			}
+		}
+	})
+}
+
+// Crash stops node at run time at: its armed timers are cancelled and
+// packets arriving while it is down are dropped (NodePortStats.DropNodeDown).
+func (n *Network) Crash(at time.Duration, node string) error {
+	ns := n.byName[node]
+	if ns == nil {
+		return fmt.Errorf("emu: Crash: no node named %q", node)
+	}
+	n.At(at, func() { n.crash(ns) })
+	return nil
+}
+
+// Restart restarts a crashed node at run time at: if it implements Resetter
+// its state is reset (state loss), then Start is called again.
+func (n *Network) Restart(at time.Duration, node string) error {
+	ns := n.byName[node]
+	if ns == nil {
+		return fmt.Errorf("emu: Restart: no node named %q", node)
+	}
+	n.At(at, func() { n.restart(ns) })
+	return nil
+}
+
+func (n *Network) crash(ns *nodeState) {
+	if !ns.up {
+		return
+	}
+	ns.up = false
+	clear(ns.timers)
+}
+
+func (n *Network) restart(ns *nodeState) {
+	if ns.up {
+		n.crash(ns)
+	}
+	ns.up = true
+	if r, ok := ns.node.(Resetter); ok {
+		r.Reset()
+	}
+	n.callStart(ns)
+}

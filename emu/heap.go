@@ -1,0 +1,83 @@
+package emu
+
+// evKind says what an event does when it fires.
+type evKind uint8
+
+const (
+	evArrive evKind = iota // a packet reaches the far end of a link direction
+	evTimer                // a node's timer expires
+	evFunc                 // a scheduled callback (faults, user hooks)
+)
+
+// event is one entry of the scheduler's queue. Events are ordered by (at,
+// seq): equal-time events fire in the order they were scheduled, which is what
+// makes a run deterministic.
+type event struct {
+	at   int64 // run time in ns
+	seq  uint64
+	pkt  *Packet
+	fn   func()
+	key  uint64 // timer key
+	idx  int32  // link direction (evArrive) or node (evTimer)
+	gen  uint32 // link epoch (evArrive) or timer generation (evTimer)
+	kind evKind
+}
+
+func (a *event) less(b *event) bool {
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+
+// eventHeap is a 4-ary min-heap of events held by value, so scheduling an
+// event allocates nothing once the slice has grown.
+type eventHeap struct {
+	ev []event
+}
+
+func (h *eventHeap) Len() int { return len(h.ev) }
+
+func (h *eventHeap) push(e event) {
+	h.ev = append(h.ev, e)
+	i := len(h.ev) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if !h.ev[i].less(&h.ev[p]) {
+			break
+		}
+		h.ev[i], h.ev[p] = h.ev[p], h.ev[i]
+		i = p
+	}
+}
+
+// peek returns the earliest event; the heap must not be empty.
+func (h *eventHeap) peek() *event { return &h.ev[0] }
+
+func (h *eventHeap) pop() event {
+	top := h.ev[0]
+	n := len(h.ev) - 1
+	h.ev[0] = h.ev[n]
+	h.ev[n] = event{} // drop references for the GC
+	h.ev = h.ev[:n]
+	i := 0
+	for {
+		first := 4*i + 1
+		if first >= n {
+			break
+		}
+		m := first
+		last := first + 4
+		if last > n {
+			last = n
+		}
+		for c := first + 1; c < last; c++ {
+			if h.ev[c].less(&h.ev[m]) {
+				m = c
+			}
+		}
+		if !h.ev[m].less(&h.ev[i]) {
+			break
+		}
+		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
+		i = m
+	}
+	return top
+}

@@ -1,0 +1,494 @@
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+)
+
+// Config configures a Network.
+type Config struct {
+	// Seed seeds every random source of the run: each link direction and
+	// each node gets its own generator derived from Seed and its name.
+	Seed uint64
+	// Headroom and MaxFrame size the packet buffers (defaults
+	// DefaultHeadroom and DefaultMaxFrame).
+	Headroom, MaxFrame int
+}
+
+// NodePortStats are the counters of one node port.
+type NodePortStats struct {
+	TxPackets, TxBytes uint64 // sent by the node on this port
+	RxPackets, RxBytes uint64 // delivered to the node on this port
+	DropNoLink         uint64 // sent on a port with no link
+	DropNodeDown       uint64 // arrived while the node was crashed
+}
+
+type portState struct {
+	out   *linkDir // the direction leaving this port, nil if unconnected
+	stats NodePortStats
+	cap   *capture
+}
+
+type nodeState struct {
+	name   string
+	idx    int
+	nports int
+	node   Node
+	rng    *rand.Rand
+	ports  []portState
+	timers map[uint64]uint32
+	gen    uint32
+	up     bool
+}
+
+// Network is a set of nodes joined by links, and the scheduler that runs
+// them. Build it (AddNode, Connect, Attach, Capture, fault schedule), then
+// run it once with Run, RunUntil or RunRealtime.
+//
+// A Network is not safe for concurrent use: under the virtual-time driver
+// everything happens on the caller's goroutine; under the real-time driver
+// use Do to reach it from another goroutine while it runs.
+type Network struct {
+	cfg    Config
+	pool   *Pool
+	nodes  []*nodeState
+	byName map[string]*nodeState
+	links  []*Link
+	dirs   []*linkDir
+	exts   []*extPort
+
+	events  eventHeap
+	seq     uint64
+	now     int64
+	started bool
+	env     Env
+	batch   []*Packet
+
+	// Events counts the events processed so far.
+	Events uint64
+
+	rt *realtime
+}
+
+// NewNetwork returns an empty network.
+func NewNetwork(cfg Config) *Network {
+	if cfg.Headroom <= 0 {
+		cfg.Headroom = DefaultHeadroom
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	n := &Network{cfg: cfg, byName: map[string]*nodeState{}}
+	n.pool = NewPool(cfg.Headroom, cfg.MaxFrame)
+	n.env.pool = n.pool
+	return n
+}
+
+// Pool returns the network's packet pool.
+func (n *Network) Pool() *Pool { return n.pool }
+
+// Now returns the current run time.
+func (n *Network) Now() time.Duration { return time.Duration(n.now) }
+
+func (n *Network) rngFor(name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(n.cfg.Seed, h.Sum64()))
+}
+
+// AddNode adds a node with the given number of ports.
+func (n *Network) AddNode(name string, ports int, node Node) error {
+	switch {
+	case name == "":
+		return &ConfigError{"node", "Name", `""`, "must not be empty"}
+	case n.byName[name] != nil:
+		return &ConfigError{"node " + name, "Name", name, "already used"}
+	case ports < 1:
+		return &ConfigError{"node " + name, "Ports", ports, "must be ≥ 1"}
+	case node == nil:
+		return &ConfigError{"node " + name, "Node", nil, "must not be nil"}
+	case n.started:
+		return errors.New("emu: AddNode after the run started")
+	}
+	ns := &nodeState{
+		name: name, idx: len(n.nodes), nports: ports, node: node,
+		rng: n.rngFor("node:" + name), ports: make([]portState, ports),
+		timers: map[uint64]uint32{}, up: true,
+	}
+	n.nodes = append(n.nodes, ns)
+	n.byName[name] = ns
+	return nil
+}
+
+func (n *Network) port(node string, port int) (*nodeState, error) {
+	ns := n.byName[node]
+	if ns == nil {
+		return nil, fmt.Errorf("emu: no node named %q", node)
+	}
+	if port < 0 || port >= ns.nports {
+		return nil, &ConfigError{"node " + node, "port", port, fmt.Sprintf("must be in [0, %d)", ns.nports)}
+	}
+	if ns.ports[port].out != nil {
+		return nil, fmt.Errorf("emu: port %s:%d is already connected", node, port)
+	}
+	return ns, nil
+}
+
+// Connect joins port ap of node a and port bp of node b with a full-duplex
+// link whose two directions share cfg.
+func (n *Network) Connect(a string, ap int, b string, bp int, cfg LinkConfig) (*Link, error) {
+	return n.ConnectAsym(a, ap, b, bp, cfg, cfg)
+}
+
+// ConnectAsym is Connect with a configuration per direction.
+func (n *Network) ConnectAsym(a string, ap int, b string, bp int, atob, btoa LinkConfig) (*Link, error) {
+	if n.started {
+		return nil, errors.New("emu: Connect after the run started")
+	}
+	na, err := n.port(a, ap)
+	if err != nil {
+		return nil, err
+	}
+	nb, err := n.port(b, bp)
+	if err != nil {
+		return nil, err
+	}
+	if na == nb && ap == bp {
+		return nil, fmt.Errorf("emu: cannot connect port %s:%d to itself", a, ap)
+	}
+	name := fmt.Sprintf("%s:%d<->%s:%d", a, ap, b, bp)
+	ea := endpoint{node: na.idx, port: ap}
+	eb := endpoint{node: nb.idx, port: bp}
+	l, err := n.newLink(name, ea, eb, fmt.Sprintf("%s:%d→%s:%d", a, ap, b, bp), fmt.Sprintf("%s:%d→%s:%d", b, bp, a, ap), atob, btoa)
+	if err != nil {
+		return nil, err
+	}
+	na.ports[ap].out = l.dirs[0]
+	nb.ports[bp].out = l.dirs[1]
+	return l, nil
+}
+
+func (n *Network) newLink(name string, ea, eb endpoint, nameAB, nameBA string, atob, btoa LinkConfig) (*Link, error) {
+	if err := atob.Validate("link " + nameAB); err != nil {
+		return nil, err
+	}
+	if err := btoa.Validate("link " + nameBA); err != nil {
+		return nil, err
+	}
+	l := &Link{net: n, name: name}
+	mk := func(dname string, from, to endpoint, c LinkConfig) *linkDir {
+		d := &linkDir{name: "link " + dname, idx: int32(len(n.dirs)), link: l, from: from, to: to, cfg: c, up: true, rng: n.rngFor("link:" + dname)}
+		n.dirs = append(n.dirs, d)
+		return d
+	}
+	l.dirs[0] = mk(nameAB, ea, eb, atob)
+	l.dirs[1] = mk(nameBA, eb, ea, btoa)
+	n.links = append(n.links, l)
+	return l, nil
+}
+
+// Links returns the network's links in the order they were made.
+func (n *Network) Links() []*Link { return n.links }
+
+// Nodes returns the node names in the order they were added.
+func (n *Network) Nodes() []string {
+	s := make([]string, len(n.nodes))
+	for i, ns := range n.nodes {
+		s[i] = ns.name
+	}
+	return s
+}
+
+// PortStats returns the counters of a node's port.
+func (n *Network) PortStats(node string, port int) (NodePortStats, error) {
+	ns := n.byName[node]
+	if ns == nil {
+		return NodePortStats{}, fmt.Errorf("emu: no node named %q", node)
+	}
+	if port < 0 || port >= ns.nports {
+		return NodePortStats{}, &ConfigError{"node " + node, "port", port, fmt.Sprintf("must be in [0, %d)", ns.nports)}
+	}
+	return ns.ports[port].stats, nil
+}
+
+// NodeUp reports whether a node is running (not crashed).
+func (n *Network) NodeUp(node string) bool {
+	ns := n.byName[node]
+	return ns != nil && ns.up
+}
+
+func (n *Network) schedule(e event) {
+	n.seq++
+	e.seq = n.seq
+	n.events.push(e)
+}
+
+// At schedules fn to run at run time at, on the run's goroutine, in order
+// with packet and timer events. Use it for faults and checks of your own.
+func (n *Network) At(at time.Duration, fn func()) {
+	n.schedule(event{at: int64(at), kind: evFunc, fn: fn})
+}
+
+// start calls every node's Start at time 0, once.
+func (n *Network) start() {
+	if n.started {
+		return
+	}
+	n.started = true
+	for _, ns := range n.nodes {
+		n.callStart(ns)
+	}
+}
+
+func (n *Network) beginEnv(ns *nodeState) *Env {
+	e := &n.env
+	e.now = time.Duration(n.now)
+	e.node = ns
+	e.sends = e.sends[:0]
+	e.timer = e.timer[:0]
+	return e
+}
+
+// finishEnv carries out what a node asked for during a callback.
+func (n *Network) finishEnv(ns *nodeState) {
+	e := &n.env
+	for i := range e.sends {
+		s := e.sends[i]
+		e.sends[i] = pendingSend{}
+		n.send(ns, s.port, s.pkt)
+	}
+	for _, t := range e.timer {
+		if t.stop {
+			delete(ns.timers, t.key)
+			continue
+		}
+		ns.gen++
+		ns.timers[t.key] = ns.gen
+		n.schedule(event{at: int64(t.at), kind: evTimer, idx: int32(ns.idx), key: t.key, gen: ns.gen})
+	}
+	e.node = nil
+}
+
+func (n *Network) callStart(ns *nodeState) {
+	env := n.beginEnv(ns)
+	ns.node.Start(env)
+	n.finishEnv(ns)
+}
+
+// send takes a packet a node sent on one of its ports.
+func (n *Network) send(ns *nodeState, port int, p *Packet) {
+	if port < 0 || port >= ns.nports || ns.ports[port].out == nil {
+		if port >= 0 && port < ns.nports {
+			ns.ports[port].stats.DropNoLink++
+		}
+		n.pool.Put(p)
+		return
+	}
+	ps := &ns.ports[port]
+	ps.stats.TxPackets++
+	ps.stats.TxBytes += uint64(p.Len())
+	if ps.cap != nil {
+		ps.cap.write(n, p.Bytes())
+	}
+	n.enqueue(ps.out, p)
+}
+
+// enqueue offers a packet to a link direction at the current time. The
+// packet's whole fate (queue, serialization, loss, delay, duplication,
+// corruption) is decided here, so each hop costs one event: its arrival.
+func (n *Network) enqueue(d *linkDir, p *Packet) {
+	now := n.now
+	st := &d.stats
+	size := p.Len()
+	st.SentPackets++
+	st.SentBytes += uint64(size)
+	if !d.up {
+		st.Drops.LinkDown++
+		n.pool.Put(p)
+		return
+	}
+	if size-etherHdrLen > d.mtu() {
+		st.Drops.MTU++
+		n.pool.Put(p)
+		return
+	}
+	d.drain(now)
+	start := now
+	if d.busyUntil > now {
+		start = d.busyUntil
+		maxPkts, maxBytes := d.limits()
+		qp := len(d.q) - d.qHead
+		if (maxPkts > 0 && qp+1 > maxPkts) || (maxBytes > 0 && d.qBytes+size > maxBytes) {
+			st.Drops.Queue++
+			n.pool.Put(p)
+			return
+		}
+		if d.cfg.ECNThresholdBytes > 0 && d.qBytes > d.cfg.ECNThresholdBytes && markECN(p.Bytes()) {
+			st.ECNMarked++
+		}
+		d.q = append(d.q, queued{start: start, bytes: size})
+		d.qBytes += size
+		if qp+1 > st.QueueHighWaterPackets {
+			st.QueueHighWaterPackets = qp + 1
+		}
+		if d.qBytes > st.QueueHighWaterBytes {
+			st.QueueHighWaterBytes = d.qBytes
+		}
+	} else {
+		d.rem = 0 // an idle transmitter starts afresh
+	}
+	txEnd := start + d.serialization(size)
+	d.busyUntil = txEnd
+
+	im := &d.cfg.Impairments
+	if d.lost() {
+		st.Drops.Loss++
+		n.pool.Put(p)
+		return
+	}
+	arr := txEnd + int64(d.cfg.Delay) + d.extraDelay
+	if d.cfg.Jitter > 0 {
+		arr += d.rng.Int64N(int64(d.cfg.Jitter) + 1)
+	}
+	if d.chance(im.Reorder) {
+		rd := im.ReorderDelay
+		if rd == 0 {
+			rd = 10 * time.Microsecond
+		}
+		arr += int64(rd)
+		st.Reordered++
+	} else {
+		if arr < d.lastArr {
+			arr = d.lastArr
+		}
+		d.lastArr = arr
+	}
+	pc := im.Corrupt
+	if d.extraCorrupt > 0 {
+		pc = 1 - (1-pc)*(1-d.extraCorrupt)
+	}
+	if d.chance(pc) && size > 0 {
+		bit := d.rng.IntN(size * 8)
+		p.Bytes()[bit/8] ^= 1 << (bit % 8)
+		st.Corrupted++
+	}
+	n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p})
+	if d.chance(im.Duplicate) {
+		st.Duplicated++
+		n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: n.pool.Clone(p)})
+	}
+}
+
+// dispatch fires one event (already popped), with n.now set to its time.
+func (n *Network) dispatch(e *event) {
+	n.Events++
+	switch e.kind {
+	case evArrive:
+		d := n.dirs[e.idx]
+		if e.gen != d.epoch {
+			d.stats.Drops.LinkDown++
+			n.pool.Put(e.pkt)
+			return
+		}
+		d.stats.DeliveredPackets++
+		d.stats.DeliveredBytes += uint64(e.pkt.Len())
+		if d.to.ext != nil {
+			d.to.ext.deliver(n, e.pkt)
+			return
+		}
+		ns := n.nodes[d.to.node]
+		b := append(n.batch[:0], e.pkt)
+		// Coalesce packets arriving at the same port at the same instant
+		// into one batch.
+		for n.events.Len() > 0 {
+			nx := n.events.peek()
+			if nx.at != e.at || nx.kind != evArrive || nx.idx != e.idx || nx.gen != d.epoch {
+				break
+			}
+			x := n.events.pop()
+			n.Events++
+			d.stats.DeliveredPackets++
+			d.stats.DeliveredBytes += uint64(x.pkt.Len())
+			b = append(b, x.pkt)
+		}
+		n.batch = b
+		n.deliver(ns, d.to.port, b)
+		clear(n.batch)
+	case evTimer:
+		ns := n.nodes[e.idx]
+		if !ns.up || ns.timers[e.key] != e.gen {
+			return
+		}
+		delete(ns.timers, e.key)
+		env := n.beginEnv(ns)
+		ns.node.Timer(env, e.key)
+		n.finishEnv(ns)
+	case evFunc:
+		e.fn()
+	}
+}
+
+// deliver hands a batch of packets that arrived on a port to its node.
+func (n *Network) deliver(ns *nodeState, port int, b []*Packet) {
+	ps := &ns.ports[port]
+	if !ns.up {
+		ps.stats.DropNodeDown += uint64(len(b))
+		for _, p := range b {
+			n.pool.Put(p)
+		}
+		return
+	}
+	for _, p := range b {
+		ps.stats.RxPackets++
+		ps.stats.RxBytes += uint64(p.Len())
+		p.Port = port
+		p.Arrival = time.Duration(n.now)
+		if ps.cap != nil {
+			ps.cap.write(n, p.Bytes())
+		}
+	}
+	env := n.beginEnv(ns)
+	ns.node.Receive(env, port, b)
+	n.finishEnv(ns)
+}
+
+// Run runs the network in virtual time until no event is left, and returns
+// the final run time. Nodes whose timers re-arm forever never let it end:
+// use RunUntil for them.
+func (n *Network) Run() (time.Duration, error) {
+	return n.RunUntil(time.Duration(1<<63 - 1))
+}
+
+// RunUntil runs the network in virtual time until no event is left or the
+// next one is later than deadline. It may be called again with a later
+// deadline to continue the run. Virtual time is exact and independent of the
+// machine's speed: a 400 Gbps link is modelled as precisely as a 1 Mbps one.
+func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
+	if len(n.exts) > 0 {
+		return n.Now(), errors.New("emu: the network has external ports (Attach); run it with RunRealtime")
+	}
+	n.start()
+	dl := int64(deadline)
+	for n.events.Len() > 0 && n.events.peek().at <= dl {
+		e := n.events.pop()
+		n.now = e.at
+		n.dispatch(&e)
+	}
+	if n.events.Len() > 0 && dl > n.now {
+		n.now = dl
+	}
+	for _, ns := range n.nodes {
+		for _, ps := range ns.ports {
+			if ps.cap != nil && ps.cap.err != nil {
+				return n.Now(), ps.cap.err
+			}
+		}
+	}
+	return n.Now(), nil
+}
+
+// Pending returns the number of scheduled events.
+func (n *Network) Pending() int { return n.events.Len() }

@@ -1,0 +1,149 @@
+package emu
+
+import (
+	"sync"
+	"time"
+)
+
+// DefaultHeadroom is the number of bytes kept free in front of a packet's data
+// so that headers (or a backend's own header, such as a virtio-net header) can be
+// prepended in place.
+const DefaultHeadroom = 128
+
+// DefaultMaxFrame is the largest frame a pooled buffer holds after its headroom:
+// a 9000-byte jumbo MTU plus the Ethernet header, a VLAN tag and slack.
+const DefaultMaxFrame = 9216
+
+// Packet is one Ethernet frame in a buffer with headroom, plus a small
+// value-type metadata header.
+//
+// A Packet has exactly one owner at a time. Whoever holds it either passes it
+// on (Env.Send, Port writes, a link) or returns it with Pool.Put / Env.Free; it
+// must not be touched after that. The data is Bytes(); Prepend grows it into the
+// headroom without copying.
+type Packet struct {
+	buf      []byte // the whole buffer: headroom + room for the frame
+	off, end int    // data is buf[off:end]
+
+	// Port is the ingress port number of the node that received the packet.
+	Port int
+	// Arrival is when the packet arrived at that port, in run time.
+	Arrival time.Duration
+}
+
+// Bytes returns the frame. The slice aliases the packet's buffer.
+func (p *Packet) Bytes() []byte { return p.buf[p.off:p.end] }
+
+// Len returns the frame length in bytes.
+func (p *Packet) Len() int { return p.end - p.off }
+
+// Headroom returns how many bytes can be prepended in place.
+func (p *Packet) Headroom() int { return p.off }
+
+// Tailroom returns how many bytes the frame can still grow at its end.
+func (p *Packet) Tailroom() int { return len(p.buf) - p.end }
+
+// Prepend extends the frame by n bytes at its front and returns them. It
+// panics if n exceeds the headroom: size headroom for the deepest encapsulation.
+func (p *Packet) Prepend(n int) []byte {
+	if n > p.off {
+		panic("emu: Prepend beyond headroom")
+	}
+	p.off -= n
+	return p.buf[p.off : p.off+n]
+}
+
+// TrimFront removes n bytes from the front of the frame (they become headroom).
+func (p *Packet) TrimFront(n int) {
+	if n > p.Len() {
+		panic("emu: TrimFront beyond frame")
+	}
+	p.off += n
+}
+
+// SetLen sets the frame length, keeping its start. It panics if the buffer is
+// too small.
+func (p *Packet) SetLen(n int) {
+	if n < 0 || p.off+n > len(p.buf) {
+		panic("emu: SetLen out of range")
+	}
+	p.end = p.off + n
+}
+
+// Reset empties the frame and restores the given headroom.
+func (p *Packet) Reset(headroom int) {
+	if headroom > len(p.buf) {
+		headroom = len(p.buf)
+	}
+	p.off, p.end = headroom, headroom
+	p.Port, p.Arrival = 0, 0
+}
+
+// SetBytes replaces the frame with a copy of b, keeping the current headroom.
+func (p *Packet) SetBytes(b []byte) {
+	p.SetLen(len(b))
+	copy(p.buf[p.off:p.end], b)
+}
+
+// Buffer returns the whole underlying buffer and the frame's offset in it, for
+// backends that read or write in place. The frame is buf[off:off+Len()].
+func (p *Packet) Buffer() (buf []byte, off int) { return p.buf, p.off }
+
+// SetFrame sets the frame to buf[off:off+n] of the packet's own buffer, as a
+// backend does after reading into Buffer().
+func (p *Packet) SetFrame(off, n int) {
+	if off < 0 || n < 0 || off+n > len(p.buf) {
+		panic("emu: SetFrame out of range")
+	}
+	p.off, p.end = off, off+n
+}
+
+// Pool hands out Packets of one buffer size. It is safe for concurrent use.
+// Get and Put allocate nothing in steady state.
+type Pool struct {
+	headroom int
+	size     int
+	pool     sync.Pool
+}
+
+// NewPool returns a pool of packets with the given headroom and maximum frame
+// size in bytes.
+func NewPool(headroom, maxFrame int) *Pool {
+	p := &Pool{headroom: headroom, size: headroom + maxFrame}
+	p.pool.New = func() any { return &Packet{buf: make([]byte, p.size)} }
+	return p
+}
+
+// Headroom returns the headroom of packets from this pool.
+func (pl *Pool) Headroom() int { return pl.headroom }
+
+// MaxFrame returns the largest frame a packet from this pool holds.
+func (pl *Pool) MaxFrame() int { return pl.size - pl.headroom }
+
+// Get returns an empty packet with the pool's headroom. The caller owns it.
+func (pl *Pool) Get() *Packet {
+	p := pl.pool.Get().(*Packet)
+	p.Reset(pl.headroom)
+	return p
+}
+
+// Put returns a packet to the pool. The caller gives up ownership.
+func (pl *Pool) Put(p *Packet) {
+	if p == nil || len(p.buf) != pl.size {
+		return
+	}
+	pl.pool.Put(p)
+}
+
+// Clone returns a copy of p from the pool, with the same headroom and metadata.
+func (pl *Pool) Clone(p *Packet) *Packet {
+	c := pl.pool.Get().(*Packet)
+	off := p.off
+	if off > len(c.buf)-p.Len() {
+		off = len(c.buf) - p.Len()
+	}
+	c.off, c.end = off, off+p.Len()
+	copy(c.buf[c.off:c.end], p.Bytes())
+	c.Port, c.Arrival = p.Port, p.Arrival
+	return c
+}

@@ -1,0 +1,124 @@
+package emu
+
+import (
+	"net/netip"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mmsghdr mirrors struct mmsghdr; Go pads it like C does.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+}
+
+// Verdicts of udpReceiver.result.
+const (
+	rxOK = iota
+	rxTrunc
+	rxForeign
+)
+
+// errnoERESTARTSYS is a kernel-internal errno that recvmmsg was seen to leak
+// on this kind of VM; it means "try again".
+const errnoERESTARTSYS = syscall.Errno(512)
+
+// udpReceiver receives a batch of datagrams with recvmmsg into caller buffers
+// without allocating: message headers, iovecs and source addresses are
+// preallocated, and the callback handed to RawConn.Read is a method value
+// made once. x/net's ReadBatch is not used on this path because it allocates
+// a net.UDPAddr per received datagram.
+type udpReceiver struct {
+	hdrs  []mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet4
+
+	wantAddr [4]byte
+	wantPort uint16 // in host order
+
+	want, got int
+	err       error
+	fn        func(fd uintptr) bool
+}
+
+func (r *udpReceiver) init(batch int, remote netip.AddrPort) {
+	r.hdrs = make([]mmsghdr, batch)
+	r.iovs = make([]unix.Iovec, batch)
+	r.names = make([]unix.RawSockaddrInet4, batch)
+	r.wantAddr = remote.Addr().As4()
+	r.wantPort = remote.Port()
+	r.fn = r.syscall
+}
+
+// recv receives up to len(bufs) datagrams into bufs[i][offset:], blocking
+// (in the netpoller) until at least one is there. It returns how many
+// messages the kernel filled; result tells what each one holds.
+func (r *udpReceiver) recv(rc syscall.RawConn, bufs [][]byte, offset int) (int, error) {
+	for i, b := range bufs {
+		room := b[offset:]
+		if len(room) > 0 {
+			r.iovs[i].Base = &room[0]
+		} else {
+			r.iovs[i].Base = nil
+		}
+		r.iovs[i].SetLen(len(room))
+		h := &r.hdrs[i].hdr
+		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+		h.Namelen = unix.SizeofSockaddrInet4
+		h.Iov = &r.iovs[i]
+		h.SetIovlen(1)
+		h.Control = nil
+		h.SetControllen(0)
+		h.Flags = 0
+		r.hdrs[i].len = 0
+	}
+	r.want, r.got, r.err = len(bufs), 0, nil
+	err := rc.Read(r.fn)
+	// Drop the references to the caller's buffers.
+	for i := range bufs {
+		r.iovs[i].Base = nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return r.got, r.err
+}
+
+// syscall is the RawConn.Read callback: false means "wait until readable".
+func (r *udpReceiver) syscall(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])),
+			uintptr(r.want), unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			r.got = int(n)
+			return true
+		case unix.EINTR, errnoERESTARTSYS:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			r.err = os.NewSyscallError("recvmmsg", e)
+			return true
+		}
+	}
+}
+
+// result returns the length of message i and whether it is a whole datagram
+// from the expected source.
+func (r *udpReceiver) result(i int) (int, int) {
+	h := &r.hdrs[i]
+	if h.hdr.Flags&unix.MSG_TRUNC != 0 {
+		return 0, rxTrunc
+	}
+	sa := &r.names[i]
+	pb := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	port := uint16(pb[0])<<8 | uint16(pb[1])
+	if sa.Family != unix.AF_INET || sa.Addr != r.wantAddr || port != r.wantPort {
+		return 0, rxForeign
+	}
+	return int(h.len), rxOK
+}

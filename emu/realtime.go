@@ -1,0 +1,379 @@
+package emu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// writeOffset is the headroom handed to a backend's Write in front of each
+// frame (enough for a virtio-net header).
+const writeOffset = 32
+
+// extPort is a link end outside the emulator: a Port backend driven by a
+// reader and a writer goroutine during a real-time run.
+type extPort struct {
+	name string
+	port Port
+	in   *linkDir // backend → node
+	out  *linkDir // node → backend
+
+	pending []*Packet      // arrivals for the backend, flushed once per loop turn
+	toW     chan []*Packet // batches for the writer
+	freeW   chan []*Packet // batch slices back from the writer
+	freeR   chan []*Packet // batch slices back to the reader
+
+	mu    sync.Mutex
+	stats ExtStats
+}
+
+// ExtStats counts what crossed an attached backend port.
+type ExtStats struct {
+	ReadPackets, WritePackets uint64
+	WriteErrors               uint64
+	// DropBackpressure counts frames dropped because the writer could not
+	// keep up with the emulator.
+	DropBackpressure uint64
+	ReadErr          string // why the reader stopped, if it did before the run ended
+}
+
+type ingress struct {
+	ext  *extPort
+	pkts []*Packet
+}
+
+// RealtimeStats tell how well the machine kept up with a real-time run.
+type RealtimeStats struct {
+	Events uint64
+	// MaxLate is the largest delay between an event's due time and when it
+	// ran. Link rates and delays hold only while this stays small compared
+	// with the links' serialization and propagation delays; Late counts
+	// events more than 100 µs late.
+	MaxLate time.Duration
+	Late    uint64
+}
+
+type realtime struct {
+	wallStart time.Time
+	ingress   chan ingress
+	calls     chan func()
+	stats     RealtimeStats
+}
+
+// Attach joins a node's port to a backend Port (in-memory pipe, UDP socket,
+// TAP device) with a link that has cfg in both directions. The network takes
+// ownership of p: the run reads and writes it from goroutines of its own and
+// closes it when the run ends. Networks with attached ports run only in real
+// time.
+func (n *Network) Attach(node string, port int, p Port, cfg LinkConfig) (*Link, error) {
+	if n.started {
+		return nil, errors.New("emu: Attach after the run started")
+	}
+	if p == nil {
+		return nil, &ConfigError{"attach to " + node, "Port", nil, "must not be nil"}
+	}
+	ns, err := n.port(node, port)
+	if err != nil {
+		return nil, err
+	}
+	x := &extPort{name: p.Name(), port: p}
+	ea := endpoint{node: ns.idx, port: port}
+	eb := endpoint{node: -1, ext: x}
+	l, err := n.newLink(fmt.Sprintf("%s:%d<->%s", node, port, x.name), ea, eb,
+		fmt.Sprintf("%s:%d→%s", node, port, x.name), fmt.Sprintf("%s→%s:%d", x.name, node, port), cfg, cfg)
+	if err != nil {
+		return nil, err
+	}
+	x.out, x.in = l.dirs[0], l.dirs[1]
+	ns.ports[port].out = l.dirs[0]
+	n.exts = append(n.exts, x)
+	return l, nil
+}
+
+// ExtStats returns the counters of the backend attached with Attach under
+// the given name (Port.Name()).
+func (n *Network) ExtStats(name string) (ExtStats, bool) {
+	for _, x := range n.exts {
+		if x.name == name {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			return x.stats, true
+		}
+	}
+	return ExtStats{}, false
+}
+
+// deliver queues a packet that reached the backend end of its link.
+func (x *extPort) deliver(n *Network, p *Packet) {
+	if n.rt == nil { // cannot happen: RunUntil refuses external ports
+		n.pool.Put(p)
+		return
+	}
+	x.pending = append(x.pending, p)
+}
+
+// flush hands the pending packets to the writer without blocking.
+func (x *extPort) flush(n *Network) {
+	for len(x.pending) > 0 {
+		k := min(len(x.pending), x.port.BatchSize())
+		var b []*Packet
+		select {
+		case b = <-x.freeW:
+		default:
+			b = make([]*Packet, 0, x.port.BatchSize())
+		}
+		b = append(b[:0], x.pending[:k]...)
+		select {
+		case x.toW <- b:
+		default:
+			x.mu.Lock()
+			x.stats.DropBackpressure += uint64(k)
+			x.mu.Unlock()
+			for _, p := range b {
+				n.pool.Put(p)
+			}
+		}
+		x.pending = x.pending[copy(x.pending, x.pending[k:]):]
+	}
+	clear(x.pending[len(x.pending):cap(x.pending)])
+}
+
+func (x *extPort) writer(pool *Pool, wg *sync.WaitGroup) {
+	defer wg.Done()
+	bs := x.port.BatchSize()
+	bufs := make([][]byte, 0, bs)
+	for b := range x.toW {
+		bufs = bufs[:0]
+		for _, p := range b {
+			if p.off < writeOffset { // rare: a node used up the headroom
+				l := p.Len()
+				if writeOffset+l > len(p.buf) {
+					continue
+				}
+				copy(p.buf[writeOffset:], p.Bytes())
+				p.off, p.end = writeOffset, writeOffset+l
+			}
+			bufs = append(bufs, p.buf[p.off-writeOffset:p.end])
+		}
+		for len(bufs) > 0 {
+			k, err := x.port.Write(bufs, writeOffset)
+			x.mu.Lock()
+			x.stats.WritePackets += uint64(k)
+			if err != nil {
+				x.stats.WriteErrors += uint64(len(bufs) - k)
+			}
+			x.mu.Unlock()
+			if err != nil || k == 0 {
+				break
+			}
+			bufs = bufs[k:]
+		}
+		for i, p := range b {
+			pool.Put(p)
+			b[i] = nil
+		}
+		select {
+		case x.freeW <- b[:0]:
+		default:
+		}
+	}
+}
+
+func (x *extPort) reader(pool *Pool, in chan<- ingress, done <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	bs := x.port.BatchSize()
+	bufs := make([][]byte, bs)
+	sizes := make([]int, bs)
+	for {
+		var b []*Packet
+		select {
+		case b = <-x.freeR:
+		default:
+			b = make([]*Packet, 0, bs)
+		}
+		b = b[:bs]
+		for i := range b {
+			b[i] = pool.Get()
+			bufs[i] = b[i].buf
+		}
+		k, err := x.port.Read(bufs, sizes, pool.headroom)
+		for i := k; i < bs; i++ {
+			pool.Put(b[i])
+			b[i] = nil
+		}
+		b = b[:k]
+		for i, p := range b {
+			p.SetFrame(pool.headroom, sizes[i])
+		}
+		if k > 0 {
+			x.mu.Lock()
+			x.stats.ReadPackets += uint64(k)
+			x.mu.Unlock()
+			select {
+			case in <- ingress{ext: x, pkts: b}:
+			case <-done:
+				for _, p := range b {
+					pool.Put(p)
+				}
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				x.mu.Lock()
+				x.stats.ReadErr = err.Error()
+				x.mu.Unlock()
+			}
+			return
+		}
+	}
+}
+
+// Do runs fn on the run's goroutine and waits for it: the way to read
+// counters or change links while a real-time run is going. Before or after a
+// run (and under virtual time) it simply calls fn.
+func (n *Network) Do(fn func()) {
+	rt := n.rt
+	if rt == nil {
+		fn()
+		return
+	}
+	done := make(chan struct{})
+	select {
+	case rt.calls <- func() { fn(); close(done) }:
+		<-done
+	case <-time.After(time.Second):
+		fn() // the run has ended
+	}
+}
+
+// RunRealtime runs the network against the wall clock until ctx is done or
+// run time reaches until (0 means no limit), then closes every attached port
+// and returns. The same nodes, links and faults as under virtual time apply;
+// link rates and delays are kept by pacing events on a timer. Backend ports
+// are read and written by goroutines at the edges; nodes still run one at a
+// time on the calling goroutine. See RealtimeStats for how late events ran.
+func (n *Network) RunRealtime(ctx context.Context, until time.Duration) (RealtimeStats, error) {
+	if n.started {
+		return RealtimeStats{}, errors.New("emu: the network has already run")
+	}
+	rt := &realtime{wallStart: time.Now(), ingress: make(chan ingress, 64), calls: make(chan func())}
+	n.rt = rt
+	done := make(chan struct{})
+	var wgR, wgW sync.WaitGroup
+	for _, x := range n.exts {
+		x.toW = make(chan []*Packet, 256)
+		x.freeW = make(chan []*Packet, 256)
+		x.freeR = make(chan []*Packet, 64)
+		wgR.Add(1)
+		wgW.Add(1)
+		go x.reader(n.pool, rt.ingress, done, &wgR)
+		go x.writer(n.pool, &wgW)
+	}
+	n.start()
+	n.flushExts()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var err error
+loop:
+	for {
+		now := int64(time.Since(rt.wallStart))
+		if until > 0 && now >= int64(until) {
+			now = int64(until)
+		}
+		for n.events.Len() > 0 && n.events.peek().at <= now {
+			e := n.events.pop()
+			if late := time.Duration(now - e.at); late > rt.stats.MaxLate {
+				rt.stats.MaxLate = late
+			}
+			if now-e.at > int64(100*time.Microsecond) {
+				rt.stats.Late++
+			}
+			n.now = max(n.now, e.at)
+			n.dispatch(&e)
+		}
+		n.flushExts()
+		if until > 0 && now >= int64(until) {
+			break
+		}
+		wait := time.Duration(1<<62 - 1)
+		if n.events.Len() > 0 {
+			wait = time.Duration(n.events.peek().at - int64(time.Since(rt.wallStart)))
+		}
+		if until > 0 {
+			wait = min(wait, until-time.Since(rt.wallStart))
+		}
+		if wait <= 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			break loop
+		case <-timer.C:
+		case in := <-rt.ingress:
+			n.now = max(n.now, int64(time.Since(rt.wallStart)))
+			for i, p := range in.pkts {
+				n.enqueue(in.ext.in, p)
+				in.pkts[i] = nil
+			}
+			select {
+			case in.ext.freeR <- in.pkts[:0]:
+			default:
+			}
+		case fn := <-rt.calls:
+			n.now = max(n.now, int64(time.Since(rt.wallStart)))
+			fn()
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+	// Shut down the edges: close the ports (unblocking readers), let the
+	// writers drain, and return every buffer to the pool.
+	// Closing a port first unblocks a writer stuck on back-pressure; frames
+	// still queued for a backend at that point are dropped.
+	close(done)
+	for _, x := range n.exts {
+		close(x.toW)
+		if cerr := x.port.Close(); cerr != nil && err == nil && !errors.Is(cerr, net.ErrClosed) {
+			err = fmt.Errorf("emu: closing %s: %w", x.name, cerr)
+		}
+	}
+	wgW.Wait()
+	wgR.Wait()
+	for {
+		select {
+		case in := <-rt.ingress:
+			for _, p := range in.pkts {
+				n.pool.Put(p)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	rt.stats.Events = n.Events
+	stats := rt.stats
+	n.rt = nil
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		err = nil // stopping by context is the normal way to end a real-time run
+	}
+	return stats, err
+}
+
+func (n *Network) flushExts() {
+	for _, x := range n.exts {
+		if len(x.pending) > 0 {
+			x.flush(n)
+		}
+	}
+}
