@@ -136,7 +136,7 @@ func (x *extPort) flush(n *Network) {
 				n.pool.Put(p)
 			}
 		}
-		x.pending = x.pending[copy(x.pending, x.pending[k:]):]
+		x.pending = x.pending[:copy(x.pending, x.pending[k:])]
 	}
 	clear(x.pending[len(x.pending):cap(x.pending)])
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package emu_test
+
+const raceDetectorOn = false
