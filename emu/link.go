@@ -10,7 +10,7 @@ import (
 
 // Ethernet and IPv4 sizes the link model needs to read ECN bits and MTUs.
 const (
-	etherHdrLen  = 14
+	etherHdrLen   = 14
 	ipv4MinHeader = 20
 	// MinMTU is the smallest MTU a link accepts: the IPv4 minimum (RFC 791).
 	MinMTU = 68

@@ -2,8 +2,8 @@ package emu_test
 
 import (
 	"bytes"
-	"fmt"
 	"errors"
+	"fmt"
 	"math"
 	"net/netip"
 	"reflect"
@@ -308,7 +308,7 @@ func TestGilbertElliottBursts(t *testing.T) {
 
 type seqRecorder struct{ seqs []uint64 }
 
-func (r *seqRecorder) Start(*emu.Env)          {}
+func (r *seqRecorder) Start(*emu.Env)         {}
 func (r *seqRecorder) Timer(*emu.Env, uint64) {}
 func (r *seqRecorder) Receive(env *emu.Env, _ int, pkts []*emu.Packet) {
 	for _, p := range pkts {

@@ -7,7 +7,7 @@ import (
 	_ "github.com/montanaflynn/stats"
 	_ "github.com/songgao/water"
 	_ "github.com/vishvananda/netlink"
+	_ "go.yaml.in/yaml/v3"
 	_ "golang.org/x/net/ipv4"
 	_ "golang.org/x/sys/unix"
-	_ "go.yaml.in/yaml/v3"
 )

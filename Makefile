@@ -1,0 +1,42 @@
+# inabox — see README.md. Every target runs from a fresh checkout.
+GO        ?= go
+PKGS      ?= ./...
+STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME  ?= 60s
+
+.PHONY: run test unit lint bench fuzz soak p4-difftest tidy
+
+## run: the main job on the embedded default scenario
+run:
+	$(GO) run ./cmd/inabox run
+
+## test: vet, staticcheck, and every test with the race detector in random order
+test: lint unit
+
+unit:
+	$(GO) test -race -shuffle=on -timeout 20m $(PKGS)
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
+
+## bench: every benchmark with allocation counts (compare runs with benchstat)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS) | tee bench.txt
+
+## fuzz: each fuzz target for FUZZTIME (the suite runs their seed corpora only)
+fuzz:
+	@for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+## soak: long randomized runs (INABOX_SOAK=1 enables them)
+soak:
+	INABOX_SOAK=1 $(GO) test -run Soak -timeout 2h -v $(PKGS)
+
+## p4-difftest: compile the P4 twin with p4c and run the STF vectors on BMv2
+p4-difftest:
+	bash switch/p4/difftest.sh
