@@ -1,11 +1,13 @@
 // Package harness runs scenarios on the emulator and reports what happened.
 //
 // Until the experiment runner lands, it holds the embedded default scenario:
-// two hosts exchanging numbered frames through a learning switch over
-// impaired links, with a link flap and a switch crash, printing every counter.
+// two RoCEv2 hosts exchanging INA-header messages over RDMA reliable
+// connections through a learning switch, over impaired links, with a link
+// flap and a switch crash, printing every counter.
 package harness
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/netip"
@@ -16,6 +18,8 @@ import (
 
 	"inabox/emu"
 	"inabox/emu/nodes"
+	"inabox/rdma"
+	"inabox/switch/inahdr"
 )
 
 // DemoConfig configures the default scenario.
@@ -23,21 +27,32 @@ type DemoConfig struct {
 	Seed uint64
 	// PcapDir, if set, receives one pcap file per node port.
 	PcapDir string
-	// Frames each host sends, FrameBytes long, one every Interval.
-	Frames     int
-	FrameBytes int
-	Interval   time.Duration
+	// Messages each host sends to the other over its RC queue pair; each is
+	// an INA header with Values int32 values (one SEND Only packet).
+	Messages int
+	Values   int
 }
 
 // DefaultDemo is the embedded default scenario.
-var DefaultDemo = DemoConfig{Seed: 1, Frames: 20000, FrameBytes: 1000, Interval: 700 * time.Nanosecond}
+var DefaultDemo = DemoConfig{Seed: 1, Messages: 20000, Values: 64}
 
 // DemoResult is what the default scenario measured.
 type DemoResult struct {
 	End   time.Duration
-	Hosts map[string]nodes.TrafficStats
+	Hosts map[string]HostReport
 	Links []LinkReport
 	Ports map[string]emu.NodePortStats
+}
+
+// HostReport is one host's view: its QP's counters and what it received.
+type HostReport struct {
+	QP rdma.Stats
+	// Sent and Completed count this host's messages; Received counts the
+	// peer's messages delivered, InOrder those that arrived as the next
+	// expected chunk index, BadPayload those whose values were not the ones
+	// sent.
+	Sent, Completed, Received, InOrder, BadPayload int
+	QPState                                        string
 }
 
 // LinkReport is one link direction's counters.
@@ -46,19 +61,86 @@ type LinkReport struct {
 	Stats emu.LinkStats
 }
 
+type demoHost struct {
+	name  string
+	rep   HostReport
+	data  []byte // all messages, back to back
+	size  int
+	next  int
+	total int
+}
+
+func (d *demoHost) post(qp *rdma.QP) {
+	for d.next < d.total {
+		wr := rdma.WorkRequest{ID: uint64(d.next), Op: rdma.WRSend, Data: d.data[d.next*d.size : (d.next+1)*d.size]}
+		if qp.PostSend(wr) != nil {
+			return
+		}
+		d.next++
+		d.rep.Sent++
+	}
+}
+
+// message returns message i of a host as bytes: an INA header and values
+// derived from (worker, i).
+func message(buf []byte, worker uint8, i, values int) {
+	h := inahdr.Header(buf)
+	h.Encode(inahdr.Meta{Job: 1, AllReduce: 1, Chunk: uint32(i), Worker: worker, Bitmap: 1 << worker, Count: values})
+	for v := 0; v < values; v++ {
+		h.SetValue(v, int32(uint32(i)*2654435761+uint32(v)*40503+uint32(worker)))
+	}
+}
+
 // RunDemo runs the default scenario in virtual time.
 //
 //	h1 ──25 Gb/s, 2 µs, 1% loss, dup, reorder, corrupt── s ──10 Gb/s, 5 µs, ECN── h2
 //
-// Each host sends cfg.Frames frames to the other; the h1–s link flaps at 5 ms
-// and the switch crashes at 12 ms and restarts 100 µs later, losing its MAC
-// table.
+// h1 and h2 each send cfg.Messages RC SEND messages to the other; the h1–s
+// link flaps at 2 ms and the switch crashes at 6 ms and restarts 100 µs later,
+// losing its MAC table. RC recovers every loss: each host must receive every
+// message exactly once, in order, intact.
 func RunDemo(cfg DemoConfig) (DemoResult, error) {
+	if cfg.Values < 1 || cfg.Values > inahdr.MaxValues {
+		return DemoResult{}, fmt.Errorf("harness: Values = %d: must be in [1, %d]", cfg.Values, inahdr.MaxValues)
+	}
 	n := emu.NewNetwork(emu.Config{Seed: cfg.Seed})
-	a := nodes.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.0.0.1"), Port: 4000}
-	b := nodes.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.0.0.2"), Port: 4000}
-	h1 := nodes.NewTraffic(nodes.TrafficConfig{Local: a, Remote: b, Count: cfg.Frames, FrameBytes: cfg.FrameBytes, Interval: cfg.Interval, ECN: true})
-	h2 := nodes.NewTraffic(nodes.TrafficConfig{Local: b, Remote: a, Count: cfg.Frames, FrameBytes: cfg.FrameBytes, Interval: cfg.Interval, ECN: true})
+	ea := rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.0.0.1")}
+	eb := rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.0.0.2")}
+	size := inahdr.Len + 4*cfg.Values
+	mk := func(name string, worker uint8, local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma.Host, *demoHost, error) {
+		qp, err := rdma.NewQP(rdma.Config{Local: local, Remote: remote, QPN: qpn, RemoteQPN: rqpn, MTU: 1024,
+			SendPSN: 0xFFFF00, RecvPSN: 0xFFFF00, Timeout: 4, RetryCount: 7, MaxUnacked: 64, TOS: 2})
+		if err != nil {
+			return nil, nil, err
+		}
+		d := &demoHost{name: name, data: make([]byte, cfg.Messages*size), size: size, total: cfg.Messages}
+		for i := 0; i < cfg.Messages; i++ {
+			message(d.data[i*size:], worker, i, cfg.Values)
+		}
+		h := rdma.NewHost(qp)
+		h.OnStart = func(env *emu.Env, h *rdma.Host) { d.post(qp) }
+		peer := 1 - worker
+		h.OnCompletion = func(env *emu.Env, qp *rdma.QP, c *rdma.Completion) {
+			switch c.Opcode {
+			case rdma.CompSend:
+				if c.Status == rdma.StatusSuccess {
+					d.rep.Completed++
+				}
+				d.post(qp)
+			case rdma.CompRecv:
+				d.check(c.Data, peer, cfg.Values)
+			}
+		}
+		return h, d, nil
+	}
+	h1, d1, err := mk("h1", 0, ea, eb, 0x11, 0x22)
+	if err != nil {
+		return DemoResult{}, err
+	}
+	h2, d2, err := mk("h2", 1, eb, ea, 0x22, 0x11)
+	if err != nil {
+		return DemoResult{}, err
+	}
 	for _, x := range []struct {
 		name  string
 		ports int
@@ -72,7 +154,7 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 		BitsPerSecond: 25e9, Delay: 2 * time.Microsecond, Jitter: 100 * time.Nanosecond, QueuePackets: 256,
 		Impairments: emu.Impairments{Loss: 0.01, Duplicate: 0.005, Reorder: 0.005, ReorderDelay: 5 * time.Microsecond, Corrupt: 0.001},
 	}
-	core := emu.LinkConfig{BitsPerSecond: 10e9, Delay: 5 * time.Microsecond, QueueBytes: 256 << 10, ECNThresholdBytes: 64 << 10}
+	core := emu.LinkConfig{BitsPerSecond: 10e9, Delay: 5 * time.Microsecond, QueueBytes: 64 << 10, ECNThresholdBytes: 16 << 10}
 	l1, err := n.Connect("h1", 0, "s", 0, edge)
 	if err != nil {
 		return DemoResult{}, err
@@ -80,12 +162,12 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 	if _, err := n.Connect("s", 1, "h2", 0, core); err != nil {
 		return DemoResult{}, err
 	}
-	n.LinkDown(5*time.Millisecond, l1)
-	n.LinkUp(5*time.Millisecond+200*time.Microsecond, l1)
-	if err := n.Crash(12*time.Millisecond, "s"); err != nil {
+	n.LinkDown(2*time.Millisecond, l1)
+	n.LinkUp(2*time.Millisecond+200*time.Microsecond, l1)
+	if err := n.Crash(6*time.Millisecond, "s"); err != nil {
 		return DemoResult{}, err
 	}
-	if err := n.Restart(12*time.Millisecond+100*time.Microsecond, "s"); err != nil {
+	if err := n.Restart(6*time.Millisecond+100*time.Microsecond, "s"); err != nil {
 		return DemoResult{}, err
 	}
 	ports := []struct {
@@ -107,11 +189,19 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 			}
 		}
 	}
-	end, err := n.Run()
+	end, err := n.RunUntil(10 * time.Second)
 	if err != nil {
 		return DemoResult{}, err
 	}
-	res := DemoResult{End: end, Hosts: map[string]nodes.TrafficStats{"h1": h1.Stats(), "h2": h2.Stats()}, Ports: map[string]emu.NodePortStats{}}
+	res := DemoResult{End: end, Hosts: map[string]HostReport{}, Ports: map[string]emu.NodePortStats{}}
+	for _, x := range []struct {
+		d *demoHost
+		h *rdma.Host
+	}{{d1, h1}, {d2, h2}} {
+		x.d.rep.QP = x.h.QPs[0].Stats()
+		x.d.rep.QPState = x.h.QPs[0].State().String()
+		res.Hosts[x.d.name] = x.d.rep
+	}
 	for _, l := range n.Links() {
 		for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
 			res.Links = append(res.Links, LinkReport{Name: l.Name() + " " + d.String(), Stats: l.Stats(d)})
@@ -124,9 +214,28 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 	return res, nil
 }
 
+// check verifies a received message is the peer's next one, intact.
+func (d *demoHost) check(b []byte, peer uint8, values int) {
+	d.rep.Received++
+	m, vals, err := inahdr.Decode(b)
+	if err != nil || int(m.Chunk) != d.rep.InOrder || m.Worker != peer {
+		d.rep.BadPayload++
+		return
+	}
+	var want [4]byte
+	for v := 0; v < values; v++ {
+		binary.BigEndian.PutUint32(want[:], m.Chunk*2654435761+uint32(v)*40503+uint32(peer))
+		if uint32(vals[v]) != binary.BigEndian.Uint32(want[:]) {
+			d.rep.BadPayload++
+			return
+		}
+	}
+	d.rep.InOrder++
+}
+
 // Print writes the result as tables.
 func (r DemoResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "default scenario: h1 <-> s <-> h2, virtual time %v\n\n", r.End)
+	fmt.Fprintf(w, "default scenario: RC hosts h1 <-> learning switch s <-> h2, virtual time %v\n\n", r.End)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "link direction\tsent\tdelivered\tdown\tmtu\tqueue\tloss\tdup\treorder\tcorrupt\tecn\tq-hw pkts\tq-hw bytes\t")
 	for _, l := range r.Links {
@@ -146,10 +255,11 @@ func (r DemoResult) Print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "host\tsent\treceived\tunique\tduplicates\treordered\tcorrupt\tCE-marked\tfirst rx\tlast rx\t")
+	fmt.Fprintln(tw, "host\tmsgs sent\tcompleted\treceived\tin order\tbad\tretransmits\tACKs\tNAKs\tbad ICRC\tduplicates\tCE\tQP state\t")
 	for _, h := range []string{"h1", "h2"} {
 		s := r.Hosts[h]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\t\n", h, s.Sent, s.Received, s.Unique, s.Duplicates, s.Reordered, s.Corrupt, s.CEMarked, s.FirstRx, s.LastRx)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", h, s.Sent, s.Completed, s.Received, s.InOrder, s.BadPayload,
+			s.QP.TxRetransmits, s.QP.TxACKs, s.QP.TxNAKs, s.QP.RxBadICRC, s.QP.RxDuplicates, s.QP.RxCE, s.QPState)
 	}
 	tw.Flush()
 }

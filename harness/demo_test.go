@@ -9,36 +9,42 @@ import (
 	"testing"
 )
 
-// The default scenario conserves frames: everything a host sent is either
-// received by the other host or accounted for by a counted drop.
-func TestDemoConservation(t *testing.T) {
+// In the default scenario RC recovers every loss, duplicate, reorder,
+// corruption, the link flap and the switch crash: each host receives every
+// message of the other exactly once, in order, intact, and the link counters
+// conserve packets.
+func TestDemoExactlyOnceInOrder(t *testing.T) {
 	cfg := DefaultDemo
-	cfg.Frames = 5000
+	cfg.Messages = 5000
 	r, err := RunDemo(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	links := map[string]int{}
-	for i, l := range r.Links {
-		links[l.Name] = i
+	for _, l := range r.Links {
 		s := l.Stats
-		// Offered = delivered − duplicates + drops (nothing still in flight).
 		if s.SentPackets+s.Duplicated != s.DeliveredPackets+s.Drops.Total() {
 			t.Errorf("%s: sent %d + dup %d != delivered %d + drops %d", l.Name, s.SentPackets, s.Duplicated, s.DeliveredPackets, s.Drops.Total())
 		}
 	}
+	var faults uint64
+	for _, l := range r.Links {
+		faults += l.Stats.Drops.Total() + l.Stats.Corrupted + l.Stats.Duplicated + l.Stats.Reordered
+	}
+	if faults == 0 {
+		t.Fatal("no impairment happened: the scenario tests nothing")
+	}
 	for _, h := range []string{"h1", "h2"} {
 		s := r.Hosts[h]
-		if s.Sent != cfg.Frames || s.Unique == 0 || s.Unique >= cfg.Frames {
-			t.Errorf("%s: sent %d unique %d: the impairments should lose some but not all", h, s.Sent, s.Unique)
+		if s.Sent != cfg.Messages || s.Completed != cfg.Messages || s.Received != cfg.Messages || s.InOrder != cfg.Messages || s.BadPayload != 0 {
+			t.Errorf("%s: %+v", h, s)
 		}
-		if s.Received+s.Corrupt != int(r.Ports[h+":0"].RxPackets) {
-			t.Errorf("%s: received %d + corrupt %d != port rx %d", h, s.Received, s.Corrupt, r.Ports[h+":0"].RxPackets)
+		if s.QP.TxRetransmits == 0 {
+			t.Errorf("%s: no retransmissions despite loss", h)
 		}
 	}
 	var out bytes.Buffer
 	r.Print(&out)
-	for _, want := range []string{"h1:0<->s:0 a→b", "CE-marked", "drop node-down"} {
+	for _, want := range []string{"h1:0<->s:0 a→b", "retransmits", "drop node-down"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -47,7 +53,7 @@ func TestDemoConservation(t *testing.T) {
 
 func TestDemoPcapAndDeterminism(t *testing.T) {
 	cfg := DefaultDemo
-	cfg.Frames = 2000
+	cfg.Messages = 2000
 	d1, d2 := t.TempDir(), t.TempDir()
 	cfg.PcapDir = d1
 	r1, err := RunDemo(cfg)
@@ -71,5 +77,13 @@ func TestDemoPcapAndDeterminism(t *testing.T) {
 		if len(a) < 100000 || !bytes.Equal(a, b) {
 			t.Errorf("%s: %d bytes, identical %v", f, len(a), bytes.Equal(a, b))
 		}
+	}
+}
+
+func TestDemoBadConfig(t *testing.T) {
+	cfg := DefaultDemo
+	cfg.Values = 0
+	if _, err := RunDemo(cfg); err == nil || !strings.Contains(err.Error(), "Values = 0") {
+		t.Errorf("Values 0: %v", err)
 	}
 }

@@ -7,16 +7,16 @@ import (
 	"testing"
 )
 
-// The pcaps the emulator writes are real frames: tshark reads every frame of
-// every port's capture, decodes it as Ethernet/IPv4/UDP with good IPv4 and UDP
-// checksums and no malformed-packet or expert warnings — all but the frames
-// the links corrupted on purpose.
+// The pcaps the default scenario writes are real RoCEv2 frames: tshark reads
+// every frame of every port's capture and decodes it as RRoCE (InfiniBand BTH
+// over UDP 4791) with a good IPv4 checksum and no malformed-packet or expert
+// warnings — all but the frames the links corrupted on purpose.
 func TestPcapsDecodeWithTshark(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {
 		t.Skip("tshark not installed (apt-get install tshark; CI installs it)")
 	}
 	cfg := DefaultDemo
-	cfg.Frames = 3000
+	cfg.Messages = 3000
 	cfg.PcapDir = t.TempDir()
 	r, err := RunDemo(cfg)
 	if err != nil {
@@ -28,9 +28,9 @@ func TestPcapsDecodeWithTshark(t *testing.T) {
 	}
 	for _, port := range []string{"h1:0", "s:0", "s:1", "h2:0"} {
 		file := filepath.Join(cfg.PcapDir, strings.Replace(port, ":", "-", 1)+".pcap")
-		out, err := exec.Command("tshark", "-r", file, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
-			"-T", "fields", "-E", "separator=|", "-e", "frame.protocols", "-e", "ip.checksum.status", "-e", "udp.checksum.status",
-			"-e", "_ws.malformed", "-e", "_ws.expert").Output()
+		out, err := exec.Command("tshark", "-r", file, "-o", "ip.check_checksum:TRUE",
+			"-T", "fields", "-E", "separator=|", "-e", "frame.protocols", "-e", "ip.checksum.status",
+			"-e", "infiniband.bth.opcode", "-e", "_ws.malformed", "-e", "_ws.expert").Output()
 		if err != nil {
 			t.Fatalf("tshark %s: %v", file, err)
 		}
@@ -41,7 +41,8 @@ func TestPcapsDecodeWithTshark(t *testing.T) {
 		}
 		bad := 0
 		for _, l := range lines {
-			if l != "eth:ethertype:ip:udp:data|1|1||" {
+			// SEND Only (4) carrying an INA header, or an ACK (17).
+			if l != "eth:ethertype:ip:udp:infiniband:data|1|4||" && l != "eth:ethertype:ip:udp:infiniband|1|17||" {
 				bad++
 			}
 		}

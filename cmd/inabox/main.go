@@ -1,6 +1,7 @@
 // Command inabox runs in-network aggregation scenarios on the emulator.
 //
-//	inabox run [--seed N] [--pcap DIR] [--frames N]   run the embedded default scenario
+//	inabox run [--seed N] [--pcap DIR] [--messages N]   run the embedded default scenario
+//	inabox decode FILE.pcap                           RoCEv2 layers, ICRC verdict, INA header per frame
 //	inabox help                                       this text
 package main
 
@@ -18,12 +19,13 @@ const usage = `inabox: in-network aggregation in a box
 
 usage:
   inabox run [flags]      run the embedded default scenario and print its counters
+  inabox decode FILE      print each frame of a pcap: RoCEv2 layers, ICRC verdict, INA header
   inabox help             show this text
 
 run flags:
   --seed N       seed of every random source (default 1)
   --pcap DIR     write one pcap file per node port into DIR
-  --frames N     frames each host sends (default 20000)
+  --messages N   RC messages each host sends (default 20000)
 `
 
 func main() {
@@ -49,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "decode":
+		return cmdDecode(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -63,15 +67,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	cfg := harness.DefaultDemo
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random source")
 	fs.StringVar(&cfg.PcapDir, "pcap", "", "write one pcap per node port into `DIR`")
-	fs.IntVar(&cfg.Frames, "frames", cfg.Frames, "frames each host sends")
+	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "RC messages each host sends")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("run: scenario files are not supported yet (got %q); run without one for the embedded default", fs.Arg(0))}
 	}
-	if cfg.Frames < 1 {
-		return usageError{fmt.Sprintf("run: --frames = %d: must be ≥ 1", cfg.Frames)}
+	if cfg.Messages < 1 {
+		return usageError{fmt.Sprintf("run: --messages = %d: must be ≥ 1", cfg.Messages)}
 	}
 	res, err := harness.RunDemo(cfg)
 	if err != nil {

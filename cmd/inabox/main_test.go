@@ -8,10 +8,10 @@ import (
 
 func TestRunDefault(t *testing.T) {
 	var out, errb bytes.Buffer
-	if err := run([]string{"run", "--frames", "500"}, &out, &errb); err != nil {
+	if err := run([]string{"run", "--messages", "500"}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	for _, want := range []string{"default scenario", "h1:0<->s:0", "unique"} {
+	for _, want := range []string{"default scenario", "h1:0<->s:0", "retransmits"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -21,7 +21,7 @@ func TestRunDefault(t *testing.T) {
 func TestRunBadInput(t *testing.T) {
 	cases := map[string][]string{
 		"unknown command":               {"frobnicate"},
-		"--frames = 0":                  {"run", "--frames", "0"},
+		"--messages = 0":                {"run", "--messages", "0"},
 		"not supported yet":             {"run", "x.yaml"},
 		"flag provided but not defined": {"run", "--bogus"},
 	}

@@ -1,0 +1,123 @@
+package inahdr
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/gopacket/gopacket"
+)
+
+func TestFieldsContiguous(t *testing.T) {
+	off := 0
+	for _, f := range Fields {
+		if f.Off != off || f.Bits%8 != 0 {
+			t.Fatalf("field %s at %d bits %d, want offset %d", f.Name, f.Off, f.Bits, off)
+		}
+		off += f.Bits / 8
+	}
+	if off != Len {
+		t.Fatalf("fields cover %d bytes, Len is %d", off, Len)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	m := Meta{Flags: FlagResult | FlagOverflow, Job: 7, AllReduce: 0xBEEF, Chunk: 0x01020304,
+		Worker: 31, Exponent: -3, Slot: 0x1234, Bitmap: 0x80000001}
+	vals := []int32{1, -1, 1 << 30, -1 << 31}
+	b := Append(nil, m, vals)
+	if len(b) != Len+16 {
+		t.Fatalf("len %d", len(b))
+	}
+	m.Count = 4
+	got, gv, err := Decode(b)
+	if err != nil || got != m {
+		t.Fatalf("Decode = %+v, %v; want %+v", got, err, m)
+	}
+	for i := range vals {
+		if gv[i] != vals[i] {
+			t.Fatalf("value %d = %d", i, gv[i])
+		}
+	}
+	// Byte-exact check of the layout against the diagram.
+	want := []byte{0xA1, 0x0A, 0, 7, 0xBE, 0xEF, 0, 4, 1, 2, 3, 4, 31, 0xFD, 0x12, 0x34, 0x80, 0, 0, 1,
+		0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFF, 0x40, 0, 0, 0, 0x80, 0, 0, 0}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("bytes\n got % x\nwant % x", b, want)
+	}
+	// gopacket layer agrees with the view.
+	p := gopacket.NewPacket(b, LayerType, gopacket.Default)
+	l, ok := p.Layer(LayerType).(*Layer)
+	if !ok {
+		t.Fatalf("no INA layer: %v", p.ErrorLayer())
+	}
+	if l.Meta != m || len(l.Values) != 4 || l.Values[3] != vals[3] {
+		t.Fatalf("layer %+v", l)
+	}
+	sb := gopacket.NewSerializeBuffer()
+	if err := l.SerializeTo(sb, gopacket.SerializeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sb.Bytes(), b) {
+		t.Fatalf("serialize mismatch")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := Append(nil, Meta{Job: 1}, []int32{5})
+	cases := []struct {
+		name string
+		mod  func([]byte) []byte
+		want error
+	}{
+		{"ok", func(b []byte) []byte { return b }, nil},
+		{"short", func(b []byte) []byte { return b[:Len-1] }, ErrShort},
+		{"version", func(b []byte) []byte { b[0] = 0xA2; return b }, ErrVersion},
+		{"zero count", func(b []byte) []byte { Header(b).SetCount(0); return b }, ErrCount},
+		{"huge count", func(b []byte) []byte { Header(b).SetCount(MaxValues + 1); return b }, ErrCount},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }, ErrValues},
+		{"job0", func(b []byte) []byte { Header(b).SetJob(0); return b }, ErrJob},
+		{"worker", func(b []byte) []byte { Header(b).SetWorker(32); return b }, ErrWorker},
+	}
+	for _, c := range cases {
+		b := c.mod(append([]byte(nil), good...))
+		if err := Header(b).Validate(); err != c.want {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestAccessorsAllocateNothing(t *testing.T) {
+	b := Append(nil, Meta{Job: 1}, make([]int32, 64))
+	h := Header(b)
+	n := testing.AllocsPerRun(100, func() {
+		_ = h.Validate()
+		h.SetFlags(h.Flags() | FlagResult)
+		for i := 0; i < h.Count(); i++ {
+			h.SetValue(i, h.Value(i)+1)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocs", n)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(Append(nil, Meta{Job: 1, Worker: 2}, []int32{1, 2, 3}))
+	f.Add([]byte{0xA1})
+	f.Add(make([]byte, 40))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, vals, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// A decoded header re-encodes to the same bytes.
+		out := Append(nil, m, vals)
+		if !bytes.Equal(out, b[:len(out)]) {
+			t.Fatalf("re-encode mismatch\n got % x\nwant % x", out, b[:len(out)])
+		}
+		var l Layer
+		if err := l.DecodeFromBytes(b, gopacket.NilDecodeFeedback); err != nil || l.Meta != m {
+			t.Fatalf("layer disagrees: %v", err)
+		}
+	})
+}
