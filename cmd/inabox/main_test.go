@@ -33,3 +33,27 @@ func TestRunBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeDefaultScenarioPcap(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := run([]string{"run", "--messages", "200", "--pcap", dir}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run([]string{"decode", dir + "/h1-0.pcap"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"RRoCE SEND Only QP=0x000022", "INA job=1 allreduce=1 chunk=0 worker=0", "ICRC ok", "Acknowledge"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("decode output lacks %q", want)
+		}
+	}
+	if err := run([]string{"decode"}, &out, &errb); err == nil {
+		t.Error("decode without a file succeeded")
+	}
+	if err := run([]string{"decode", dir + "/nope.pcap"}, &out, &errb); err == nil || !strings.Contains(err.Error(), "nope.pcap") {
+		t.Errorf("decode of a missing file: %v", err)
+	}
+}

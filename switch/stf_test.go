@@ -1,0 +1,421 @@
+package sw
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"inabox/rdma"
+)
+
+// This file is the Go runner for the STF vectors in testdata/stf: the
+// subset of p4c's STF format (backends/bmv2/bmv2stf.py) the vectors use.
+//
+//	add <table> [<prio>] <key>:<value>... <action>(<param>:<value>, ...)
+//	setdefault <table> <action>(<param>:<value>, ...)
+//	mc_mgrp_create <group> | mc_node_create <rid> <port>... | mc_node_associate <group> <handle>
+//	register_read <register> <index>   # expect <value>
+//	packet <port> <hex>
+//	expect <port> <hex with * nibbles>[$]
+//
+// Tables, actions and registers have the P4 twin's names (switch/p4/ina.p4);
+// a name may carry the control's prefix (MyIngress.). register_read results
+// are not checked by BMv2's runner; here the trailing "# expect <v>" comment
+// is checked. Outputs of all packets are compared with the expect lines per
+// port, in order, after the last packet (as bmv2stf.py does); register
+// reads see the state at their position in the file. Every frame the Go
+// switch emits that is RoCEv2 must also carry a correct ICRC.
+
+type stfExpect struct {
+	line  int
+	port  int
+	nib   []byte // hex nibbles, '*' wildcard
+	exact bool
+}
+
+type stfResult struct {
+	packets, expects, registers int
+}
+
+// stfT is the part of testing.T the runner uses (faked in the runner's own test).
+type stfT interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+var errFakeFatal = errors.New("fake fatal")
+
+type fakeT struct{ failed bool }
+
+func (f *fakeT) Helper()               {}
+func (f *fakeT) Fatal(...any)          { f.failed = true; panic(errFakeFatal) }
+func (f *fakeT) Fatalf(string, ...any) { f.failed = true; panic(errFakeFatal) }
+
+func runSTF(t stfT, path string) stfResult {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := New(Config{Slots: 4096, Ports: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res stfResult
+	var expects []stfExpect
+	got := map[int][][]byte{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	ln := 0
+	for sc.Scan() {
+		ln++
+		raw := sc.Text()
+		line, comment, _ := strings.Cut(raw, "#")
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		fail := func(format string, a ...any) {
+			t.Helper()
+			t.Fatalf("%s:%d: %s: %s", filepath.Base(path), ln, raw, fmt.Sprintf(format, a...))
+		}
+		switch strings.ToLower(fields[0]) {
+		case "add":
+			if err := stfAdd(s, fields[1:]); err != nil {
+				fail("%v", err)
+			}
+		case "setdefault":
+			if err := stfSetDefault(s, fields[1:]); err != nil {
+				fail("%v", err)
+			}
+		case "mc_mgrp_create":
+			s.McastGroupCreate(uint16(mustNum(fields[1])))
+		case "mc_node_create":
+			var ports []int
+			for _, p := range fields[2:] {
+				ports = append(ports, int(mustNum(p)))
+			}
+			if _, err := s.McastNodeCreate(uint16(mustNum(fields[1])), ports...); err != nil {
+				fail("%v", err)
+			}
+		case "mc_node_associate":
+			if err := s.McastNodeAssociate(uint16(mustNum(fields[1])), int(mustNum(fields[2]))); err != nil {
+				fail("%v", err)
+			}
+		case "register_read":
+			name := strings.TrimSuffix(strings.TrimPrefix(fields[1], "MyIngress."), ".values")
+			v, ok := s.ReadRegister(name, int(mustNum(fields[2])))
+			if !ok {
+				fail("unknown register")
+			}
+			ef := strings.Fields(comment)
+			if len(ef) == 2 && ef[0] == "expect" {
+				if want := mustNum(ef[1]); v != want {
+					fail("register = %#x, want %#x", v, want)
+				}
+				res.registers++
+			}
+		case "packet":
+			port := int(mustNum(fields[1]))
+			data, err := hex.DecodeString(strings.Join(fields[2:], ""))
+			if err != nil {
+				fail("%v", err)
+			}
+			res.packets++
+			for _, o := range runBatch(s, []Frame{{Data: data, InPort: port}}) {
+				if rdma.CheckICRC(o.frame) != isRoCE(o.frame) {
+					fail("output to port %d has a bad ICRC", o.port)
+				}
+				got[o.port] = append(got[o.port], o.frame)
+			}
+		case "expect":
+			e := stfExpect{line: ln, port: int(mustNum(fields[1]))}
+			h := strings.Join(fields[2:], "")
+			if strings.HasSuffix(h, "$") {
+				e.exact, h = true, strings.TrimSuffix(h, "$")
+			}
+			e.nib = []byte(strings.ToLower(h))
+			expects = append(expects, e)
+			res.expects++
+		case "wait", "remove":
+		default:
+			fail("unsupported STF command")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	idx := map[int]int{}
+	for _, e := range expects {
+		q := got[e.port]
+		i := idx[e.port]
+		if i >= len(q) {
+			t.Fatalf("%s:%d: expected packet on port %d, none left", filepath.Base(path), e.line, e.port)
+		}
+		idx[e.port]++
+		if !matchNibbles(e, hex.EncodeToString(q[i])) {
+			t.Fatalf("%s:%d: port %d packet mismatch\n got %x\nwant %s", filepath.Base(path), e.line, e.port, q[i], e.nib)
+		}
+	}
+	var ports []int
+	for p := range got {
+		ports = append(ports, p)
+	}
+	sort.Ints(ports)
+	for _, p := range ports {
+		if n := len(got[p]) - idx[p]; n > 0 {
+			t.Fatalf("%s: %d unexpected packet(s) on port %d, first %x", filepath.Base(path), n, p, got[p][idx[p]])
+		}
+	}
+	return res
+}
+
+func isRoCE(f []byte) bool {
+	return len(f) >= minRoCE && f[12] == 8 && f[13] == 0 && f[offIP] == 0x45 && f[offIP+9] == 17 &&
+		f[offUDP+2] == 0x12 && f[offUDP+3] == 0xB7
+}
+
+func matchNibbles(e stfExpect, got string) bool {
+	if len(got) < len(e.nib) || (e.exact && len(got) != len(e.nib)) {
+		return false
+	}
+	for i, c := range e.nib {
+		if c != '*' && c != got[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func mustNum(s string) uint64 {
+	s = strings.TrimSpace(s)
+	var v uint64
+	var err error
+	switch {
+	case strings.HasPrefix(s, "0x"):
+		v, err = strconv.ParseUint(s[2:], 16, 64)
+	case strings.HasPrefix(s, "0b"):
+		v, err = strconv.ParseUint(s[2:], 2, 64)
+	default:
+		v, err = strconv.ParseUint(s, 10, 64)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("bad number %q", s))
+	}
+	return v
+}
+
+func shortName(s string) string {
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// parseAction splits "act(a:1, b:2)" spread over fields.
+func parseAction(fields []string) (string, map[string]string, error) {
+	str := strings.Join(fields, " ")
+	if i := strings.Index(str, "="); i >= 0 && !strings.Contains(str[i:], ")") {
+		str = str[:i]
+	}
+	open := strings.IndexByte(str, '(')
+	if open < 0 || !strings.HasSuffix(strings.TrimSpace(str), ")") {
+		return "", nil, fmt.Errorf("bad action %q", str)
+	}
+	name := shortName(strings.TrimSpace(str[:open]))
+	args := map[string]string{}
+	in := strings.TrimSpace(str[open+1 : strings.LastIndexByte(str, ')')])
+	if in != "" {
+		for _, a := range strings.Split(in, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(a), ":")
+			if !ok {
+				return "", nil, fmt.Errorf("bad action arg %q", a)
+			}
+			args[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return name, args, nil
+}
+
+func stfAdd(s *Switch, f []string) error {
+	table := shortName(f[0])
+	f = f[1:]
+	keys := map[string]string{}
+	var i int
+	for i = 0; i < len(f); i++ {
+		if strings.Contains(f[i], "(") {
+			break
+		}
+		k, v, ok := strings.Cut(f[i], ":")
+		if !ok { // priority
+			continue
+		}
+		keys[shortName(k)] = v
+	}
+	act, args, err := parseAction(f[i:])
+	if err != nil {
+		return err
+	}
+	num := func(m map[string]string, k string) uint64 {
+		v, ok := m[k]
+		if !ok {
+			panic(fmt.Sprintf("missing %q", k))
+		}
+		return mustNum(v)
+	}
+	switch table + "/" + act {
+	case "ina_worker/set_worker":
+		return s.AddWorker(WorkerEntry{Port: int(num(keys, "port")), QP: uint32(num(keys, "qp")),
+			Job: uint16(num(args, "job")), Worker: uint8(num(args, "worker")), RID: uint16(num(args, "rid"))})
+	case "ina_worker/set_ps":
+		return s.AddWorker(WorkerEntry{Port: int(num(keys, "port")), QP: uint32(num(keys, "qp")),
+			Job: uint16(num(args, "job")), PS: true})
+	case "ina_job/set_job":
+		return s.SetJob(JobSpec{ID: uint16(num(keys, "job")), Mask: uint32(num(args, "mask")),
+			Group: uint16(num(args, "group")), PSPort: int(num(args, "ps_port")), ResultToPS: num(args, "to_ps") != 0,
+			Priority: uint8(num(args, "prio")), PolicyID: int(num(args, "policy")), PoolID: uint16(num(args, "pool"))})
+	case "ina_pool/set_pool":
+		stride := int(num(args, "stride"))
+		return s.SetPool(uint16(num(keys, "pool")), int(num(args, "base")), int(num(args, "aggs"))*stride, stride)
+	case "ina_egress/set_dst":
+		var rw Rewrite
+		putMAC(&rw.SrcMAC, num(args, "smac"))
+		putMAC(&rw.DstMAC, num(args, "dmac"))
+		rw.SrcIP = addr4(num(args, "sip"))
+		rw.DstIP = addr4(num(args, "dip"))
+		rw.DstQP = uint32(num(args, "qp"))
+		s.SetRewrite(uint16(num(keys, "rid")), rw)
+		return nil
+	case "l2_fwd/forward":
+		var m [6]byte
+		putMAC(&m, num(keys, "dmac"))
+		return s.AddL2(m, int(num(args, "port")))
+	case "ipv4_lpm/forward":
+		v, l, _ := strings.Cut(keys["dst"], "/")
+		bits, err := strconv.Atoi(l)
+		if err != nil {
+			return err
+		}
+		return s.AddRoute(netip.PrefixFrom(addr4(mustNum(v)), bits), int(num(args, "port")))
+	}
+	return fmt.Errorf("unsupported table/action %s/%s", table, act)
+}
+
+func stfSetDefault(s *Switch, f []string) error {
+	table := shortName(f[0])
+	act, args, err := parseAction(f[1:])
+	if err != nil {
+		return err
+	}
+	switch table + "/" + act {
+	case "ipv4_lpm/forward":
+		s.SetDefaultPort(int(mustNum(args["port"])))
+		return nil
+	case "ipv4_lpm/drop":
+		s.SetDefaultPort(-1)
+		return nil
+	}
+	return fmt.Errorf("unsupported default %s/%s", table, act)
+}
+
+func putMAC(m *[6]byte, v uint64) {
+	for i := 0; i < 6; i++ {
+		m[i] = byte(v >> (8 * (5 - i)))
+	}
+}
+
+func addr4(v uint64) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func stfFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../testdata/stf/*.stf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestSTF runs every vector in testdata/stf against the Go switch.
+func TestSTF(t *testing.T) {
+	files := stfFiles(t)
+	if len(files) < 20 {
+		t.Fatalf("%d STF vectors, want at least 20 (go test -run TestGenerateSTF -update)", len(files))
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".stf"), func(t *testing.T) {
+			r := runSTF(t, f)
+			if r.packets == 0 {
+				t.Fatal("vector sends no packet")
+			}
+		})
+	}
+}
+
+// TestSTFRunnerDetectsMismatch makes sure the runner fails on a wrong
+// expectation, a wrong register value and an unexpected packet.
+func TestSTFRunnerDetectsMismatch(t *testing.T) {
+	src, err := os.ReadFile("../testdata/stf/03_last_contribution_multicast.stf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(src), "\n")
+	mutate := map[string]func([]string) []string{
+		"value": func(l []string) []string {
+			for i, s := range l {
+				if strings.HasPrefix(s, "expect 2 ") {
+					l[i] = strings.Replace(s, " a108", " a109", 1)
+					return l
+				}
+			}
+			t.Fatal("no expect line")
+			return l
+		},
+		"register": func(l []string) []string {
+			for i, s := range l {
+				if strings.HasPrefix(s, "register_read") {
+					l[i] = s[:strings.Index(s, "# expect")] + "# expect 0x5"
+				}
+			}
+			return l
+		},
+		"unexpected": func(l []string) []string {
+			var out []string
+			for _, s := range l {
+				if !strings.HasPrefix(s, "expect 3 ") {
+					out = append(out, s)
+				}
+			}
+			return out
+		},
+	}
+	for name, m := range mutate {
+		p := filepath.Join(t.TempDir(), name+".stf")
+		if err := os.WriteFile(p, []byte(strings.Join(m(append([]string(nil), lines...)), "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ft := &fakeT{}
+		func() {
+			defer func() {
+				if r := recover(); r != nil && r != errFakeFatal {
+					panic(r)
+				}
+			}()
+			runSTF(ft, p)
+		}()
+		if !ft.failed {
+			t.Errorf("%s: mutated vector passed", name)
+		}
+	}
+}

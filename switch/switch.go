@@ -1,0 +1,201 @@
+package sw
+
+import (
+	"errors"
+	"sync"
+)
+
+// Defaults, modelled on Tofino-1 (see docs: SwitchML configuration.p4 uses
+// 16384-entry 64-bit registers; 32 SALUs x 2 x 32 bit = 64 values per pass).
+const (
+	DefaultSlots         = 16384 // aggregator slots per pipe
+	DefaultValuesPerPass = 64    // int32 values one pass reads-modifies-writes
+	DefaultMaxPasses     = 16    // 1 pass + up to 15 recirculations
+	DefaultPorts         = 64
+	MaxSlots             = 1 << 16 // the INA header's slot field is 16 bits
+)
+
+// Config sizes a switch.
+type Config struct {
+	// Slots is the number of aggregator slots (each ValuesPerPass values).
+	Slots int
+	// ValuesPerPass is how many values a pipeline pass aggregates; a packet
+	// with more values takes ceil(count/ValuesPerPass) passes.
+	ValuesPerPass int
+	// MaxPasses bounds passes per packet; packets needing more are malformed.
+	MaxPasses int
+	// Ports is the number of front-panel ports.
+	Ports int
+}
+
+func (c *Config) fill() error {
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.ValuesPerPass == 0 {
+		c.ValuesPerPass = DefaultValuesPerPass
+	}
+	if c.MaxPasses == 0 {
+		c.MaxPasses = DefaultMaxPasses
+	}
+	if c.Ports == 0 {
+		c.Ports = DefaultPorts
+	}
+	if c.Slots < 1 || c.Slots > MaxSlots || c.ValuesPerPass < 1 || c.MaxPasses < 1 || c.Ports < 1 {
+		return errors.New("sw: invalid config")
+	}
+	return nil
+}
+
+// regs are the register arrays. Per-aggregator metadata lives at the
+// aggregator's first slot; values of pass k at slot head+k.
+type regs struct {
+	owner  []Tag
+	bitmap []uint32
+	count  []uint8
+	state  []SlotState
+	span   []uint8 // slots covered by the aggregator at this head (its stride)
+	prio   []uint8
+	exp    []int8
+	ovf    []uint8
+	values []int32 // Slots*ValuesPerPass
+}
+
+const maxCachePorts = 256
+
+type workerCache struct {
+	valid bool
+	qp    uint32
+	e     WorkerEntry
+}
+
+// Switch is the aggregation switch. Its methods are safe for concurrent
+// use: Process holds the switch's lock for a batch, control-plane calls and
+// counter reads take it between batches.
+type Switch struct {
+	mu    sync.Mutex
+	cfg   Config
+	t     tables
+	r     regs
+	cache [maxCachePorts]workerCache // last ina_worker hit per port
+	meta  []pmeta
+
+	stats      Stats
+	ports      []PortStats
+	stateSlots [4]int
+}
+
+// New returns a switch with empty tables.
+func New(cfg Config) (*Switch, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Switch{cfg: cfg}
+	s.initTables()
+	n := cfg.Slots
+	s.r = regs{
+		owner: make([]Tag, n), bitmap: make([]uint32, n), count: make([]uint8, n),
+		state: make([]SlotState, n), span: make([]uint8, n), prio: make([]uint8, n),
+		exp: make([]int8, n), ovf: make([]uint8, n), values: make([]int32, n*cfg.ValuesPerPass),
+	}
+	for i := range s.r.span {
+		s.r.span[i] = 1
+	}
+	s.stateSlots[StateFree] = n
+	s.ports = make([]PortStats, cfg.Ports)
+	return s, nil
+}
+
+// Config returns the switch's configuration.
+func (s *Switch) Config() Config { return s.cfg }
+
+// Lock and Unlock take the switch's lock, for policies whose control-plane
+// state must change between batches.
+func (s *Switch) Lock()   { s.mu.Lock() }
+func (s *Switch) Unlock() { s.mu.Unlock() }
+
+// setState moves aggregator head h to st, keeping the slot-state counters.
+func (s *Switch) setState(h int, st SlotState) {
+	old := s.r.state[h]
+	if old == st {
+		return
+	}
+	sp := int(s.r.span[h])
+	s.stateSlots[old] -= sp
+	s.stateSlots[st] += sp
+	s.r.state[h] = st
+}
+
+// SlotInfo is the register state of one aggregator head, for tests and
+// tools (register_read in STF).
+type SlotInfo struct {
+	Owner    Tag
+	State    SlotState
+	Bitmap   uint32
+	Count    int
+	Priority uint8
+	Exponent int8
+	Overflow bool
+}
+
+// Slot returns aggregator metadata at slot i.
+func (s *Switch) Slot(i int) SlotInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SlotInfo{Owner: s.r.owner[i], State: s.r.state[i], Bitmap: s.r.bitmap[i],
+		Count: int(s.r.count[i]), Priority: s.r.prio[i], Exponent: s.r.exp[i], Overflow: s.r.ovf[i] != 0}
+}
+
+// Values copies the ValuesPerPass register values of slot i into dst.
+func (s *Switch) Values(dst []int32, i int) []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.cfg.ValuesPerPass
+	return append(dst, s.r.values[i*v:(i+1)*v]...)
+}
+
+// ReadRegister reads a register by its P4 twin name (as in STF
+// register_read): ina_owner, ina_bitmap, ina_count, ina_state, ina_prio,
+// ina_exp, ina_ovf, or ina_vNN (value lane NN).
+func (s *Switch) ReadRegister(name string, idx int) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if idx < 0 || idx >= s.cfg.Slots {
+		return 0, false
+	}
+	switch name {
+	case "ina_owner":
+		return uint64(s.r.owner[idx]), true
+	case "ina_bitmap":
+		return uint64(s.r.bitmap[idx]), true
+	case "ina_count":
+		return uint64(s.r.count[idx]), true
+	case "ina_state":
+		return uint64(s.r.state[idx]), true
+	case "ina_prio":
+		return uint64(s.r.prio[idx]), true
+	case "ina_exp":
+		return uint64(uint8(s.r.exp[idx])), true
+	case "ina_ovf":
+		return uint64(s.r.ovf[idx]), true
+	}
+	if lane, err := parseLane(name); err == nil && lane < s.cfg.ValuesPerPass {
+		return uint64(uint32(s.r.values[idx*s.cfg.ValuesPerPass+lane])), true
+	}
+	return 0, false
+}
+
+func parseLane(name string) (int, error) {
+	const p = "ina_v"
+	if len(name) <= len(p) || name[:len(p)] != p {
+		return 0, errors.New("not a lane")
+	}
+	n := 0
+	for _, c := range name[len(p):] {
+		if c < '0' || c > '9' {
+			return 0, errors.New("not a lane")
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}

@@ -1,0 +1,537 @@
+package sw
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"inabox/switch/inahdr"
+)
+
+func randVals(r *rand.Rand, n int, lim int32) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = r.Int32N(2*lim) - lim
+	}
+	return v
+}
+
+// TestAggregationExact: 2..32 workers, random order, random duplicates and
+// retransmissions; every chunk completes exactly once with the exact sum.
+func TestAggregationExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{2, 3, 4, 7, 8, 16, 31, 32} {
+		for _, pol := range []int{PolicyStatic, PolicyHashed, PolicyPreemptive} {
+			s := newTestSwitch(t, 1024)
+			if err := s.SetPool(1, 0, 1024, 4); err != nil {
+				t.Fatal(err)
+			}
+			installJob(t, s, 1, n, pol, 1, 0, 40)
+			for chunk := uint32(0); chunk < 6; chunk++ {
+				count := []int{1, 64, 100, 256}[chunk%4]
+				vals := make([][]int32, n)
+				want := make([]int64, count)
+				var frames [][]byte
+				for w := 0; w < n; w++ {
+					vals[w] = randVals(r, count, 1<<20)
+					for i, v := range vals[w] {
+						want[i] += int64(v)
+					}
+					f := workerPkt(1, 9, chunk, uint8(w), vals[w]).build()
+					frames = append(frames, f)
+					if r.IntN(3) == 0 { // duplicate before completion
+						frames = append(frames, f)
+					}
+				}
+				r.Shuffle(len(frames), func(i, j int) { frames[i], frames[j] = frames[j], frames[i] })
+				// feed in random batch sizes
+				var outs []out
+				for len(frames) > 0 {
+					k := 1 + r.IntN(len(frames))
+					outs = append(outs, run(s, frames[:k]...)...)
+					frames = frames[k:]
+				}
+				// Last packet may have been a duplicate after completion:
+				// those come back as unicast "resent" results.
+				results := 0
+				for _, o := range outs {
+					m, got := resultOf(t, o)
+					if m.Flags&inahdr.FlagResult == 0 {
+						t.Fatalf("n=%d pol=%d: non-result output %+v", n, pol, m)
+					}
+					if o.why == ReasonResult {
+						results++
+					}
+					if m.Bitmap != uint32(uint64(1)<<n-1) || m.Chunk != chunk || m.Flags&inahdr.FlagOverflow != 0 {
+						t.Fatalf("n=%d: result meta %+v", n, m)
+					}
+					for i := range got {
+						if int64(got[i]) != want[i] {
+							t.Fatalf("n=%d pol=%d chunk %d value %d = %d, want %d", n, pol, chunk, i, got[i], want[i])
+						}
+					}
+				}
+				if results != n { // one multicast copy per worker
+					t.Fatalf("n=%d pol=%d chunk %d: %d result copies, want %d", n, pol, chunk, results, n)
+				}
+			}
+			js, _ := s.JobStats(1)
+			if js.Results != 6 {
+				t.Fatalf("results %d", js.Results)
+			}
+		}
+	}
+}
+
+func TestRetransmissions(t *testing.T) {
+	s := newTestSwitch(t, 64)
+	s.SetPool(1, 0, 64, 1)
+	installJob(t, s, 1, 3, PolicyStatic, 1, 0, 40)
+	p0 := workerPkt(1, 1, 5, 0, []int32{10, 20}).build()
+	p1 := workerPkt(1, 1, 5, 1, []int32{1, 2}).build()
+	p2 := workerPkt(1, 1, 5, 2, []int32{100, 200}).build()
+	if o := run(s, p0, p0, p1, p1, p0); len(o) != 0 {
+		t.Fatalf("partial emitted %d", len(o))
+	}
+	si := s.Slot(5)
+	if si.Count != 2 || si.Bitmap != 3 || si.State != StateClaimed {
+		t.Fatalf("slot %+v", si)
+	}
+	o := run(s, p2)
+	if len(o) != 3 {
+		t.Fatalf("want 3 copies, got %d", len(o))
+	}
+	_, v := resultOf(t, o[0])
+	if v[0] != 111 || v[1] != 222 {
+		t.Fatalf("sum %v", v)
+	}
+	// Retransmission after completion: unicast result back to the sender.
+	o = run(s, p1)
+	if len(o) != 1 || o[0].port != 2 || o[0].why != ReasonResent {
+		t.Fatalf("resend: %+v", o)
+	}
+	m, v := resultOf(t, o[0])
+	if v[0] != 111 || m.Flags&inahdr.FlagResult == 0 {
+		t.Fatalf("resent %v %+v", v, m)
+	}
+	if si := s.Slot(5); si.Count != 3 {
+		t.Fatalf("count changed by retransmission: %+v", si)
+	}
+	js, _ := s.JobStats(1)
+	if js.Duplicates != 3 || js.Resent != 1 || js.Results != 1 {
+		t.Fatalf("stats %+v", js)
+	}
+}
+
+func TestOverflowFlagged(t *testing.T) {
+	s := newTestSwitch(t, 64)
+	s.SetPool(1, 0, 64, 1)
+	installJob(t, s, 1, 2, PolicyHashed, 1, 0, 40)
+	o := run(s, workerPkt(1, 1, 1, 0, []int32{math.MaxInt32 - 1, math.MinInt32 + 1, 5}).build(),
+		workerPkt(1, 1, 1, 1, []int32{10, -10, 6}).build())
+	if len(o) != 2 {
+		t.Fatalf("outs %d", len(o))
+	}
+	m, v := resultOf(t, o[0])
+	if m.Flags&inahdr.FlagOverflow == 0 || v[0] != math.MaxInt32 || v[1] != math.MinInt32 || v[2] != 11 {
+		t.Fatalf("overflow: %+v %v", m, v)
+	}
+	js, _ := s.JobStats(1)
+	if js.Overflows != 1 {
+		t.Fatalf("overflows %d", js.Overflows)
+	}
+	// next chunk in another aggregator is clean
+	o = run(s, workerPkt(1, 1, 2, 0, []int32{1}).build(), workerPkt(1, 1, 2, 1, []int32{1}).build())
+	if m, _ := resultOf(t, o[0]); m.Flags&inahdr.FlagOverflow != 0 {
+		t.Fatal("overflow leaked")
+	}
+}
+
+// TestForeignFlood: packets claiming job 2 from job 1's ports/QPs, unknown
+// QPs and malformed headers never change job 2's (or 1's) slots.
+func TestForeignFlood(t *testing.T) {
+	s := newTestSwitch(t, 256)
+	s.SetPool(1, 0, 128, 1)
+	s.SetPool(2, 128, 128, 1)
+	installJob(t, s, 1, 4, PolicyStatic, 1, 0, 40)
+	installJob(t, s, 2, 4, PolicyHashed, 2, 0, 41)
+	// job 2 partially aggregates some chunks
+	for c := uint32(0); c < 20; c++ {
+		run(s, workerPkt(2, 1, c, 0, []int32{1, 2, 3}).build())
+	}
+	snap := func() []SlotInfo {
+		var v []SlotInfo
+		for i := 0; i < 256; i++ {
+			v = append(v, s.Slot(i))
+		}
+		return v
+	}
+	before := snap()
+	var vb []int32
+	for i := 0; i < 256; i++ {
+		vb = s.Values(vb, i)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	st0 := s.Stats()
+	const flood = 5000
+	var frames [][]byte
+	for i := 0; i < flood; i++ {
+		w := uint8(r.IntN(4))
+		p := workerPkt(2, 1, uint32(r.IntN(40)), w, []int32{1 << 20, 7})
+		switch i % 5 {
+		case 0: // right header, job 1's QP (port/QP belongs to job 1)
+			p.qp = qpFor(1, w)
+		case 1: // unknown QP
+			p.qp = 0x777
+		case 2: // job 1 header from job 2's port but wrong worker id
+			p.meta.Worker = (w + 1) % 4
+		case 3: // pretends to be the PS
+			p.meta.Flags = inahdr.FlagFromPS | inahdr.FlagResult
+		case 4: // malformed count
+			p.vals = nil
+		}
+		f := p.build()
+		if i%5 == 4 {
+			inahdr.Header(f[54:]).SetCount(2000)
+		}
+		frames = append(frames, f)
+	}
+	for len(frames) > 0 {
+		k := min(64, len(frames))
+		if o := run(s, frames[:k]...); len(o) != 0 {
+			t.Fatalf("flood produced output: %v", o[0].why)
+		}
+		frames = frames[k:]
+	}
+	after := snap()
+	var va []int32
+	for i := 0; i < 256; i++ {
+		va = s.Values(va, i)
+	}
+	for i := range before {
+		if before[i] != after[i] {
+			t.Fatalf("slot %d changed: %+v -> %+v", i, before[i], after[i])
+		}
+	}
+	for i := range vb {
+		if vb[i] != va[i] {
+			t.Fatalf("value %d changed", i)
+		}
+	}
+	st := s.Stats()
+	dropped := st.ByReason[ReasonForeign] + st.ByReason[ReasonMalformed] - st0.ByReason[ReasonForeign] - st0.ByReason[ReasonMalformed]
+	if dropped != flood {
+		t.Fatalf("dropped %d of %d", dropped, flood)
+	}
+	if js, _ := s.JobStats(2); js.Foreign == 0 {
+		t.Fatal("foreign not counted per job")
+	}
+}
+
+func TestCollisionFallback(t *testing.T) {
+	s := newTestSwitch(t, 16)
+	s.SetPool(1, 0, 1, 1) // one aggregator shared by two jobs
+	installJob(t, s, 1, 2, PolicyHashed, 1, 0, 40)
+	installJob(t, s, 2, 2, PolicyHashed, 1, 0, 41)
+	run(s, workerPkt(1, 1, 0, 0, []int32{5}).build())
+	o := run(s, workerPkt(2, 1, 0, 0, []int32{7}).build())
+	if len(o) != 1 || o[0].port != 41 || o[0].why != ReasonCollision {
+		t.Fatalf("collision: %+v", o)
+	}
+	m, v := resultOf(t, o[0])
+	if m.Flags&inahdr.FlagCollision == 0 || v[0] != 7 || m.Job != 2 {
+		t.Fatalf("collision pkt %+v %v", m, v)
+	}
+	if si := s.Slot(0); si.Owner != MakeTag(1, 1, 0) || si.Count != 1 {
+		t.Fatalf("owner changed %+v", si)
+	}
+	// job 1 completes, then job 2 can reclaim (hashed: complete is reclaimable)
+	run(s, workerPkt(1, 1, 0, 1, []int32{6}).build())
+	run(s, workerPkt(2, 1, 0, 0, []int32{7}).build())
+	if si := s.Slot(0); si.Owner != MakeTag(2, 1, 0) {
+		t.Fatalf("no reclaim %+v", si)
+	}
+}
+
+func TestPreemption(t *testing.T) {
+	s := newTestSwitch(t, 16)
+	s.SetPool(1, 0, 1, 1)
+	installJob(t, s, 1, 3, PolicyPreemptive, 1, 1, 40)
+	installJob(t, s, 2, 2, PolicyPreemptive, 1, 5, 41)
+	run(s, workerPkt(1, 1, 0, 0, []int32{5, 6}).build(), workerPkt(1, 1, 0, 2, []int32{1, 1}).build())
+	// low priority cannot preempt high; high preempts low.
+	o := run(s, workerPkt(2, 3, 9, 1, []int32{100, 200}).build())
+	if len(o) != 1 || o[0].port != 40 || o[0].why != ReasonPreempted {
+		t.Fatalf("preempt: %+v", o)
+	}
+	m, v := resultOf(t, o[0])
+	if m.Flags&inahdr.FlagPartial == 0 || m.Job != 1 || m.Chunk != 0 || m.Bitmap != 5 || v[0] != 6 || v[1] != 7 {
+		t.Fatalf("partial %+v %v", m, v)
+	}
+	if si := s.Slot(0); si.Owner != MakeTag(2, 3, 9) || si.Priority != 5 {
+		t.Fatalf("slot %+v", si)
+	}
+	// job 1's late worker collides now, goes to its PS
+	o = run(s, workerPkt(1, 1, 0, 1, []int32{1, 1}).build())
+	if len(o) != 1 || o[0].why != ReasonCollision || o[0].port != 40 {
+		t.Fatalf("late: %+v", o)
+	}
+	// job 2 completes with the exact sum
+	o = run(s, workerPkt(2, 3, 9, 0, []int32{1, 2}).build())
+	if len(o) != 2 {
+		t.Fatalf("outs %d", len(o))
+	}
+	if _, v := resultOf(t, o[0]); v[0] != 101 || v[1] != 202 {
+		t.Fatalf("sum %v", v)
+	}
+	ps, _ := s.PoolStats(1)
+	if ps.Preemptions != 1 || ps.Collisions != 1 {
+		t.Fatalf("pool stats %+v", ps)
+	}
+}
+
+// TestATPResultToPS: result goes to the PS, aggregator held until the ACK,
+// which releases it and is multicast.
+func TestATPResultToPS(t *testing.T) {
+	s := newTestSwitch(t, 16)
+	s.SetPool(1, 0, 4, 1)
+	installJob(t, s, 1, 2, PolicyHashed, 1, 0, 40)
+	js := JobSpec{ID: 1, Mask: 3, Group: 1, PSPort: 40, ResultToPS: true, PolicyID: PolicyHashed, PoolID: 1}
+	if err := s.SetJob(js); err != nil {
+		t.Fatal(err)
+	}
+	o := run(s, workerPkt(1, 1, 3, 0, []int32{1}).build(), workerPkt(1, 1, 3, 1, []int32{2}).build())
+	if len(o) != 1 || o[0].port != 40 {
+		t.Fatalf("to PS %+v", o)
+	}
+	head := HashIndex(MakeTag(1, 1, 3), 4)
+	if si := s.Slot(head); si.State != StateHeld {
+		t.Fatalf("state %v", si.State)
+	}
+	if st := s.Stats(); st.SlotsComplete != 1 || st.SlotsFree != 15 {
+		t.Fatalf("slot counters %+v", st)
+	}
+	ack := workerPkt(1, 1, 3, 0, []int32{3})
+	ack.srcMAC = mac(100)
+	ack.qp = qpFor(1, 0xFF)
+	ack.meta.Flags = inahdr.FlagFromPS | inahdr.FlagResult
+	ack.meta.Worker = 0
+	o = run(s, ack.build())
+	if len(o) != 2 || o[0].why != ReasonAck {
+		t.Fatalf("ack %+v", o)
+	}
+	if si := s.Slot(head); si.State != StateFree {
+		t.Fatalf("not released %v", si.State)
+	}
+}
+
+func TestRecirculationCounted(t *testing.T) {
+	s := newTestSwitch(t, 64)
+	s.SetPool(1, 0, 64, 4)
+	installJob(t, s, 1, 2, PolicyStatic, 1, 0, 40)
+	a, b := make([]int32, 256), make([]int32, 256)
+	for i := range a {
+		a[i], b[i] = int32(i), int32(1000*i)
+	}
+	o := run(s, workerPkt(1, 1, 1, 0, a).build(), workerPkt(1, 1, 1, 1, b).build())
+	_, v := resultOf(t, o[0])
+	for i := range v {
+		if v[i] != int32(1001*i) {
+			t.Fatalf("v[%d]=%d", i, v[i])
+		}
+	}
+	st := s.Stats()
+	if st.Passes != 8 || st.Recirculations != 6 || st.PipelineLoad() != 4 {
+		t.Fatalf("passes %d recirc %d", st.Passes, st.Recirculations)
+	}
+	// chunk 1 uses aggregator 1 = slots 4..7, each lane written once per pass
+	if got, _ := s.ReadRegister("ina_v01", 5); got != 1001*65 {
+		t.Fatalf("slot 5 lane 1 = %d", got)
+	}
+	// a packet larger than the pool's stride collides to the PS
+	big := make([]int32, 320)
+	o = run(s, workerPkt(1, 1, 2, 0, big).build())
+	if len(o) != 1 || o[0].why != ReasonCollision {
+		t.Fatalf("big: %+v", o)
+	}
+}
+
+func TestPlainForwarding(t *testing.T) {
+	s := newTestSwitch(t, 16)
+	s.AddL2(mac(7), 7)
+	p := workerPkt(1, 1, 1, 0, []int32{1}) // INA marker but bypass flag
+	p.meta.Flags = inahdr.FlagBypass
+	p.dstMAC = mac(7)
+	f := p.build()
+	o := run(s, f)
+	if len(o) != 1 || o[0].port != 7 || string(o[0].frame) != string(f) {
+		t.Fatalf("l2: %+v", o)
+	}
+	p.dstMAC = mac(8)
+	if o := run(s, p.build()); len(o) != 0 {
+		t.Fatal("miss should drop")
+	}
+	pr := netipPrefix("10.0.0.0/24")
+	s.AddRoute(pr, 9)
+	if o := run(s, p.build()); len(o) != 1 || o[0].port != 9 {
+		t.Fatal("lpm")
+	}
+	s.AddRoute(netipPrefix("10.0.0.100/32"), 10)
+	if o := run(s, p.build()); len(o) != 1 || o[0].port != 10 {
+		t.Fatal("longest prefix")
+	}
+}
+
+func TestProcessZeroAlloc(t *testing.T) {
+	s := newTestSwitch(t, 1024)
+	s.SetPool(1, 0, 1024, 1)
+	installJob(t, s, 1, 4, PolicyHashed, 1, 0, 40)
+	var frames []Frame
+	for w := 0; w < 4; w++ {
+		frames = append(frames, Frame{Data: workerPkt(1, 1, 0, uint8(w), make([]int32, 64)).build(), InPort: w + 1})
+	}
+	ms := s.AppendMembers(nil, 1)
+	chunk := uint32(0)
+	allocs := testing.AllocsPerRun(200, func() {
+		chunk++
+		for i := range frames {
+			inahdr.Header(frames[i].Data[54:]).SetChunk(chunk)
+		}
+		s.Process(frames)
+		for _, f := range frames {
+			if f.Action == ActMulticast {
+				s.Egress(f.Data, ms[0])
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per batch", allocs)
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	pool := &Pool{ID: 1, Base: 100, Slots: 40, Stride: 4}
+	j := &Job{ID: 3, Pool: pool, Priority: 2}
+	for c := uint32(0); c < 25; c++ {
+		got, ok := Static{}.Locate(j, MakeTag(3, 1, c))
+		if !ok || got != 100+int(c%10)*4 {
+			t.Fatalf("static %d -> %d", c, got)
+		}
+		h, _ := Hashed{}.Locate(j, MakeTag(3, 1, c))
+		if h != 100+HashIndex(MakeTag(3, 1, c), 10)*4 || (h-100)%4 != 0 {
+			t.Fatalf("hashed %d", h)
+		}
+	}
+	// HashIndex is CRC-32/IEEE of the 8 big-endian tag bytes.
+	if got := HashIndex(MakeTag(0x0102, 0x0304, 0x05060708), 1<<30); got != int(0x3fe1a9a6%(1<<30)) && got < 0 {
+		t.Fatal("hash")
+	}
+	cases := []struct {
+		p    Policy
+		occ  Occupant
+		want Verdict
+	}{
+		{Static{}, Occupant{Tag: MakeTag(3, 1, 0), State: StateComplete}, Reclaim},
+		{Static{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateComplete}, Collide},
+		{Static{}, Occupant{Tag: MakeTag(3, 1, 0), State: StateClaimed}, Collide},
+		{Hashed{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateComplete}, Reclaim},
+		{Hashed{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateHeld}, Collide},
+		{Hashed{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateClaimed}, Collide},
+		{Preemptive{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateClaimed, Priority: 1}, Preempt},
+		{Preemptive{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateClaimed, Priority: 2}, Collide},
+		{Preemptive{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateHeld, Priority: 0}, Collide},
+		{Preemptive{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateComplete, Priority: 9}, Reclaim},
+	}
+	for i, c := range cases {
+		if got := c.p.Contend(j, c.occ); got != c.want {
+			t.Errorf("case %d %s: %v want %v", i, c.p.Name(), got, c.want)
+		}
+	}
+}
+
+// noMem is a FreeINA-style policy: only all-reduces with a lease get memory.
+type noMem struct{ lease map[uint16]int }
+
+func (noMem) Name() string { return "lease" }
+func (p noMem) Locate(j *Job, t Tag) (int, bool) {
+	b, ok := p.lease[t.AllReduce()]
+	return b + int(t.Chunk()%4), ok
+}
+func (noMem) Contend(*Job, Occupant) Verdict { return Collide }
+
+func TestCustomPolicy(t *testing.T) {
+	s := newTestSwitch(t, 64)
+	s.SetPool(1, 0, 64, 1)
+	if err := s.RegisterPolicy(PolicyCustom, noMem{lease: map[uint16]int{7: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterPolicy(PolicyHashed, Hashed{}); err == nil {
+		t.Fatal("re-register allowed")
+	}
+	installJob(t, s, 1, 2, PolicyCustom, 1, 0, 40)
+	if o := run(s, workerPkt(1, 6, 1, 0, []int32{1}).build()); len(o) != 1 || o[0].why != ReasonCollision {
+		t.Fatal("no lease should go to PS")
+	}
+	run(s, workerPkt(1, 7, 1, 0, []int32{1}).build())
+	if si := s.Slot(9); si.Owner != MakeTag(1, 7, 1) {
+		t.Fatalf("lease slot %+v", si)
+	}
+}
+
+func TestHashIndexIsCRC32(t *testing.T) {
+	for _, tag := range []Tag{0, MakeTag(1, 2, 3), MakeTag(0xFFFF, 0xFFFF, 0xFFFFFFFF)} {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(tag))
+		if got, want := HashIndex(tag, 1<<31), int(crc32.ChecksumIEEE(b[:])%(1<<31)); got != want {
+			t.Fatalf("%x: %d want %d", tag, got, want)
+		}
+	}
+}
+
+func TestLaneKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n < 70; n++ {
+		reg, in := make([]int32, n), make([]int32, n)
+		for i := range reg {
+			reg[i], in[i] = int32(r.Uint32()), int32(r.Uint32())
+			if i%3 == 0 {
+				in[i] >>= 8 // mostly non-overflowing lanes, too
+			}
+		}
+		pkt := make([]byte, 4*n)
+		for i, v := range in {
+			binary.BigEndian.PutUint32(pkt[4*i:], uint32(v))
+		}
+		want := make([]int32, n)
+		anyOvf := false
+		for i := range want {
+			s := int64(reg[i]) + int64(in[i])
+			if s > math.MaxInt32 || s < math.MinInt32 {
+				anyOvf = true
+			}
+			want[i] = int32(max(math.MinInt32, min(math.MaxInt32, s)))
+		}
+		got := append([]int32(nil), reg...)
+		p := append([]byte(nil), pkt...)
+		if o := addReadBlock(got, p); o != anyOvf {
+			t.Fatalf("n=%d overflow %v want %v", n, o, anyOvf)
+		}
+		for i := range want {
+			if got[i] != want[i] || int32(binary.BigEndian.Uint32(p[4*i:])) != want[i] {
+				t.Fatalf("n=%d lane %d: %d want %d", n, i, got[i], want[i])
+			}
+		}
+		w := make([]int32, n)
+		writeBlock(w, pkt)
+		sw := append([]int32(nil), reg...)
+		sp := append([]byte(nil), pkt...)
+		swapBlock(sw, sp)
+		for i := range in {
+			if w[i] != in[i] || sw[i] != in[i] || int32(binary.BigEndian.Uint32(sp[4*i:])) != reg[i] {
+				t.Fatalf("n=%d write/swap lane %d", n, i)
+			}
+		}
+	}
+}
