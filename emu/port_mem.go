@@ -191,13 +191,23 @@ func (p *MemPort) Write(bufs [][]byte, offset int) (int, error) {
 		b.n = k
 		if k > 0 {
 			select {
-			case p.tx.full <- b:
-			case <-p.done:
-				p.putBatch(b)
-				return sent, p.errClosed
-			case <-p.peerDone:
+			case <-p.peerDone: // checked first: a send into a dead pipe must fail
 				p.putBatch(b)
 				return sent, p.errPeer
+			default:
+			}
+			select {
+			case p.tx.full <- b: // fast path: room in the queue
+			default:
+				select {
+				case p.tx.full <- b:
+				case <-p.done:
+					p.putBatch(b)
+					return sent, p.errClosed
+				case <-p.peerDone:
+					p.putBatch(b)
+					return sent, p.errPeer
+				}
 			}
 			var nb uint64
 			for _, f := range b.frames[:k] {
@@ -249,19 +259,16 @@ func (p *MemPort) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	}
 	n := 0
 	var nb uint64
+fill:
 	for {
 		if p.cur == nil {
-			if n > 0 {
-				// Take more only if it is already there.
-				select {
-				case b := <-p.rx.full:
-					p.cur, p.pos = b, 0
-				default:
+			select {
+			case b := <-p.rx.full: // fast path: a batch is waiting
+				p.cur, p.pos = b, 0
+			default:
+				if n > 0 {
+					break fill // deliver what we have rather than wait
 				}
-				if p.cur == nil {
-					break
-				}
-			} else {
 				select {
 				case b := <-p.rx.full:
 					p.cur, p.pos = b, 0

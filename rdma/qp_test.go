@@ -176,10 +176,7 @@ func TestQPSendWriteAllShapes(t *testing.T) {
 		}
 	}
 	// Responder: one completion per SEND and per WRITE-with-immediate.
-	var recv []Completion
-	for _, c := range p.got[1] {
-		recv = append(recv, c)
-	}
+	recv := append([]Completion(nil), p.got[1]...)
 	j := 0
 	for _, wr := range want {
 		switch wr.Op {
