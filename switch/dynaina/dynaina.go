@@ -1,0 +1,754 @@
+// Package dynaina is the DynaINA multi-tenant scheduler of the switch's
+// aggregation memory: a deterministic state machine (no clock, no
+// goroutines) that places jobs into dynamic memory pools and decides, at the
+// start of each all-reduce, whether the job gets its pool now, waits for it,
+// or uses the PS path.
+//
+//   - Spatial compatibility: switch memory is divided into pools, contiguous
+//     slot ranges; a job lives in exactly one pool and is only ever granted
+//     slots inside it. Pools are created, grown, shrunk, split and merged as
+//     jobs arrive and leave, never while a lease on them is active.
+//   - Temporal compatibility: jobs whose all-reduce phases rarely overlap
+//     (predicted from their profiles, then measured) share one pool; a job
+//     that finds its pool busy waits for it when the wait is short (which
+//     shifts its phase away from the other job's), else goes the PS path.
+//   - Priority: communication-intensive jobs (high all-reduce/compute time
+//     ratio) are placed first, get their full demand, are granted first, and
+//     may shrink pools of less intensive jobs.
+//
+// docs/dynaina.md describes the algorithm with a worked example.
+package dynaina
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Config sizes the scheduler.
+type Config struct {
+	// TotalSlots is the switch memory the scheduler manages, in aggregator
+	// slots (one slot holds ValuesPerSlot int32 values: one packet's worth).
+	TotalSlots int
+	// ValuesPerSlot is the values per packet and slot (default 64).
+	ValuesPerSlot int
+	// LinkBitsPerSecond is the workers' link rate (default 100 Gb/s).
+	LinkBitsPerSecond int64
+	// RTT is the INA path's round-trip time, worker → switch → worker,
+	// including queueing (default 10 µs). A job needs rate × RTT worth of
+	// slots to keep its link busy.
+	RTT time.Duration
+	// MinSlots is the smallest pool worth creating (default 64).
+	MinSlots int
+	// ShareOverlap is the largest predicted probability that two jobs'
+	// all-reduces overlap for them to share a pool (default 0.15).
+	ShareOverlap float64
+	// MaxWaitFraction: a job whose pool is busy waits if the holder is
+	// expected to finish within this fraction of the waiting job's own
+	// all-reduce time (default 0.5); otherwise it goes the PS path.
+	MaxWaitFraction float64
+	// Alpha is the weight of a new measurement in the moving averages of
+	// phase times (default 0.3).
+	Alpha float64
+}
+
+func (c *Config) defaults() error {
+	if c.TotalSlots <= 0 {
+		return fmt.Errorf("dynaina: TotalSlots = %d: must be > 0", c.TotalSlots)
+	}
+	if c.ValuesPerSlot == 0 {
+		c.ValuesPerSlot = 64
+	}
+	if c.LinkBitsPerSecond == 0 {
+		c.LinkBitsPerSecond = 100e9
+	}
+	if c.RTT == 0 {
+		c.RTT = 10 * time.Microsecond
+	}
+	if c.MinSlots == 0 {
+		c.MinSlots = 64
+	}
+	if c.ShareOverlap == 0 {
+		c.ShareOverlap = 0.15
+	}
+	if c.MaxWaitFraction == 0 {
+		c.MaxWaitFraction = 0.5
+	}
+	if c.Alpha == 0 {
+		c.Alpha = 0.3
+	}
+	switch {
+	case c.ValuesPerSlot < 0:
+		return fmt.Errorf("dynaina: ValuesPerSlot = %d: must be > 0", c.ValuesPerSlot)
+	case c.LinkBitsPerSecond < 0:
+		return fmt.Errorf("dynaina: LinkBitsPerSecond = %d: must be > 0", c.LinkBitsPerSecond)
+	case c.RTT < 0:
+		return fmt.Errorf("dynaina: RTT = %v: must be > 0", c.RTT)
+	case c.MinSlots < 0 || c.MinSlots > c.TotalSlots:
+		return fmt.Errorf("dynaina: MinSlots = %d: must be in [1, TotalSlots=%d]", c.MinSlots, c.TotalSlots)
+	case c.ShareOverlap < 0 || c.ShareOverlap > 1:
+		return fmt.Errorf("dynaina: ShareOverlap = %v: must be in [0, 1]", c.ShareOverlap)
+	case c.Alpha < 0 || c.Alpha > 1:
+		return fmt.Errorf("dynaina: Alpha = %v: must be in [0, 1]", c.Alpha)
+	}
+	return nil
+}
+
+// JobProfile is what a job declares when it registers.
+type JobProfile struct {
+	ID      uint16
+	Workers int
+	// GradientBytes is the size of one all-reduce (the model's gradient).
+	GradientBytes int64
+	// Compute is the per-iteration compute time (the "on" phase).
+	Compute time.Duration
+}
+
+// Action says what a job does with an all-reduce that is about to start.
+type Action uint8
+
+const (
+	// Grant: the job holds Decision.Range for this all-reduce.
+	Grant Action = iota + 1
+	// Queue: the pool is busy with a job expected to finish soon; the grant
+	// comes from PhaseEnd of the holder (or PSPath from Expire).
+	Queue
+	// PSPath: no switch memory for this all-reduce; use the PS path.
+	PSPath
+)
+
+func (a Action) String() string {
+	switch a {
+	case Grant:
+		return "grant"
+	case Queue:
+		return "queue"
+	case PSPath:
+		return "ps-path"
+	}
+	return "Action(?)"
+}
+
+// Decision answers an all-reduce start.
+type Decision struct {
+	Job       uint16
+	AllReduce uint32
+	Action    Action
+	Range     Range // for Grant
+	// Deadline, for Queue: if not granted by then, Expire turns it into
+	// PSPath.
+	Deadline time.Duration
+}
+
+// PoolInfo describes a pool for metrics and tests.
+type PoolInfo struct {
+	ID     int
+	Range  Range
+	Jobs   []uint16
+	Leased bool   // an all-reduce holds it now
+	Holder uint16 // the job holding it, if Leased
+}
+
+// JobInfo describes a job's standing.
+type JobInfo struct {
+	ID        uint16
+	Pool      int // -1: no pool (PS path only)
+	Demand    int // slots to keep its link busy
+	Intensity float64
+	// Measured (or, before the first measurement, predicted) phase times.
+	Comm, Compute time.Duration
+	// Counts of decisions.
+	Grants, Queued, PSPaths int
+	Waited                  time.Duration
+}
+
+type job struct {
+	prof      JobProfile
+	demand    int
+	comm      float64 // ns, EWMA
+	compute   float64 // ns, EWMA
+	pool      *pool
+	inPhase   bool
+	phaseAt   time.Duration
+	phaseAR   uint32
+	lastEnd   time.Duration
+	ended     bool
+	info      JobInfo
+	queuedAt  time.Duration
+	queuedFor uint32
+	queued    bool
+}
+
+// duty is the fraction of time the job spends in all-reduce.
+func (j *job) duty() float64 { return j.comm / (j.comm + j.compute) }
+
+// intensity is all-reduce time over compute time: the priority key.
+func (j *job) intensity() float64 { return j.comm / math.Max(j.compute, 1) }
+
+type pool struct {
+	id     int
+	rng    Range
+	jobs   []*job
+	holder *job
+	queue  []*job
+	// want is a resize deferred until the pool is free.
+	want int
+}
+
+// Scheduler is the DynaINA state machine. Its methods take the current time
+// and return decisions; it never reads a clock.
+type Scheduler struct {
+	cfg    Config
+	free   *freeList
+	pools  []*pool
+	jobs   map[uint16]*job
+	nextID int
+	// Ops counts pool operations by kind: create, grow, shrink, split,
+	// merge, free.
+	Ops map[string]int
+}
+
+// New returns a scheduler owning cfg.TotalSlots slots.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Scheduler{cfg: cfg, free: newFreeList(cfg.TotalSlots), jobs: map[uint16]*job{}, Ops: map[string]int{}}, nil
+}
+
+// ErrUnknownJob is returned for a job that is not registered.
+var ErrUnknownJob = errors.New("dynaina: unknown job")
+
+// Register places a new job into a pool (or none: PS path only) and returns
+// where it went.
+func (s *Scheduler) Register(now time.Duration, p JobProfile) (JobInfo, error) {
+	switch {
+	case p.ID == 0:
+		return JobInfo{}, errors.New("dynaina: job ID 0 is reserved")
+	case s.jobs[p.ID] != nil:
+		return JobInfo{}, fmt.Errorf("dynaina: job %d already registered", p.ID)
+	case p.Workers < 1 || p.Workers > 32:
+		return JobInfo{}, fmt.Errorf("dynaina: job %d: Workers = %d: must be in [1, 32]", p.ID, p.Workers)
+	case p.GradientBytes <= 0:
+		return JobInfo{}, fmt.Errorf("dynaina: job %d: GradientBytes = %d: must be > 0", p.ID, p.GradientBytes)
+	case p.Compute < 0:
+		return JobInfo{}, fmt.Errorf("dynaina: job %d: Compute = %v: must be ≥ 0", p.ID, p.Compute)
+	}
+	j := &job{prof: p}
+	// Predicted all-reduce time at line rate with INA: each worker sends
+	// and receives one copy of the gradient (plus header overhead).
+	slotBytes := 4 * s.cfg.ValuesPerSlot
+	wire := float64(p.GradientBytes) * float64(slotBytes+80) / float64(slotBytes)
+	j.comm = wire * 8 / float64(s.cfg.LinkBitsPerSecond) * 1e9
+	j.compute = float64(p.Compute)
+	bdp := float64(s.cfg.LinkBitsPerSecond) * s.cfg.RTT.Seconds() / float64(8*(slotBytes+80))
+	j.demand = max(s.cfg.MinSlots, int(math.Ceil(bdp)))
+	// A job never needs more slots than chunks in its gradient.
+	chunks := int((p.GradientBytes + int64(slotBytes) - 1) / int64(slotBytes))
+	j.demand = max(1, min(j.demand, chunks))
+	j.info = JobInfo{ID: p.ID, Pool: -1, Demand: j.demand}
+	s.jobs[p.ID] = j
+	s.place(j)
+	s.rebalance()
+	return s.JobInfo(p.ID), nil
+}
+
+// place puts a job into a pool: a new one of its full demand if memory
+// allows, else one from the largest free range, else a shared one with little
+// predicted overlap, else memory taken from less intensive jobs or freed by
+// merging two pools of rarely-overlapping jobs, else the least contended pool;
+// with no memory at all, none.
+func (s *Scheduler) place(j *job) {
+	if r, ok := s.free.take(j.demand); ok {
+		s.newPool(r, j)
+		return
+	}
+	// Free memory is used before anything is shared: an undersized pool of
+	// its own still serves the job at a fraction of its rate.
+	if s.takeLargest(j) {
+		return
+	}
+	if p := s.bestShare(j, true); p != nil {
+		s.join(p, j)
+		return
+	}
+	// Take memory from the least intensive exclusive pool that is less
+	// intensive than j: shrink it, down to MinSlots.
+	var victim *pool
+	for _, p := range s.pools {
+		if len(p.jobs) == 1 && p.jobs[0].intensity() < j.intensity() && p.rng.Slots > s.cfg.MinSlots {
+			if victim == nil || p.jobs[0].intensity() < victim.jobs[0].intensity() {
+				victim = p
+			}
+		}
+	}
+	if victim != nil && victim.holder == nil {
+		give := min(victim.rng.Slots-s.cfg.MinSlots, j.demand)
+		s.resize(victim, victim.rng.Slots-give)
+		if r, ok := s.free.take(min(j.demand, s.free.largest())); ok && r.Slots >= s.cfg.MinSlots {
+			s.newPool(r, j)
+			return
+		} else if ok {
+			s.free.give(r)
+		}
+	}
+	if s.takeLargest(j) {
+		return
+	}
+	// Merge two idle pools whose jobs rarely overlap, to free memory for a
+	// pool of j's own.
+	if s.mergeForRoom() && s.takeLargest(j) {
+		return
+	}
+	if p := s.bestShare(j, false); p != nil {
+		s.join(p, j)
+	}
+}
+
+// takeLargest gives j a new pool from the largest free range, if that is at
+// least MinSlots.
+func (s *Scheduler) takeLargest(j *job) bool {
+	if s.free.largest() < s.cfg.MinSlots {
+		return false
+	}
+	r, _ := s.free.take(min(j.demand, s.free.largest()))
+	s.newPool(r, j)
+	return true
+}
+
+// overlap is the predicted probability that j's all-reduce finds one of p's
+// jobs in its own all-reduce, with independent phases.
+func overlap(p *pool, j *job) float64 {
+	free := 1.0
+	for _, k := range p.jobs {
+		free *= 1 - k.duty()
+	}
+	return j.duty() * (1 - free)
+}
+
+// bestShare returns the pool whose jobs overlap least with j; with strict, only
+// a pool under the ShareOverlap bound whose combined duty leaves room for j.
+func (s *Scheduler) bestShare(j *job, strict bool) *pool {
+	var best *pool
+	bestOv := math.Inf(1)
+	for _, p := range s.pools {
+		ov := overlap(p, j)
+		if strict {
+			sum := j.duty()
+			for _, k := range p.jobs {
+				sum += k.duty()
+			}
+			if ov > s.cfg.ShareOverlap || sum > 1 {
+				continue
+			}
+		}
+		if ov < bestOv || (ov == bestOv && p.id < best.id) {
+			best, bestOv = p, ov
+		}
+	}
+	return best
+}
+
+func (s *Scheduler) newPool(r Range, j *job) {
+	s.nextID++
+	p := &pool{id: s.nextID, rng: r}
+	s.pools = append(s.pools, p)
+	s.Ops["create"]++
+	s.join(p, j)
+}
+
+func (s *Scheduler) join(p *pool, j *job) {
+	p.jobs = append(p.jobs, j)
+	j.pool = p
+	j.info.Pool = p.id
+	// A shared pool grows towards the largest demand among its jobs.
+	if want := j.demand; want > p.rng.Slots {
+		s.resize(p, want)
+	}
+}
+
+// resize grows a pool in place when the slots after it are free, or shrinks
+// it by returning its tail. A leased pool is resized when its lease ends.
+func (s *Scheduler) resize(p *pool, slots int) {
+	if p.holder != nil {
+		p.want = slots
+		return
+	}
+	p.want = 0
+	switch {
+	case slots < p.rng.Slots:
+		s.free.give(Range{p.rng.Base + slots, p.rng.Slots - slots})
+		p.rng.Slots = slots
+		s.Ops["shrink"]++
+	case slots > p.rng.Slots:
+		extra := slots - p.rng.Slots
+		for extra > 0 && !s.free.takeAt(p.rng.End(), extra) {
+			extra--
+		}
+		if extra > 0 {
+			p.rng.Slots += extra
+			s.Ops["grow"]++
+		}
+	}
+}
+
+// Unregister removes a job. Its pool shrinks to what the remaining jobs need,
+// or is freed; freed memory is merged and offered to jobs that have less
+// than they need. A job leaving while another job's all-reduce holds a shared
+// pool does not disturb that lease: the resize waits for its end.
+func (s *Scheduler) Unregister(now time.Duration, id uint16) ([]Decision, error) {
+	j := s.jobs[id]
+	if j == nil {
+		return nil, ErrUnknownJob
+	}
+	delete(s.jobs, id)
+	var out []Decision
+	if p := j.pool; p != nil {
+		p.jobs = remove(p.jobs, j)
+		p.queue = remove(p.queue, j)
+		if p.holder == j {
+			out = append(out, s.release(now, p)...)
+		}
+		if len(p.jobs) == 0 {
+			s.dropPool(p)
+		} else {
+			need := 0
+			for _, k := range p.jobs {
+				need = max(need, k.demand)
+			}
+			if need < p.rng.Slots {
+				s.resize(p, need)
+			}
+		}
+	}
+	s.rebalance()
+	return out, nil
+}
+
+// dropPool returns an idle pool's memory; it does nothing for a leased pool
+// (release drops it later) or one already dropped.
+func (s *Scheduler) dropPool(p *pool) {
+	if p.holder != nil {
+		return
+	}
+	for i, q := range s.pools {
+		if q == p {
+			s.pools = append(s.pools[:i], s.pools[i+1:]...)
+			s.free.give(p.rng)
+			s.Ops["free"]++
+			return
+		}
+	}
+}
+
+func remove(js []*job, j *job) []*job {
+	for i, k := range js {
+		if k == j {
+			return append(js[:i], js[i+1:]...)
+		}
+	}
+	return js
+}
+
+// rebalance gives memory back to jobs short of it, most intensive first:
+// a job sharing a pool splits out into a pool of its own when free memory
+// allows (split), a job in an undersized pool grows it, and a job without a
+// pool gets one. When a job has none and memory is short, two pools whose
+// jobs rarely overlap are merged to make room (merge).
+func (s *Scheduler) rebalance() {
+	order := s.byIntensity()
+	for _, j := range order {
+		p := j.pool
+		switch {
+		case p == nil:
+			s.place(j)
+		case len(p.jobs) > 1 && p.holder == nil && overlap(withoutJob(p, j), j) > s.cfg.ShareOverlap &&
+			s.free.largest() >= min(j.demand, max(s.cfg.MinSlots, p.rng.Slots/2)):
+			if r, ok := s.free.take(min(j.demand, s.free.largest())); ok {
+				p.jobs = remove(p.jobs, j)
+				p.queue = remove(p.queue, j)
+				s.Ops["split"]++
+				s.nextID++
+				np := &pool{id: s.nextID, rng: r}
+				s.pools = append(s.pools, np)
+				s.join(np, j)
+			}
+		case p.rng.Slots < j.demand && p.holder == nil:
+			s.resize(p, j.demand)
+		}
+	}
+}
+
+func withoutJob(p *pool, j *job) *pool {
+	q := &pool{}
+	for _, k := range p.jobs {
+		if k != j {
+			q.jobs = append(q.jobs, k)
+		}
+	}
+	return q
+}
+
+// mergeForRoom merges the two idle pools whose jobs overlap least (if under
+// the sharing bound) into the larger one, freeing the smaller's memory. It
+// reports whether it merged.
+func (s *Scheduler) mergeForRoom() bool {
+	var a, b *pool
+	best := math.Inf(1)
+	for i, p := range s.pools {
+		for _, q := range s.pools[i+1:] {
+			if p.holder != nil || q.holder != nil {
+				continue
+			}
+			ov := 0.0
+			for _, k := range q.jobs {
+				ov = math.Max(ov, overlap(p, k))
+			}
+			if ov <= s.cfg.ShareOverlap && ov < best {
+				a, b, best = p, q, ov
+			}
+		}
+	}
+	if a == nil {
+		return false
+	}
+	if b.rng.Slots > a.rng.Slots {
+		a, b = b, a
+	}
+	for _, k := range b.jobs {
+		a.jobs = append(a.jobs, k)
+		k.pool = a
+		k.info.Pool = a.id
+	}
+	b.jobs = nil
+	s.dropPool(b)
+	s.Ops["merge"]++
+	return true
+}
+
+func (s *Scheduler) byIntensity() []*job {
+	js := make([]*job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		js = append(js, j)
+	}
+	sort.Slice(js, func(a, b int) bool {
+		if ia, ib := js[a].intensity(), js[b].intensity(); ia != ib {
+			return ia > ib
+		}
+		return js[a].prof.ID < js[b].prof.ID
+	})
+	return js
+}
+
+// PhaseStart is called when a job's all-reduce is about to start.
+func (s *Scheduler) PhaseStart(now time.Duration, id uint16, ar uint32) (Decision, error) {
+	j := s.jobs[id]
+	if j == nil {
+		return Decision{}, ErrUnknownJob
+	}
+	if j.ended {
+		s.observe(&j.compute, float64(now-j.lastEnd))
+	}
+	j.inPhase, j.phaseAt, j.phaseAR = true, now, ar
+	d := Decision{Job: id, AllReduce: ar}
+	p := j.pool
+	switch {
+	case p == nil:
+		d.Action = PSPath
+	case p.holder == nil:
+		d.Action, d.Range = Grant, p.rng
+		p.holder = j
+	default:
+		h := p.holder
+		left := time.Duration(h.comm) - (now - h.phaseAt)
+		if left < 0 {
+			left = 0
+		}
+		if float64(left) <= s.cfg.MaxWaitFraction*j.comm {
+			d.Action = Queue
+			d.Deadline = now + left + left/2 + s.cfg.RTT
+			j.queued, j.queuedAt, j.queuedFor = true, now, ar
+			p.queue = append(p.queue, j)
+		} else {
+			d.Action = PSPath
+		}
+	}
+	s.count(j, d)
+	return d, nil
+}
+
+func (s *Scheduler) count(j *job, d Decision) {
+	switch d.Action {
+	case Grant:
+		j.info.Grants++
+	case Queue:
+		j.info.Queued++
+	case PSPath:
+		j.info.PSPaths++
+	}
+}
+
+// PhaseEnd is called when a job's all-reduce has finished. It returns the
+// grants this frees for queued jobs.
+func (s *Scheduler) PhaseEnd(now time.Duration, id uint16) ([]Decision, error) {
+	j := s.jobs[id]
+	if j == nil {
+		return nil, ErrUnknownJob
+	}
+	if j.inPhase {
+		s.observe(&j.comm, float64(now-j.phaseAt))
+	}
+	j.inPhase, j.ended, j.lastEnd = false, true, now
+	p := j.pool
+	if p == nil || p.holder != j {
+		if p != nil && j.queued {
+			p.queue = remove(p.queue, j)
+			j.queued = false
+		}
+		return nil, nil
+	}
+	out := s.release(now, p)
+	s.rebalance()
+	return out, nil
+}
+
+// release ends the lease on p, applies a deferred resize, and grants the pool
+// to the most intensive queued job.
+func (s *Scheduler) release(now time.Duration, p *pool) []Decision {
+	p.holder = nil
+	if p.want > 0 {
+		s.resize(p, p.want)
+	}
+	if len(p.jobs) == 0 {
+		s.dropPool(p)
+		return nil
+	}
+	if len(p.queue) == 0 {
+		return nil
+	}
+	sort.SliceStable(p.queue, func(a, b int) bool { return p.queue[a].intensity() > p.queue[b].intensity() })
+	next := p.queue[0]
+	p.queue = p.queue[1:]
+	next.queued = false
+	next.info.Waited += now - next.queuedAt
+	next.phaseAt = now
+	p.holder = next
+	next.info.Grants++
+	return []Decision{{Job: next.prof.ID, AllReduce: next.queuedFor, Action: Grant, Range: p.rng}}
+}
+
+// Expire turns queued all-reduces whose deadline passed into PS-path
+// decisions.
+func (s *Scheduler) Expire(now time.Duration) []Decision {
+	var out []Decision
+	for _, p := range s.pools {
+		keep := p.queue[:0]
+		for _, j := range p.queue {
+			h := p.holder
+			if h != nil && now-j.queuedAt > time.Duration(s.cfg.MaxWaitFraction*j.comm)+s.cfg.RTT {
+				j.queued = false
+				j.info.PSPaths++
+				j.info.Waited += now - j.queuedAt
+				out = append(out, Decision{Job: j.prof.ID, AllReduce: j.queuedFor, Action: PSPath})
+				continue
+			}
+			keep = append(keep, j)
+		}
+		p.queue = keep
+	}
+	return out
+}
+
+func (s *Scheduler) observe(v *float64, x float64) {
+	if x <= 0 {
+		return
+	}
+	*v = (1-s.cfg.Alpha)*(*v) + s.cfg.Alpha*x
+}
+
+// Pools describes every pool, in creation order.
+func (s *Scheduler) Pools() []PoolInfo {
+	out := make([]PoolInfo, 0, len(s.pools))
+	for _, p := range s.pools {
+		pi := PoolInfo{ID: p.id, Range: p.rng, Leased: p.holder != nil}
+		if p.holder != nil {
+			pi.Holder = p.holder.prof.ID
+		}
+		for _, j := range p.jobs {
+			pi.Jobs = append(pi.Jobs, j.prof.ID)
+		}
+		out = append(out, pi)
+	}
+	return out
+}
+
+// JobInfo returns a job's standing.
+func (s *Scheduler) JobInfo(id uint16) JobInfo {
+	j := s.jobs[id]
+	if j == nil {
+		return JobInfo{ID: id, Pool: -1}
+	}
+	in := j.info
+	in.Intensity = j.intensity()
+	in.Comm, in.Compute = time.Duration(j.comm), time.Duration(j.compute)
+	in.Demand = j.demand
+	if j.pool == nil {
+		in.Pool = -1
+	} else {
+		in.Pool = j.pool.id
+	}
+	return in
+}
+
+// FreeSlots returns the memory in no pool.
+func (s *Scheduler) FreeSlots() int { return s.free.total() }
+
+// LeasedSlots returns the memory held by active all-reduces.
+func (s *Scheduler) LeasedSlots() int {
+	n := 0
+	for _, p := range s.pools {
+		if p.holder != nil {
+			n += p.rng.Slots
+		}
+	}
+	return n
+}
+
+// Check verifies the scheduler's invariants: pools and free ranges tile the
+// memory without overlap, every job is in the pool it thinks it is in, and
+// a holder belongs to its pool.
+func (s *Scheduler) Check() error {
+	if err := s.free.check(s.cfg.TotalSlots); err != nil {
+		return err
+	}
+	all := append([]Range{}, s.free.r...)
+	for _, p := range s.pools {
+		if p.rng.Slots <= 0 {
+			return fmt.Errorf("pool %d has %d slots", p.id, p.rng.Slots)
+		}
+		all = append(all, p.rng)
+		for _, j := range p.jobs {
+			if j.pool != p {
+				return fmt.Errorf("job %d listed in pool %d but placed in another", j.prof.ID, p.id)
+			}
+		}
+		if p.holder != nil && p.holder.pool != p {
+			return fmt.Errorf("pool %d held by job %d of another pool", p.id, p.holder.prof.ID)
+		}
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a].Base < all[b].Base })
+	next, sum := 0, 0
+	for _, r := range all {
+		if r.Base < next {
+			return fmt.Errorf("range %+v overlaps the previous one", r)
+		}
+		next = r.End()
+		sum += r.Slots
+	}
+	if sum != s.cfg.TotalSlots {
+		return fmt.Errorf("pools and free ranges cover %d of %d slots", sum, s.cfg.TotalSlots)
+	}
+	return nil
+}
