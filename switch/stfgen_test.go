@@ -102,11 +102,6 @@ func toWorker(f []byte, job uint16, w int) []byte {
 	return f
 }
 
-func slotStatic(job uint16, chunk uint32) int {
-	p := gpoolByID(gjobByID(job).pool)
-	return p.base + int(chunk%uint32(p.aggs))*p.strd
-}
-
 func slotHashed(job uint16, ar uint16, chunk uint32) int {
 	p := gpoolByID(gjobByID(job).pool)
 	var b [8]byte
