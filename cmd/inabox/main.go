@@ -20,6 +20,8 @@ const usage = `inabox: in-network aggregation in a box
 usage:
   inabox run [flags]      run the embedded default scenario and print its counters
   inabox decode FILE      print each frame of a pcap: RoCEv2 layers, ICRC verdict, INA header
+  inabox validate [--print] FILE...
+                          check scenario files; every error names the file, line and field
   inabox help             show this text
 
 run flags:
@@ -53,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return cmdRun(args[1:], stdout, stderr)
 	case "decode":
 		return cmdDecode(args[1:], stdout, stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

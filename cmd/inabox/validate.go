@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"go.yaml.in/yaml/v3"
+
+	"inabox/harness"
+)
+
+const validateUsage = `usage: inabox validate [--print] FILE.yaml...
+
+Checks each scenario file: unknown keys, types, ranges, model names, fault
+targets. Prints "FILE: ok" with the scenario's size and cost estimate, or
+every problem as FILE:LINE: PATH: VALUE: RULE. --print also writes the
+scenario with every default filled in.
+`
+
+// cmdValidate implements `inabox validate`.
+func cmdValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, validateUsage) }
+	printScenario := fs.Bool("print", false, "print each valid scenario with its defaults filled in")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return usageError{"validate: no scenario file given"}
+	}
+	models := harness.DefaultModels()
+	bad := 0
+	for _, file := range fs.Args() {
+		s, err := harness.LoadScenario(file)
+		if err != nil {
+			bad++
+			var se *harness.ScenarioError
+			if errors.As(err, &se) {
+				for _, fe := range se.Errs {
+					fmt.Fprintln(stderr, fe)
+				}
+			} else {
+				fmt.Fprintln(stderr, err)
+			}
+			continue
+		}
+		workers := 0
+		for _, j := range s.Jobs {
+			workers += j.Workers
+		}
+		est := s.Estimate(models)
+		plural := "s"
+		if len(s.Jobs) == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(stdout, "%s: ok: %s, policy %s, %d job%s, %d workers on %d hosts, %d PS, %d slots; ~%.2f M worker packets, virtual time ≥ %v\n",
+			file, s.Name, s.Policy, len(s.Jobs), plural, workers, s.NumHosts(), s.Topology.PS.Count, s.Topology.Switch.Slots,
+			float64(est.WorkerPackets)/1e6, est.VirtualTime.Round(1e6))
+		if *printScenario {
+			out, err := yaml.Marshal(s)
+			if err != nil {
+				return err
+			}
+			stdout.Write(out)
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("validate: %d of %d scenario files invalid", bad, fs.NArg())
+	}
+	return nil
+}

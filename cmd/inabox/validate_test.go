@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("jobs:\n  - {name: a, model: vgg16, workers: 4, iterations: 2}\n"), 0o644)
+	os.WriteFile(bad, []byte("policy: nope\njobs:\n  - {name: a, model: vgg16, workers: 0, iterations: 2, gpus: 1}\n"), 0o644)
+	cases := []struct {
+		name       string
+		args       []string
+		ok         bool
+		out, errs  []string
+		usageError bool
+	}{
+		{"shipped scenarios", []string{"../../testdata/scenarios/dynaina-contention.yaml", "../../testdata/scenarios/freeina-single.yaml",
+			"../../testdata/scenarios/freeina-multi.yaml", "../../testdata/scenarios/default.yaml"}, true,
+			[]string{"dynaina-contention.yaml: ok: dynaina-contention, policy dynaina, 6 jobs, 24 workers", "freeina-single.yaml: ok", "M worker packets"}, nil, false},
+		{"defaults printed", []string{"--print", good}, true, []string{"good.yaml: ok: good, policy dynaina", "seed: 1", "link_delay: 1µs", "slots: 16384", "time_limit: 1h0m0s"}, nil, false},
+		{"invalid", []string{good, bad}, false, []string{"good.yaml: ok"}, []string{"bad.yaml:3: jobs[0].gpus: unknown field"}, false},
+		{"invalid fields", []string{bad + "x"}, false, nil, []string{"no such file"}, false},
+		{"shipped invalid", []string{"../../testdata/scenarios/invalid/bad-workers.yaml"}, false, nil, []string{"bad-workers.yaml:7: jobs[1].workers: 0: must be between 1 and 32"}, false},
+		{"no file", nil, false, nil, []string{"usage: inabox validate"}, true},
+		{"bad flag", []string{"--bogus"}, false, nil, []string{"flag provided but not defined"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := cmdValidate(c.args, &out, &errb)
+			if (err == nil) != c.ok {
+				t.Fatalf("error %v, want ok=%v\nstderr: %s", err, c.ok, errb.String())
+			}
+			var ue usageError
+			if isUsage := err != nil && errors.As(err, &ue); isUsage != c.usageError {
+				t.Errorf("usage error: %v, want %v", isUsage, c.usageError)
+			}
+			for _, w := range c.out {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range c.errs {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errb.String())
+				}
+			}
+		})
+	}
+	// A bad file reports every problem.
+	var out, errb bytes.Buffer
+	cmdValidate([]string{bad}, &out, &errb)
+	if n := strings.Count(errb.String(), "bad.yaml:"); n != 1 {
+		// Unknown keys stop decoding: one error. Fix it and the rest show.
+		t.Errorf("%d errors:\n%s", n, errb.String())
+	}
+	os.WriteFile(bad, []byte("policy: nope\njobs:\n  - {name: a, model: vgg16, workers: 0, iterations: 2}\n"), 0o644)
+	errb.Reset()
+	cmdValidate([]string{bad}, &out, &errb)
+	if !strings.Contains(errb.String(), `bad.yaml:1: policy: "nope": must be one of`) || !strings.Contains(errb.String(), "bad.yaml:3: jobs[0].workers: 0: must be between 1 and 32") {
+		t.Errorf("stderr:\n%s", errb.String())
+	}
+}

@@ -1,0 +1,685 @@
+package harness
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/montanaflynn/stats"
+)
+
+// Collector turns a run's events into Results. It is fed by the runner with
+// virtual times only (it never reads a clock), so the same event sequence
+// gives the same Results. Events for a job not yet added create it, after
+// the added ones. Not safe for concurrent use.
+//
+// Each job alternates compute and an all-reduce: IterationStart, (compute),
+// AllReduceStart, AllReduceEnd, IterationEnd. Occupancy reports the slots a
+// (pool, job) pair holds from t on; it is integrated exactly.
+type Collector struct {
+	cfg     CollectorConfig
+	jobs    []*jobRec
+	byName  map[string]*jobRec
+	occ     map[occKey]*occRec
+	occOrd  []occKey
+	occNow  int // slots occupied now, all pairs
+	occPeak int
+	occLast time.Duration // time of the last occupancy change
+	totalSS float64       // occupied slot-seconds, all pairs (up to occLast)
+	tput    bins          // elements/s of all jobs
+	end     time.Duration
+}
+
+// CollectorConfig configures a Collector.
+type CollectorConfig struct {
+	Scenario string
+	Policy   string
+	Seed     uint64
+	// TotalSlots is the switch's aggregator slots (utilization = occupied /
+	// TotalSlots).
+	TotalSlots int
+	// Resolution is the bin width of the time series; 0 means 1 ms. It
+	// doubles whenever a run outgrows 2^17 bins.
+	Resolution time.Duration
+	// MaxPoints bounds the points of each output time series: adjacent bins
+	// are merged to fit; 0 means 400.
+	MaxPoints int
+}
+
+type jobRec struct {
+	name, model  string
+	workers      int
+	arrival      time.Duration
+	arrived      bool
+	finish       time.Duration
+	finished     bool
+	iters        []iterRec
+	cur          map[int]int // iteration number → index in iters
+	collisions   int64
+	switchChunks int64
+	psChunks     int64
+	retrans      int64
+	aggregations int64
+	tput         bins
+}
+
+type occKey struct{ pool, job string }
+
+type occRec struct {
+	now  int
+	last time.Duration
+	ss   float64 // slot-seconds up to last
+	peak int
+	b    bins // slot-seconds per bin
+}
+
+// bins accumulate a quantity per time bin.
+type bins struct {
+	width time.Duration
+	v     []float64
+}
+
+// spread adds amount spread uniformly over [from, to) (all at from when
+// to <= from).
+func (b *bins) spread(from, to time.Duration, amount float64) {
+	if amount == 0 {
+		return
+	}
+	if to <= from {
+		b.add(int(from/b.width), amount)
+		return
+	}
+	rate := amount / float64(to-from)
+	for t := from; t < to; {
+		i := int(t / b.width)
+		next := min(time.Duration(i+1)*b.width, to)
+		b.add(i, rate*float64(next-t))
+		t = next
+	}
+}
+
+func (b *bins) add(i int, x float64) {
+	for len(b.v) <= i {
+		b.v = append(b.v, 0)
+	}
+	b.v[i] += x
+}
+
+// NewCollector returns an empty collector.
+func NewCollector(cfg CollectorConfig) *Collector {
+	if cfg.Resolution <= 0 {
+		cfg.Resolution = time.Millisecond
+	}
+	if cfg.MaxPoints <= 0 {
+		cfg.MaxPoints = 400
+	}
+	return &Collector{cfg: cfg, byName: map[string]*jobRec{}, occ: map[occKey]*occRec{}, tput: bins{width: cfg.Resolution}}
+}
+
+// AddJob declares a job, fixing its place in the results.
+func (c *Collector) AddJob(name, model string, workers int, arrival time.Duration) {
+	j := c.job(name)
+	j.model, j.workers, j.arrival = model, workers, arrival
+}
+
+func (c *Collector) job(name string) *jobRec {
+	j := c.byName[name]
+	if j == nil {
+		j = &jobRec{name: name, cur: map[int]int{}, tput: bins{width: c.cfg.Resolution}}
+		c.byName[name] = j
+		c.jobs = append(c.jobs, j)
+	}
+	return j
+}
+
+// maxBins bounds each time series' bins: past it, every series halves its
+// resolution (merging bin pairs), so memory stays bounded on long runs.
+const maxBins = 1 << 17
+
+func (c *Collector) at(t time.Duration) {
+	c.end = max(c.end, t)
+	for int64(t/c.cfg.Resolution) >= maxBins {
+		c.cfg.Resolution *= 2
+		c.tput.halve()
+		for _, j := range c.jobs {
+			j.tput.halve()
+		}
+		for _, o := range c.occ {
+			o.b.halve()
+		}
+	}
+}
+
+// halve doubles the bin width, merging bin pairs.
+func (b *bins) halve() {
+	for i := 0; i < len(b.v); i += 2 {
+		x := b.v[i]
+		if i+1 < len(b.v) {
+			x += b.v[i+1]
+		}
+		b.v[i/2] = x
+	}
+	b.v = b.v[:(len(b.v)+1)/2]
+	b.width *= 2
+}
+
+// JobArrived records the job's arrival (its JCT starts here).
+func (c *Collector) JobArrived(t time.Duration, job string) {
+	c.at(t)
+	j := c.job(job)
+	j.arrival, j.arrived = t, true
+}
+
+// JobFinished records the job's completion.
+func (c *Collector) JobFinished(t time.Duration, job string) {
+	c.at(t)
+	j := c.job(job)
+	j.finish, j.finished = t, true
+}
+
+// iterRec is one iteration in progress; -1 marks a time not seen.
+type iterRec struct {
+	n                             int
+	start, arStart, arEnd, finish time.Duration
+	bytes, elements               int64
+}
+
+func (it iterRec) result() IterationResult {
+	s := func(d time.Duration) Num {
+		if d < 0 {
+			return -1
+		}
+		return seconds(d)
+	}
+	return IterationResult{Iteration: it.n, Start: s(it.start), AllReduceStart: s(it.arStart), AllReduceEnd: s(it.arEnd),
+		End: s(it.finish), Bytes: it.bytes, Elements: it.elements}
+}
+
+func (j *jobRec) iter(n int) *iterRec {
+	i, ok := j.cur[n]
+	if !ok {
+		i = len(j.iters)
+		j.cur[n] = i
+		j.iters = append(j.iters, iterRec{n: n, start: -1, arStart: -1, arEnd: -1, finish: -1})
+	}
+	return &j.iters[i]
+}
+
+// IterationStart records the start of iteration iter (its compute phase).
+func (c *Collector) IterationStart(t time.Duration, job string, iter int) {
+	c.at(t)
+	c.job(job).iter(iter).start = t
+}
+
+// IterationEnd records the end of iteration iter.
+func (c *Collector) IterationEnd(t time.Duration, job string, iter int) {
+	c.at(t)
+	c.job(job).iter(iter).finish = t
+}
+
+// AllReduceStart records the start of iteration iter's all-reduce.
+func (c *Collector) AllReduceStart(t time.Duration, job string, iter int) {
+	c.at(t)
+	c.job(job).iter(iter).arStart = t
+}
+
+// AllReduceEnd records the end of iteration iter's all-reduce, which
+// aggregated elements gradient elements (bytes on the wire per worker,
+// payload only).
+func (c *Collector) AllReduceEnd(t time.Duration, job string, iter int, bytes, elements int64) {
+	c.at(t)
+	j := c.job(job)
+	it := j.iter(iter)
+	it.arEnd = t
+	it.bytes += bytes
+	it.elements += elements
+	from := t
+	if it.arStart >= 0 {
+		from = it.arStart
+	}
+	j.tput.spread(from, t, float64(elements))
+	c.tput.spread(from, t, float64(elements))
+}
+
+// Occupancy records that (pool, job) holds slots aggregator slots from t
+// on. Calls must not go back in time for a pair. Use pool "" for a policy
+// without pools, job "" for slots not attributable to a job.
+func (c *Collector) Occupancy(t time.Duration, pool, job string, slots int) {
+	c.at(t)
+	k := occKey{pool, job}
+	o := c.occ[k]
+	if o == nil {
+		o = &occRec{last: t, b: bins{width: c.cfg.Resolution}}
+		c.occ[k] = o
+		c.occOrd = append(c.occOrd, k)
+	}
+	c.advanceTotal(t)
+	if t > o.last {
+		o.b.spread(o.last, t, float64(o.now)*float64(t-o.last)/1e9)
+		o.ss += float64(o.now) * float64(t-o.last) / 1e9
+		o.last = t
+	}
+	c.occNow += slots - o.now
+	o.now = slots
+	o.peak = max(o.peak, slots)
+	c.occPeak = max(c.occPeak, c.occNow)
+}
+
+func (c *Collector) advanceTotal(t time.Duration) {
+	if t > c.occLast {
+		c.totalSS += float64(c.occNow) * float64(t-c.occLast) / 1e9
+		c.occLast = t
+	}
+}
+
+// Aggregations adds n useful aggregations of the job: aggregator results
+// the switch completed and delivered (not collisions, preemptions or
+// duplicates).
+func (c *Collector) Aggregations(t time.Duration, job string, n int64) {
+	c.at(t)
+	c.job(job).aggregations += n
+}
+
+// Collisions adds n packets of the job that found no aggregator.
+func (c *Collector) Collisions(t time.Duration, job string, n int64) {
+	c.at(t)
+	c.job(job).collisions += n
+}
+
+// Chunks adds chunks of the job aggregated in the switch (switchPath) and
+// at the parameter server (psPath).
+func (c *Collector) Chunks(t time.Duration, job string, switchPath, psPath int64) {
+	c.at(t)
+	j := c.job(job)
+	j.switchChunks += switchPath
+	j.psChunks += psPath
+}
+
+// Retransmissions adds n retransmitted packets of the job.
+func (c *Collector) Retransmissions(t time.Duration, job string, n int64) {
+	c.at(t)
+	c.job(job).retrans += n
+}
+
+// Num is a float64 written to JSON with 12 significant digits (null for
+// NaN or ±Inf), so equal runs give byte-identical results.json.
+type Num float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	f = roundSig(f)
+	// As encoding/json: plain decimals unless very small or very large.
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		return strconv.AppendFloat(nil, f, 'e', -1, 64), nil
+	}
+	return strconv.AppendFloat(nil, f, 'f', -1, 64), nil
+}
+
+// roundSig rounds to 12 significant digits.
+func roundSig(f float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 12, 64), 64)
+	return r
+}
+
+func seconds(d time.Duration) Num { return Num(d.Seconds()) }
+
+// Point is one sample of a time series or CDF, written as [x, y].
+type Point struct{ X, Y Num }
+
+// MarshalJSON writes [x, y].
+func (p Point) MarshalJSON() ([]byte, error) {
+	x, _ := p.X.MarshalJSON()
+	y, _ := p.Y.MarshalJSON()
+	return []byte("[" + string(x) + "," + string(y) + "]"), nil
+}
+
+// Results is what a run measured. Times are virtual seconds.
+type Results struct {
+	Scenario string      `json:"scenario"`
+	Policy   string      `json:"policy"`
+	Seed     uint64      `json:"seed"`
+	End      Num         `json:"end_s"`
+	Summary  Summary     `json:"summary"`
+	Jobs     []JobResult `json:"jobs"`
+	Memory   Memory      `json:"memory"`
+	// Throughput is the aggregation throughput of all jobs over time:
+	// (bin start s, elements/s), each all-reduce's elements spread evenly
+	// over its duration.
+	Throughput []Point `json:"throughput"`
+	// JCTCDF is the empirical CDF of finished jobs' JCT: (s, fraction).
+	JCTCDF []Point `json:"jct_cdf"`
+}
+
+// Summary aggregates over jobs. Undefined values (no data) are null.
+type Summary struct {
+	Jobs         int `json:"jobs"`
+	JobsFinished int `json:"jobs_finished"`
+	// Makespan is the last finish (or the end of the run if a job did not
+	// finish) minus the first arrival.
+	Makespan Num `json:"makespan_s"`
+	JCTMean  Num `json:"jct_mean_s"`
+	JCTP50   Num `json:"jct_p50_s"`
+	JCTP95   Num `json:"jct_p95_s"`
+	JCTMax   Num `json:"jct_max_s"`
+	// IterMean is the mean over jobs of each job's mean iteration time.
+	IterMean Num `json:"iter_time_mean_s"`
+	// AggThroughput is all elements aggregated / the time at least one
+	// all-reduce was running (elements/s).
+	AggThroughput Num   `json:"agg_throughput_eps"`
+	Elements      int64 `json:"elements"`
+	// MemUtilMean and MemUtilPeak are Memory's, repeated for the table.
+	MemUtilMean         Num   `json:"mem_util_mean"`
+	MemUtilPeak         Num   `json:"mem_util_peak"`
+	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
+	Collisions          int64 `json:"collisions"`
+	SwitchChunks        int64 `json:"switch_chunks"`
+	PSChunks            int64 `json:"ps_chunks"`
+	PSFraction          Num   `json:"ps_path_fraction"`
+	Retransmissions     int64 `json:"retransmissions"`
+}
+
+// JobResult is one job's measurements.
+type JobResult struct {
+	Name     string `json:"name"`
+	Model    string `json:"model"`
+	Workers  int    `json:"workers"`
+	Arrival  Num    `json:"arrival_s"`
+	Finished bool   `json:"finished"`
+	// Finish is the completion time, or the end of the run if unfinished;
+	// JCT is Finish − Arrival (a lower bound if unfinished).
+	Finish     Num `json:"finish_s"`
+	JCT        Num `json:"jct_s"`
+	Iterations int `json:"iterations"` // completed
+	IterMean   Num `json:"iter_time_mean_s"`
+	IterP50    Num `json:"iter_time_p50_s"`
+	IterP95    Num `json:"iter_time_p95_s"`
+	IterP99    Num `json:"iter_time_p99_s"`
+	// CommTime is the total time in all-reduce; AggThroughput is elements /
+	// CommTime.
+	CommTime            Num   `json:"comm_time_s"`
+	Elements            int64 `json:"elements"`
+	AggThroughput       Num   `json:"agg_throughput_eps"`
+	Aggregations        int64 `json:"useful_aggs"`
+	SlotSeconds         Num   `json:"occupied_slot_s"`
+	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
+	Collisions          int64 `json:"collisions"`
+	SwitchChunks        int64 `json:"switch_chunks"`
+	PSChunks            int64 `json:"ps_chunks"`
+	PSFraction          Num   `json:"ps_path_fraction"`
+	Retransmissions     int64 `json:"retransmissions"`
+	// Throughput is the job's aggregation throughput over time.
+	Throughput []Point           `json:"throughput"`
+	Iters      []IterationResult `json:"iteration_log"`
+}
+
+// IterationResult is one iteration; times are -1 when not seen.
+type IterationResult struct {
+	Iteration      int   `json:"iteration"`
+	Start          Num   `json:"start_s"`
+	AllReduceStart Num   `json:"allreduce_start_s"`
+	AllReduceEnd   Num   `json:"allreduce_end_s"`
+	End            Num   `json:"end_s"`
+	Bytes          int64 `json:"bytes"`
+	Elements       int64 `json:"elements"`
+}
+
+// Duration is End − Start, or -1 if either is missing.
+func (it IterationResult) Duration() Num {
+	if it.Start < 0 || it.End < 0 {
+		return -1
+	}
+	return it.End - it.Start
+}
+
+// CommTime is AllReduceEnd − AllReduceStart, or -1 if either is missing.
+func (it IterationResult) CommTime() Num {
+	if it.AllReduceStart < 0 || it.AllReduceEnd < 0 {
+		return -1
+	}
+	return it.AllReduceEnd - it.AllReduceStart
+}
+
+// Memory is switch memory use over the run.
+type Memory struct {
+	TotalSlots int `json:"total_slots"`
+	// MeanUtilization is the time average over [0, end] of occupied /
+	// total slots; PeakUtilization its maximum.
+	MeanUtilization Num `json:"mean_utilization"`
+	PeakUtilization Num `json:"peak_utilization"`
+	// OccupiedSlotSeconds integrates occupied slots over time;
+	// UsefulPerSlotSecond is useful aggregations / OccupiedSlotSeconds.
+	OccupiedSlotSeconds Num   `json:"occupied_slot_s"`
+	UsefulAggregations  int64 `json:"useful_aggs"`
+	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
+	// Utilization is occupied / total over time: (bin start s, mean over
+	// the bin).
+	Utilization []Point `json:"utilization"`
+	// Series is each (pool, job)'s mean occupied slots per bin, sorted by
+	// pool then job.
+	Series []OccupancySeries `json:"series"`
+}
+
+// OccupancySeries is one (pool, job) pair's occupancy.
+type OccupancySeries struct {
+	Pool        string  `json:"pool"`
+	Job         string  `json:"job"`
+	PeakSlots   int     `json:"peak_slots"`
+	SlotSeconds Num     `json:"occupied_slot_s"`
+	Slots       []Point `json:"slots"`
+}
+
+// Results computes the results of a run that ended at end (virtual time;
+// the latest event time if later). Pairs still holding slots are counted
+// up to end. More events may follow; Results can be called again.
+func (c *Collector) Results(end time.Duration) *Results {
+	c.at(end) // may coarsen the bins; changes no result
+	end = c.end
+	r := &Results{Scenario: c.cfg.Scenario, Policy: c.cfg.Policy, Seed: c.cfg.Seed, End: seconds(end)}
+	merge := c.mergeFactor(end)
+	width := float64(c.cfg.Resolution) / 1e9 * float64(merge)
+
+	// Memory.
+	m := &r.Memory
+	m.TotalSlots = c.cfg.TotalSlots
+	totalSS := c.totalSS + float64(c.occNow)*float64(max(end-c.occLast, 0))/1e9
+	m.OccupiedSlotSeconds = Num(totalSS)
+	jobSS := map[string]float64{}
+	keys := slices.Clone(c.occOrd)
+	sort.Slice(keys, func(i, k int) bool {
+		if keys[i].pool != keys[k].pool {
+			return keys[i].pool < keys[k].pool
+		}
+		return keys[i].job < keys[k].job
+	})
+	nb := binCount(end, c.cfg.Resolution)
+	util := make([]float64, nb)
+	for _, k := range keys {
+		o := c.occ[k]
+		b := bins{width: o.b.width, v: slices.Clone(o.b.v)}
+		ss := o.ss
+		if end > o.last {
+			b.spread(o.last, end, float64(o.now)*float64(end-o.last)/1e9)
+			ss += float64(o.now) * float64(end-o.last) / 1e9
+		}
+		jobSS[k.job] += ss
+		for i, v := range b.v {
+			if i < nb {
+				util[i] += v
+			}
+		}
+		r.Memory.Series = append(r.Memory.Series, OccupancySeries{Pool: k.pool, Job: k.job, PeakSlots: o.peak,
+			SlotSeconds: Num(ss), Slots: series(b.v, nb, merge, width, width)})
+	}
+	if c.cfg.TotalSlots > 0 {
+		if end > 0 {
+			m.MeanUtilization = Num(totalSS / end.Seconds() / float64(c.cfg.TotalSlots))
+		}
+		m.PeakUtilization = Num(float64(c.occPeak) / float64(c.cfg.TotalSlots))
+		m.Utilization = series(util, nb, merge, width, width*float64(c.cfg.TotalSlots))
+	}
+
+	// Jobs.
+	s := &r.Summary
+	var jcts, iterMeans []float64
+	var comm [][2]time.Duration
+	first, last := math.Inf(1), 0.0
+	for _, j := range c.jobs {
+		jr := JobResult{Name: j.name, Model: j.model, Workers: j.workers, Arrival: seconds(j.arrival), Finished: j.finished,
+			Collisions: j.collisions, SwitchChunks: j.switchChunks, PSChunks: j.psChunks, Retransmissions: j.retrans,
+			Aggregations: j.aggregations}
+		jr.Finish = seconds(end)
+		if j.finished {
+			jr.Finish = seconds(j.finish)
+		}
+		jr.JCT = jr.Finish - jr.Arrival
+		first = min(first, float64(jr.Arrival))
+		last = max(last, float64(jr.Finish))
+		var its []float64
+		var ct time.Duration
+		for _, it := range j.iters {
+			jr.Iters = append(jr.Iters, it.result())
+			if it.start >= 0 && it.finish >= 0 {
+				its = append(its, (it.finish - it.start).Seconds())
+			}
+			if it.arStart >= 0 && it.arEnd >= 0 {
+				ct += it.arEnd - it.arStart
+				comm = append(comm, [2]time.Duration{it.arStart, it.arEnd})
+			}
+			jr.Elements += it.elements
+		}
+		jr.Iterations = len(its)
+		jr.IterMean, jr.IterP50, jr.IterP95, jr.IterP99 = meanOf(its), pct(its, 50), pct(its, 95), pct(its, 99)
+		jr.CommTime = seconds(ct)
+		jr.AggThroughput = ratio(float64(jr.Elements), ct.Seconds())
+		jr.SlotSeconds = Num(jobSS[j.name])
+		jr.UsefulPerSlotSecond = ratio(float64(j.aggregations), jobSS[j.name])
+		jr.PSFraction = ratio(float64(j.psChunks), float64(j.psChunks+j.switchChunks))
+		jr.Throughput = series(j.tput.v, nb, merge, width, width)
+		r.Jobs = append(r.Jobs, jr)
+
+		s.Jobs++
+		if j.finished {
+			s.JobsFinished++
+			jcts = append(jcts, float64(jr.JCT))
+		}
+		if len(its) > 0 {
+			iterMeans = append(iterMeans, float64(jr.IterMean))
+		}
+		s.Elements += jr.Elements
+		s.Collisions += j.collisions
+		s.SwitchChunks += j.switchChunks
+		s.PSChunks += j.psChunks
+		s.Retransmissions += j.retrans
+		m.UsefulAggregations += j.aggregations
+	}
+	if s.Jobs > 0 {
+		s.Makespan = Num(last - first)
+	} else {
+		s.Makespan = Num(math.NaN())
+	}
+	s.JCTMean, s.JCTP50, s.JCTP95 = meanOf(jcts), pct(jcts, 50), pct(jcts, 95)
+	s.JCTMax = Num(math.NaN())
+	if len(jcts) > 0 {
+		s.JCTMax = Num(slices.Max(jcts))
+	}
+	s.IterMean = meanOf(iterMeans)
+	s.AggThroughput = ratio(float64(s.Elements), unionLength(comm).Seconds())
+	m.UsefulPerSlotSecond = ratio(float64(m.UsefulAggregations), totalSS)
+	s.MemUtilMean, s.MemUtilPeak, s.UsefulPerSlotSecond = m.MeanUtilization, m.PeakUtilization, m.UsefulPerSlotSecond
+	if c.cfg.TotalSlots <= 0 {
+		s.MemUtilMean, s.MemUtilPeak = Num(math.NaN()), Num(math.NaN())
+		m.MeanUtilization, m.PeakUtilization = s.MemUtilMean, s.MemUtilPeak
+	}
+	s.PSFraction = ratio(float64(s.PSChunks), float64(s.PSChunks+s.SwitchChunks))
+	r.Throughput = series(c.tput.v, nb, merge, width, width)
+	r.JCTCDF = CDF(jcts)
+	return r
+}
+
+func binCount(end, width time.Duration) int {
+	return int((end + width - 1) / width)
+}
+
+// mergeFactor is how many bins are merged into one output point.
+func (c *Collector) mergeFactor(end time.Duration) int {
+	n := binCount(end, c.cfg.Resolution)
+	return max(1, (n+c.cfg.MaxPoints-1)/c.cfg.MaxPoints)
+}
+
+// series merges bins by k and divides each sum by div (the merged width,
+// times any scale): (point start s, value).
+func series(v []float64, nb, k int, width, div float64) []Point {
+	out := []Point{}
+	for i := 0; i < nb; i += k {
+		sum := 0.0
+		for j := i; j < i+k && j < len(v); j++ {
+			sum += v[j]
+		}
+		out = append(out, Point{X: Num(float64(i/k) * width), Y: Num(sum / div)})
+	}
+	return out
+}
+
+// CDF is the empirical CDF of xs: sorted (x, i/n) points.
+func CDF(xs []float64) []Point {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	out := make([]Point, len(s))
+	for i, x := range s {
+		out[i] = Point{X: Num(x), Y: Num(float64(i+1) / float64(len(s)))}
+	}
+	return out
+}
+
+// unionLength is the total length of the union of intervals.
+func unionLength(iv [][2]time.Duration) time.Duration {
+	s := slices.Clone(iv)
+	slices.SortFunc(s, func(a, b [2]time.Duration) int { return cmp.Compare(a[0], b[0]) })
+	var total time.Duration
+	curS, curE := time.Duration(math.MinInt64), time.Duration(math.MinInt64)
+	for _, x := range s {
+		if x[0] > curE {
+			if curE > curS {
+				total += curE - curS
+			}
+			curS, curE = x[0], x[1]
+		} else {
+			curE = max(curE, x[1])
+		}
+	}
+	if curE > curS {
+		total += curE - curS
+	}
+	return total
+}
+
+func ratio(a, b float64) Num {
+	if b == 0 {
+		return Num(math.NaN())
+	}
+	return Num(a / b)
+}
+
+func meanOf(xs []float64) Num {
+	m, err := stats.Mean(xs)
+	if err != nil {
+		return Num(math.NaN())
+	}
+	return Num(m)
+}
+
+// pct is the p-th percentile (linear interpolation between ranks).
+func pct(xs []float64, p float64) Num {
+	v, err := stats.Percentile(xs, p)
+	if err != nil {
+		return Num(math.NaN())
+	}
+	return Num(v)
+}

@@ -1,0 +1,262 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleResults(policy string, scale float64) *Results {
+	c := NewCollector(CollectorConfig{Scenario: "sample", Policy: policy, Seed: 3, TotalSlots: 100})
+	feed(c)
+	r := c.Results(45 * ms)
+	// Make policies differ for comparisons.
+	r.Summary.JCTMean *= Num(scale)
+	r.Summary.AggThroughput /= Num(scale)
+	return r
+}
+
+func TestWriteOutputs(t *testing.T) {
+	dir := t.TempDir()
+	r := sampleResults("dynaina", 1)
+	files, err := WriteOutputs(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{ResultsFile, JobsCSVFile, "job-a.csv", "job-b.csv", "job-c.csv", JCTPlotFile, MemoryPlotFile, TputPlotFile}
+	if len(files) != len(want) {
+		t.Fatalf("wrote %v", files)
+	}
+	for i, w := range want {
+		if filepath.Base(files[i]) != w {
+			t.Errorf("file %d = %s, want %s", i, files[i], w)
+		}
+	}
+	// results.json round-trips and is byte-identical for the same run.
+	a, _ := os.ReadFile(filepath.Join(dir, ResultsFile))
+	var back map[string]any
+	if err := json.Unmarshal(a, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back["policy"] != "dynaina" || back["summary"].(map[string]any)["jobs"].(float64) != 3 {
+		t.Errorf("results.json: %v", back["summary"])
+	}
+	dir2 := t.TempDir()
+	if _, err := WriteOutputs(dir2, sampleResults("dynaina", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		x, _ := os.ReadFile(filepath.Join(dir, w))
+		y, _ := os.ReadFile(filepath.Join(dir2, w))
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between identical runs", w)
+		}
+	}
+	// CSVs parse with a constant column count.
+	for _, f := range []string{JobsCSVFile, "job-a.csv"} {
+		fh, _ := os.Open(filepath.Join(dir, f))
+		recs, err := csv.NewReader(fh).ReadAll()
+		fh.Close()
+		if err != nil || len(recs) < 2 {
+			t.Errorf("%s: %d records, %v", f, len(recs), err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "job-a.csv"))
+	if !strings.Contains(string(b), "1,0.02,0.03,0.04,0.04,0.02,0.01,0.01,4000,1000,100000") {
+		t.Errorf("job-a.csv:\n%s", b)
+	}
+	// SVGs are well-formed XML with the axis labels and legend entries.
+	for _, f := range []string{JCTPlotFile, MemoryPlotFile, TputPlotFile} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		checkSVG(t, f, b)
+	}
+	b, _ = os.ReadFile(filepath.Join(dir, MemoryPlotFile))
+	for _, s := range []string{"p0 / a", "p1 / b", "all (utilization)", "virtual time (s)", "% of switch memory"} {
+		if !strings.Contains(string(b), s) {
+			t.Errorf("memory.svg lacks %q", s)
+		}
+	}
+}
+
+// checkSVG parses b as XML and checks it is an SVG with text and paths.
+func checkSVG(t *testing.T, name string, b []byte) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	root, texts, paths := "", 0, 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: not well-formed XML: %v", name, err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = se.Name.Local
+				if se.Name.Space != "http://www.w3.org/2000/svg" {
+					t.Errorf("%s: namespace %q", name, se.Name.Space)
+				}
+			}
+			switch se.Name.Local {
+			case "text":
+				texts++
+			case "path":
+				paths++
+			}
+		}
+	}
+	if root != "svg" || texts < 8 || paths < 1 {
+		t.Errorf("%s: root %q, %d texts, %d paths", name, root, texts, paths)
+	}
+}
+
+func TestChartEdgeCases(t *testing.T) {
+	for name, c := range map[string]Chart{
+		"empty":     {Title: "nothing <here> & there", XLabel: "x", YLabel: "y"},
+		"one point": {Title: "t", Lines: []Line{{Name: "a", Points: []Point{{1, 1}}}}},
+		"nan":       {Title: "t", Lines: []Line{{Name: "a", Points: []Point{{0, Num(nan())}, {1, 2}}}}},
+		"many": func() Chart {
+			c := Chart{Title: "many"}
+			for i := 0; i < 20; i++ {
+				c.Lines = append(c.Lines, Line{Name: "l" + itoa(i), Points: []Point{{0, Num(i)}, {1, Num(i)}}})
+			}
+			return c
+		}(),
+		"big": {Title: "t", Lines: []Line{{Name: "a", Points: []Point{{0, 0}, {3, 4.5e9}}}}},
+	} {
+		var b bytes.Buffer
+		if err := c.WriteSVG(&b); err != nil {
+			t.Fatal(err)
+		}
+		checkSVG(t, name, append(b.Bytes()[:0:0], b.Bytes()...))
+		if name == "many" && !strings.Contains(b.String(), "… 4 more") {
+			t.Error("legend not truncated")
+		}
+		if name == "big" && !strings.Contains(b.String(), ">4G<") {
+			t.Errorf("no SI tick label:\n%s", b.String())
+		}
+	}
+}
+
+func nan() float64 { var z float64; return z / z }
+
+func TestNiceTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{{0, 1, "0 0.2 0.4 0.6 0.8 1"}, {0, 0.045, "0 0.01 0.02 0.03 0.04 0.05"}, {0, 7, "0 1 2 3 4 5 6 7"}, {0, 3.1e6, "0 500k 1000k 1.5M 2M 2.5M 3M 3.5M"}} {
+		ticks := niceTicks(c.lo, c.hi)
+		var got []string
+		for _, v := range ticks {
+			got = append(got, tickLabel(v, ticks))
+		}
+		_ = got
+		if len(ticks) < 4 || len(ticks) > 11 || ticks[0] > c.lo || ticks[len(ticks)-1] < c.hi {
+			t.Errorf("ticks(%v, %v) = %v", c.lo, c.hi, ticks)
+		}
+	}
+}
+
+func TestPrintSummary(t *testing.T) {
+	var b bytes.Buffer
+	sampleResults("atp", 1).PrintSummary(&b)
+	s := b.String()
+	for _, want := range []string{"scenario sample, policy atp, seed 3: 2/3 jobs finished", "JCT", "≥15 ms", "100k",
+		"switch memory utilization", "10.0% of 100 chunks", "collisions"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{FormatSeconds(1.5), "1.5 s"}, {FormatSeconds(0.0123), "12.3 ms"}, {FormatSeconds(2e-6), "2 µs"},
+		{FormatSeconds(5e-9), "5 ns"}, {FormatSeconds(Num(nan())), "–"}, {FormatSeconds(0), "0 s"},
+		{FormatSI(1.234e9, "el/s"), "1.23 Gel/s"}, {FormatSI(12, ""), "12"}, {FormatSI(80000, ""), "80k"}, {FormatSI(Num(nan()), "x"), "–"},
+		{FormatPercent(0.1234), "12.3%"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	var rs []*Results
+	for i, p := range Policies {
+		rs = append(rs, sampleResults(p, []float64{2, 1.5, 1.2, 1.1, 1, 0.8}[i]))
+	}
+	c := Compare(rs)
+	if c.Scenario != "sample" || len(c.Policies) != 6 || len(c.Rows) != len(CompareMetrics) {
+		t.Fatalf("%+v", c)
+	}
+	row := c.Rows[0] // JCT mean: lower is better; esa (1.1) is the best baseline
+	if row.Metric != "jct_mean_s" || row.BestBaseline != "esa" || !near(row.VsRef["dynaina"], 1.2/0.8) || !near(row.VsBest["freeina"], 1.1) || !near(row.VsRef["atp"], 1) {
+		t.Errorf("jct row %+v", row)
+	}
+	for _, row := range c.Rows {
+		if row.Metric == "agg_throughput_eps" && (row.BestBaseline != "esa" || !near(row.VsRef["dynaina"], 1.2/0.8)) {
+			t.Errorf("throughput row %+v", row)
+		}
+		if row.Metric == "mem_util_peak" && (row.VsRef != nil || row.BestBaseline != "") {
+			t.Errorf("neutral row has ratios: %+v", row)
+		}
+	}
+	var txt, js bytes.Buffer
+	if err := c.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dynaina", "vs atp", "vs best baseline (esa)", "1.50×", "JCT mean ↓"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, txt.String())
+		}
+	}
+	if err := c.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Comparison
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Rows[0].VsRef == nil || back.Reference != "atp" {
+		t.Errorf("json: %v\n%s", err, js.String())
+	}
+	// Without ATP: no vs-atp gains, still a best baseline.
+	c = Compare(rs[4:])
+	if c.Rows[0].VsRef != nil || c.Rows[0].BestBaseline != "" {
+		t.Errorf("no baselines: %+v", c.Rows[0])
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, "run", true)
+	for v := time.Duration(0); v <= time.Second; v += time.Millisecond {
+		p.Update(v, time.Second)
+	}
+	p.Done()
+	if n := strings.Count(b.String(), "\r"); n != 101 || !strings.Contains(b.String(), "100%") || !strings.HasSuffix(b.String(), "\n") {
+		t.Errorf("%d redraws:\n%q", n, b.String()[len(b.String())-100:])
+	}
+	b.Reset()
+	p = NewProgress(&b, "run", false)
+	p.Update(1, 2)
+	p.Done()
+	if b.Len() != 0 {
+		t.Error("disabled progress wrote")
+	}
+	if IsTerminal(os.NewFile(0, "/dev/null")) && false {
+		t.Skip()
+	}
+	f, _ := os.CreateTemp(t.TempDir(), "x")
+	if IsTerminal(f) {
+		t.Error("a file is a terminal")
+	}
+	f.Close()
+}

@@ -1,0 +1,307 @@
+package harness
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"inabox/testdata"
+)
+
+func TestInvalidScenarios(t *testing.T) {
+	ents, err := fs.ReadDir(testdata.Scenarios, "scenarios/invalid")
+	if err != nil || len(ents) < 5 {
+		t.Fatalf("invalid scenarios: %d, %v", len(ents), err)
+	}
+	for _, e := range ents {
+		t.Run(e.Name(), func(t *testing.T) {
+			data, err := fs.ReadFile(testdata.Scenarios, "scenarios/invalid/"+e.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(data), "\n")
+			want, ok := strings.CutPrefix(first, "# want: ")
+			if !ok {
+				t.Fatalf("first line %q is not a '# want: ' comment", first)
+			}
+			_, err = ParseScenario(e.Name(), data, DefaultModels())
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error:\n%v\nwant it to contain:\n%s", err, want)
+			}
+			var se *ScenarioError
+			if !errors.As(err, &se) || len(se.Errs) == 0 {
+				t.Errorf("error %T is not a *ScenarioError", err)
+			}
+		})
+	}
+}
+
+func isLanguage(m string) bool { return strings.HasPrefix(m, "bert") || strings.HasPrefix(m, "gpt") }
+
+func TestEmbeddedScenarios(t *testing.T) {
+	names := EmbeddedScenarioNames()
+	for _, want := range []string{DefaultScenarioName, "dynaina-contention.yaml", "freeina-single.yaml", "freeina-multi.yaml"} {
+		found := false
+		for _, n := range names {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("scenario %s not embedded (have %v)", want, names)
+		}
+	}
+	ms := DefaultModels()
+	for _, n := range names {
+		t.Run(n, func(t *testing.T) {
+			s, err := EmbeddedScenario(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Name+".yaml" != n {
+				t.Errorf("name %q in file %s", s.Name, n)
+			}
+			// The same file on disk and embedded.
+			disk, err := LoadScenario(filepath.Join("..", "testdata", "scenarios", n))
+			if err != nil || disk.Name != s.Name {
+				t.Errorf("disk copy: %v", err)
+			}
+			// Cost budget: each finishes within 10 minutes on 2 cores; the
+			// emulator moves a few M packet events per second, and a worker
+			// packet makes about 3 + workers of them.
+			e := s.Estimate(ms)
+			if e.WorkerPackets > 3_000_000 {
+				t.Errorf("estimate %d worker packets: over the 3 M budget", e.WorkerPackets)
+			}
+			if e.VirtualTime <= 0 || e.VirtualTime > s.TimeLimit.D()/2 {
+				t.Errorf("virtual-time lower bound %v vs time_limit %v", e.VirtualTime, s.TimeLimit)
+			}
+			// Equal scales: comm/compute ratios of the unscaled network.
+			for _, p := range s.Plan(ms) {
+				full := p.Model.CommRatio(s.Topology.LinkGbps*1e9, WireEfficiency(s.Topology.Switch.ValuesPerPacket, INAHeaderBytes))
+				if p.CommRatio < full*0.98 || p.CommRatio > full*1.02 {
+					t.Errorf("job %s: scaled comm ratio %.4f, unscaled %.4f", p.Name, p.CommRatio, full)
+				}
+			}
+		})
+	}
+	s, err := EmbeddedScenario("dynaina-contention.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vision, lang := 0, 0
+	arrivals := map[time.Duration]bool{}
+	for _, j := range s.Jobs {
+		if isLanguage(j.Model) {
+			lang++
+		} else {
+			vision++
+		}
+		arrivals[j.Arrival.D()] = true
+	}
+	if n := len(s.Jobs); n < 4 || n > 8 || vision == 0 || lang == 0 || len(arrivals) < 4 {
+		t.Errorf("dynaina-contention: %d jobs, %d vision, %d language, %d distinct arrivals", n, vision, lang, len(arrivals))
+	}
+	if s.Policy != "dynaina" {
+		t.Errorf("policy %s", s.Policy)
+	}
+	for _, n := range []string{"freeina-single.yaml", "freeina-multi.yaml"} {
+		s, err := EmbeddedScenario(n)
+		if err != nil || s.Policy != "freeina" {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
+
+func TestScenarioDefaults(t *testing.T) {
+	s, err := ParseScenario("dir/my-exp.yaml", []byte("jobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: bert-base, workers: 2, iterations: 1, arrival: 5ms, comm_ratio: 0.5}\n"), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "my-exp" || s.Seed != DefaultSeed || s.Policy != DefaultPolicy || s.TimeLimit.D() != DefaultTimeLimit ||
+		s.Scaling != (Scaling{1, 1}) || s.Topology.LinkGbps != 100 || s.Topology.LinkDelay.D() != time.Microsecond ||
+		s.Topology.Switch.Slots != 16384 || s.Topology.Switch.ValuesPerPacket != 64 || s.Topology.Switch.PassTime.D() != time.Nanosecond ||
+		s.Topology.PS.Count != 1 || s.Topology.PS.LinkGbps != 100 || s.File() != "dir/my-exp.yaml" {
+		t.Errorf("defaults: %+v", s)
+	}
+	if got := s.HostNames(); len(got) != 5 || got[4] != "h4" {
+		t.Errorf("hosts %v", got)
+	}
+	if s.LinkBitsPerSecond() != 100e9 || s.PSLinkBitsPerSecond() != 100e9 {
+		t.Errorf("rates %d %d", s.LinkBitsPerSecond(), s.PSLinkBitsPerSecond())
+	}
+	p := s.Plan(DefaultModels())
+	if strings.Join(p[0].Hosts, ",") != "h0,h1,h2" || strings.Join(p[1].Hosts, ",") != "h3,h4" || p[1].PS != "ps0" {
+		t.Errorf("placement %v %v", p[0].Hosts, p[1].Hosts)
+	}
+	if p[0].Packets != (p[0].Elements+63)/64 || p[0].Bytes != 4*p[0].Elements || p[0].Compute != 323*time.Millisecond {
+		t.Errorf("plan %+v", p[0])
+	}
+	if p[1].CommRatio < 0.4999 || p[1].CommRatio > 0.5001 || p[1].Arrival != 5*time.Millisecond {
+		t.Errorf("comm_ratio override: %+v", p[1])
+	}
+	// Explicit zero seed is kept; shared hosts wrap.
+	s, err = ParseScenario("x.yaml", []byte("seed: 0\ntopology: {hosts: 4, ps: {count: 2}}\njobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: vgg16, workers: 3, iterations: 2}\n"), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = s.Plan(DefaultModels())
+	if s.Seed != 0 || strings.Join(p[1].Hosts, ",") != "h3,h0,h1" || p[1].PS != "ps1" {
+		t.Errorf("seed %d, placement %v %s", s.Seed, p[1].Hosts, p[1].PS)
+	}
+}
+
+func TestScenarioErrors(t *testing.T) {
+	const job = "jobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n"
+	cases := []struct{ name, src, want string }{
+		{"workers high", "jobs:\n  - {name: a, model: resnet50, workers: 33, iterations: 1}\n", "x.yaml:2: jobs[0].workers: 33: must be between 1 and 32"},
+		{"iterations", "jobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 0}\n", "jobs[0].iterations: 0: must be between 1 and 1000000"},
+		{"bad name", "jobs:\n  - {name: 'a b', model: resnet50, workers: 1, iterations: 1}\n", `jobs[0].name: "a b": must match`},
+		{"arrival", "time_limit: 1s\njobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 1, arrival: 2s}\n", "x.yaml:3: jobs[0].arrival: 2s: must be in [0, time_limit)"},
+		{"priority", "jobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 1, priority: 300}\n", "jobs[0].priority: 300: must be between 0 and 255"},
+		{"comm ratio zero", "jobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 1, comm_ratio: 0}\n", "jobs[0].comm_ratio: 0: must be in (0, 1000]"},
+		{"link rate", "topology: {link_gbps: 0}\n" + job, "x.yaml:1: topology.link_gbps: 0: must be in (0, 1600]"},
+		{"link delay", "topology: {link_delay: -1us}\n" + job, "topology.link_delay: -1us: must be in [0, 1s]"},
+		{"slots", "topology: {switch: {slots: 70000}}\n" + job, "topology.switch.slots: 70000: must be between 1 and 65536"},
+		{"values", "topology: {switch: {values_per_packet: 2000}}\n" + job, "topology.switch.values_per_packet: 2000: must be between 1 and 1024"},
+		{"ps count", "topology: {ps: {count: 0}}\n" + job, "topology.ps.count: 0: must be between 1 and 64"},
+		{"ps rate", "topology: {ps: {link_gbps: -5}}\n" + job, "topology.ps.link_gbps: -5: must be in (0, 1600]"},
+		{"rate scale", "scaling: {rate_scale: 0}\n" + job, "scaling.rate_scale: 0: must be in (0, 1]"},
+		{"time limit", "time_limit: 0s\n" + job, "time_limit: 0s: must be > 0"},
+		{"fault kind", job + "faults:\n  - {at: 1ms, kind: meteor, target: h0}\n", `x.yaml:4: faults[0].kind: "meteor": must be one of link_down, link_up`},
+		{"fault at", "time_limit: 1s\n" + job + "faults:\n  - {at: 2s, kind: link_down, target: h0}\n", "faults[0].at: 2s: must be in [0, time_limit)"},
+		{"link_up duration", job + "faults:\n  - {at: 1ms, kind: link_up, target: h0, duration: 1ms}\n", "faults[0].duration: 1ms: link_up takes no duration"},
+		{"link_down value", job + "faults:\n  - {at: 1ms, kind: link_down, target: ps0, value: 3}\n", "faults[0].value: 3: link_down takes no value"},
+		{"delay spike", job + "faults:\n  - {at: 1ms, kind: delay_spike, target: h1, duration: 1ms}\n", "faults[0].value: 0: delay_spike needs the extra delay in µs"},
+		{"corrupt duration", job + "faults:\n  - {at: 1ms, kind: corrupt, target: h1, value: 0.1}\n", "faults[0].duration: 0s: corrupt needs a duration > 0"},
+		{"reboot target", job + "faults:\n  - {at: 1ms, kind: switch_reboot, target: h0}\n", `faults[0].target: "h0": must be "sw"`},
+		{"crash target", job + "faults:\n  - {at: 1ms, kind: node_crash, target: sw}\n", `faults[0].target: "sw": must name a host`},
+		{"impairment link", job + "impairments:\n  - {link: h7, loss: 0.1}\n", `impairments[0].link: "h7": must name a link`},
+		{"impairment prob", job + "impairments:\n  - {link: all, duplicate: 1.1}\n", "x.yaml:4: impairments[0].duplicate: 1.1: must be a probability in [0, 1]"},
+		{"impairment dup", job + "impairments:\n  - {link: h0, loss: 0.1}\n  - {link: h0}\n", `impairments[1].link: "h0": duplicate: impairments[0] names this link`},
+		{"unknown top", "jobz: []\n" + job, "x.yaml:1: jobz: unknown field; known: name, description, seed"},
+		{"unknown in job", "jobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1, gpus: 4}\n", "x.yaml:2: jobs[0].gpus: unknown field; known: name, model, workers"},
+		{"type list", "jobs: 3\n", "x.yaml:1: jobs: 3: want a list"},
+		{"type float", "topology: {link_gbps: fast}\n" + job, "x.yaml:1: topology.link_gbps: fast: want a number"},
+		{"duration", "time_limit: forever\n" + job, "x.yaml:1: time_limit: forever: want a Go duration"},
+		{"empty", "", "x.yaml: empty file"},
+		{"syntax", "jobs: [\n", "x.yaml: yaml: line"},
+		{"not a mapping", "- a\n", "x.yaml:1: want a mapping"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseScenario("x.yaml", []byte(c.src), DefaultModels())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error:\n%v\nwant:\n%s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestScenarioManyErrorsInFileOrder(t *testing.T) {
+	src := "policy: x\njobs:\n  - {name: a, model: nope, workers: 0, iterations: 1}\nscaling: {tensor_scale: 3}\n"
+	_, err := ParseScenario("x.yaml", []byte(src), DefaultModels())
+	var se *ScenarioError
+	if !errors.As(err, &se) || len(se.Errs) != 4 {
+		t.Fatalf("%v", err)
+	}
+	lines := []int{1, 3, 3, 4}
+	for i, fe := range se.Errs {
+		if fe.Line != lines[i] {
+			t.Errorf("error %d at line %d, want %d: %v", i, fe.Line, lines[i], fe)
+		}
+	}
+}
+
+func TestValidateAfterOverride(t *testing.T) {
+	s, err := EmbeddedScenario("freeina-single.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Policy = "bogus"
+	if err := s.Validate(DefaultModels()); err == nil || !strings.Contains(err.Error(), `freeina-single.yaml:13: policy: "bogus"`) {
+		t.Errorf("override: %v", err)
+	}
+}
+
+func TestLoadScenarioMissing(t *testing.T) {
+	if _, err := LoadScenario(filepath.Join(t.TempDir(), "no.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestWithPolicyAndLinkConfig(t *testing.T) {
+	src := `scaling: {rate_scale: 0.1, tensor_scale: 0.1}
+topology: {link_gbps: 100, link_delay: 3us, queue_packets: 64, ps: {link_gbps: 200}}
+jobs:
+  - {name: a, model: resnet50, workers: 2, iterations: 1}
+impairments:
+  - {link: all, loss: 0.01}
+  - {link: h1, corrupt: 0.5, jitter: 1us, reorder: 0.1, reorder_delay: 2us}
+`
+	ms := DefaultModels()
+	s, err := ParseScenario("x.yaml", []byte(src), ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h0, h1, ps := s.LinkConfig("h0"), s.LinkConfig("h1"), s.LinkConfig("ps0")
+	if h0.BitsPerSecond != 10e9 || h0.Delay != 3*time.Microsecond || h0.QueuePackets != 64 || h0.Impairments.Loss != 0.01 {
+		t.Errorf("h0 %+v", h0)
+	}
+	if h1.Impairments.Loss != 0 || h1.Impairments.Corrupt != 0.5 || h1.Jitter != time.Microsecond || h1.Impairments.ReorderDelay != 2*time.Microsecond {
+		t.Errorf("h1 %+v", h1)
+	}
+	if ps.BitsPerSecond != 20e9 || ps.Impairments.Loss != 0.01 {
+		t.Errorf("ps0 %+v", ps)
+	}
+	for _, p := range Policies {
+		c, err := s.WithPolicy(p, ms)
+		if err != nil || c.Policy != p || s.Policy != DefaultPolicy {
+			t.Errorf("%s: %v", p, err)
+		}
+		c.Jobs[0].Workers = 9
+		if s.Jobs[0].Workers != 2 {
+			t.Error("copy shares jobs")
+		}
+	}
+	if _, err := s.WithPolicy("bogus", ms); err == nil || !strings.Contains(err.Error(), `policy: "bogus"`) {
+		t.Errorf("bogus policy: %v", err)
+	}
+}
+
+// FuzzParseScenario: any input either parses into a scenario that
+// validates and plans, or fails with an error naming the file.
+func FuzzParseScenario(f *testing.F) {
+	for _, n := range EmbeddedScenarioNames() {
+		b, _ := fs.ReadFile(testdata.Scenarios, "scenarios/"+n)
+		f.Add(b)
+	}
+	ents, _ := fs.ReadDir(testdata.Scenarios, "scenarios/invalid")
+	for _, e := range ents {
+		b, _ := fs.ReadFile(testdata.Scenarios, "scenarios/invalid/"+e.Name())
+		f.Add(b)
+	}
+	ms := DefaultModels()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseScenario("f.yaml", data, ms)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if err := s.Validate(ms); err != nil {
+			t.Fatalf("revalidation: %v", err)
+		}
+		for _, p := range s.Plan(ms) {
+			if len(p.Hosts) != p.Workers || p.Packets < 1 {
+				t.Fatalf("plan %+v", p)
+			}
+		}
+	})
+}

@@ -1,0 +1,18 @@
+// Package testdata embeds the model profiles and the experiment scenarios so
+// that the harness and the CLI can use them without reading the working
+// directory.
+package testdata
+
+import "embed"
+
+// Models is testdata/models/models.yaml: per-model gradient size and
+// per-iteration compute time.
+//
+//go:embed models/models.yaml
+var Models []byte
+
+// Scenarios holds testdata/scenarios: the experiment scenarios at
+// scenarios/*.yaml and the invalid examples at scenarios/invalid/*.yaml.
+//
+//go:embed scenarios/*.yaml scenarios/invalid/*.yaml
+var Scenarios embed.FS
