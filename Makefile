@@ -1,6 +1,6 @@
 # inabox — see README.md. Every target runs from a fresh checkout.
 GO        ?= go
-PKGS      ?= ./...
+PKGS      ?= ./... ./testdata
 STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 60s
 
