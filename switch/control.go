@@ -71,6 +71,11 @@ type Job struct {
 	PolicyID int
 	// Pool is the job's memory pool.
 	Pool *Pool
+	// FreeINA selects the FreeINA data path (trim and forward, see
+	// freeina.go): absorbed contributions go on to the PS trimmed, the
+	// completing one carries the result to the PS and is multicast to the
+	// workers as UC SEND Only frames.
+	FreeINA bool
 
 	policy Policy
 	stats  JobStats
@@ -101,6 +106,7 @@ type JobSpec struct {
 	Priority   uint8
 	PolicyID   int
 	PoolID     uint16
+	FreeINA    bool
 }
 
 // WorkerEntry is an entry of table ina_worker: packets from (Port, QP) belong
@@ -233,7 +239,7 @@ func (s *Switch) SetJob(js JobSpec) error {
 	}
 	st := j.stats
 	*j = Job{ID: js.ID, Mask: js.Mask, Group: js.Group, PSPort: js.PSPort, ResultToPS: js.ResultToPS,
-		Priority: js.Priority, PolicyID: js.PolicyID, Pool: pool, policy: pol, stats: st}
+		Priority: js.Priority, PolicyID: js.PolicyID, Pool: pool, FreeINA: js.FreeINA, policy: pol, stats: st}
 	return nil
 }
 

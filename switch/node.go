@@ -130,6 +130,9 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	timed := n.timed()
 	for i, p := range pkts {
 		f := &fr[i]
+		if f.Len > 0 {
+			p.SetLen(f.Len)
+		}
 		var at time.Duration
 		if timed {
 			if n.busyUntil < env.Now() {
@@ -154,6 +157,14 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 			}
 			n.S.Egress(p.Bytes(), n.members[0])
 			n.out(env, timed, at, n.members[0].Port, p)
+		case ActForwardMulticast:
+			n.members = n.S.AppendMembers(n.members[:0], f.Group)
+			for _, m := range n.members {
+				c := env.Clone(p)
+				n.S.EgressUC(c.Bytes(), m)
+				n.out(env, timed, at, m.Port, c)
+			}
+			n.out(env, timed, at, f.OutPort, p)
 		default:
 			env.Free(p)
 		}

@@ -27,6 +27,10 @@ const (
 	// ActMulticast: replicate the frame to every member of Group; call
 	// Egress on each replica before sending it.
 	ActMulticast
+	// ActForwardMulticast (FreeINA): send the frame on OutPort (to the PS,
+	// over its RC connection) and also replicate it to every member of
+	// Group; call EgressUC on each replica (it becomes a UC SEND Only).
+	ActForwardMulticast
 )
 
 // Frame is one packet handed to Process: Data and InPort are inputs, the
@@ -42,6 +46,9 @@ type Frame struct {
 	// Passes is how many pipeline passes the frame used (1 + its
 	// recirculations); the emulator adapter charges pipeline time for each.
 	Passes int
+	// Len, if not zero, is the frame's new length: a FreeINA frame trimmed
+	// to its INA header (Data is then Data[:Len]).
+	Len int
 }
 
 // Offsets of the fixed headers.
@@ -63,11 +70,12 @@ const (
 
 // emit targets
 const (
-	emDrop  uint8 = iota
-	emPort        // unicast to m.port, header changed
-	emMcast       // multicast to job group
-	emBack        // unicast back to the ingress port with egress rewrite rid
-	emFwd         // non-INA forward, untouched
+	emDrop     uint8 = iota
+	emPort           // unicast to m.port, header changed
+	emMcast          // multicast to job group
+	emBack           // unicast back to the ingress port with egress rewrite rid
+	emFwd            // non-INA forward, untouched
+	emFwdMcast       // FreeINA: unicast to m.port and multicast to the job group
 )
 
 type pmeta struct {
@@ -92,6 +100,7 @@ type pmeta struct {
 	ovf     bool
 	exp     int8
 	touched bool // header or values changed: fix ICRC
+	trim    bool // FreeINA: forward with the values trimmed off
 }
 
 // Process runs a batch of frames through the pipeline and sets each frame's
@@ -282,6 +291,10 @@ func (s *Switch) slotMeta(f *Frame, m *pmeta) {
 	pool := j.Pool
 	if m.ps {
 		s.psPacket(f, m, h)
+		return
+	}
+	if j.FreeINA {
+		s.freeINASlotMeta(f, m, h)
 		return
 	}
 	if h.Has(inahdr.FlagOverflow) { // ATP: host asks for PS aggregation
@@ -508,6 +521,7 @@ func (s *Switch) deparse(f *Frame, m *pmeta) {
 	}
 	f.Reason = m.reason
 	f.Passes = 1
+	f.Len = 0
 	if m.op != opNone {
 		f.Passes = m.passes
 	}
@@ -544,7 +558,15 @@ func (s *Switch) deparse(f *Frame, m *pmeta) {
 	if m.head >= 0 && m.op != opNone {
 		h.SetSlot(uint16(m.head))
 	}
+	if m.trim {
+		f.Data = trimFrame(f.Data, m.ina)
+		f.Len = len(f.Data)
+	}
 	switch m.emit {
+	case emFwdMcast:
+		f.Action, f.OutPort, f.Group = ActForwardMulticast, m.port, m.job.Group
+		_ = rdma.SetICRC(f.Data)
+		s.countTx(m.port, len(f.Data))
 	case emPort:
 		if m.port < 0 {
 			f.Action = ActDrop

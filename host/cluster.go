@@ -1,0 +1,303 @@
+package host
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"inabox/emu"
+	"inabox/rdma"
+	sw "inabox/switch"
+)
+
+// Constants of the FreeINA testbed (one place; see docs/freeina.md).
+const (
+	// DefaultRate is every link's rate: 100 Gb/s.
+	DefaultRate = 100e9
+	// DefaultDelay is every link's propagation delay (a rack: 1 µs incl.
+	// NIC latency).
+	DefaultDelay = time.Microsecond
+	// DefaultOverhead is Ethernet's preamble+SFD (8), FCS (4) and IFG (12),
+	// added to every frame on the wire.
+	DefaultOverhead = 24
+	// DefaultPassTime is one pipeline pass (≈1 Gpass/s per pipe, Tofino-1
+	// order of magnitude); DefaultLatency the parser-to-deparser latency.
+	DefaultPassTime = time.Nanosecond
+	DefaultLatency  = 500 * time.Nanosecond
+	// FreeINAPolicyID is the id the FreeINA policy is registered under.
+	FreeINAPolicyID = sw.PolicyCustom
+	// PSCtlQPN is the PS's UC QP for GRANT frames.
+	PSCtlQPN = 0x400000
+)
+
+// ClusterConfig describes a FreeINA testbed: one switch, one PS on switch
+// port 0, and the workers of every job on the following ports.
+type ClusterConfig struct {
+	Seed uint64
+	// Jobs[i] is the number of workers of job i+1.
+	Jobs []int
+	// Rate and PSRate are the worker and PS link rates (0: DefaultRate).
+	Rate, PSRate int64
+	Delay        time.Duration
+	// Impair applies to every link (both directions).
+	Impair emu.Impairments
+	// QueuePackets bounds each link queue (0: 4096).
+	QueuePackets int
+	// Values per chunk (0: 64); the FreeINA pool's stride follows.
+	Values int
+	// Slots is the FreeINA pool in aggregators (0: 16384/stride).
+	Slots int
+	// PassTime and Latency time the switch pipeline (0: defaults; negative:
+	// untimed).
+	PassTime, Latency time.Duration
+	LeaseIdle         time.Duration
+	// Worker is the template for every worker (Job, Rank, addresses and
+	// QPNs are filled in).
+	Worker WorkerConfig
+	// PS is the template for the PS (addresses filled in).
+	PS PSConfig
+}
+
+// Cluster is a built testbed.
+type Cluster struct {
+	Net     *emu.Network
+	Switch  *sw.Switch
+	Node    *sw.FreeINANode
+	FreeINA *sw.FreeINA
+	PS      *PS
+	Workers [][]*Worker // [job-1][rank]
+	Links   []*emu.Link
+}
+
+// Addressing.
+var (
+	SwitchAddr = rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0xFE, 1}, IP: netip.AddrFrom4([4]byte{10, 255, 0, 1})}
+	PSAddr     = rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0xFE, 2}, IP: netip.AddrFrom4([4]byte{10, 255, 0, 2})}
+)
+
+// WorkerAddr is the address of worker rank of job.
+func WorkerAddr(job uint16, rank int) rdma.Endpoint {
+	return rdma.Endpoint{MAC: [6]byte{2, 0, byte(job >> 8), byte(job), byte(rank), 1},
+		IP: netip.AddrFrom4([4]byte{10, byte(job), byte(rank), 1})}
+}
+
+// QP numbers: the PS's QP for (job, rank), the worker's RC and UC QPs.
+func PSQPN(job uint16, rank int) uint32     { return 0x100000 | uint32(job&0xFFF)<<8 | uint32(rank) }
+func WorkerQPN(job uint16, rank int) uint32 { return 0x200000 | uint32(job&0xFFF)<<8 | uint32(rank) }
+func WorkerUCQPN(job uint16, rank int) uint32 {
+	return 0x300000 | uint32(job&0xFFF)<<8 | uint32(rank)
+}
+
+// DefaultQP is the RC QP template: 4 KiB MTU, 65.5 µs local ACK timeout
+// (above the worst queueing delay at the PS port), 7 retries, 128 PSNs in
+// flight (≥ 2 × the bandwidth-delay product of a worker link at 256
+// values per packet; a larger window makes every go-back-N after a loss or
+// a reordering longer).
+var DefaultQP = rdma.Config{MTU: 4096, Timeout: 4, RetryCount: 7, MaxUnacked: 128, TOS: 2}
+
+// NewCluster builds the testbed; tensors(job, rank) gives each worker's
+// all-reduces.
+func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) (*Cluster, error) {
+	if cfg.Rate == 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.PSRate == 0 {
+		cfg.PSRate = cfg.Rate
+	}
+	if cfg.Delay == 0 {
+		cfg.Delay = DefaultDelay
+	}
+	if cfg.QueuePackets == 0 {
+		cfg.QueuePackets = 4096
+	}
+	if cfg.Values == 0 {
+		cfg.Values = 64
+	}
+	if cfg.PassTime == 0 {
+		cfg.PassTime = DefaultPassTime
+	}
+	if cfg.Latency == 0 {
+		cfg.Latency = DefaultLatency
+	}
+	stride := (cfg.Values + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+	if cfg.Slots == 0 {
+		cfg.Slots = sw.DefaultSlots / stride
+	}
+	nports := 1
+	for _, n := range cfg.Jobs {
+		nports += n
+	}
+	s, err := sw.New(sw.Config{Slots: cfg.Slots * stride, Ports: nports})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SetPool(1, 0, cfg.Slots*stride, stride); err != nil {
+		return nil, err
+	}
+	fi, err := sw.NewFreeINA(s, sw.FreeINAConfig{PoolID: 1, LeaseIdle: cfg.LeaseIdle, Addr: SwitchAddr})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.RegisterPolicy(FreeINAPolicyID, fi); err != nil {
+		return nil, err
+	}
+	if err := s.AddL2(PSAddr.MAC, 0); err != nil {
+		return nil, err
+	}
+	nc := sw.NodeConfig{PassTime: max(cfg.PassTime, 0), Latency: max(cfg.Latency, 0)}
+	c := &Cluster{Net: emu.NewNetwork(emu.Config{Seed: cfg.Seed}), Switch: s, FreeINA: fi}
+	c.Node = sw.NewFreeINANode(sw.NewTimedNode(s, nc), fi)
+	if err := c.Net.AddNode("switch", nports, c.Node); err != nil {
+		return nil, err
+	}
+	link := func(rate int64) emu.LinkConfig {
+		return emu.LinkConfig{BitsPerSecond: rate, Delay: cfg.Delay, OverheadBytes: DefaultOverhead,
+			QueuePackets: cfg.QueuePackets, Impairments: cfg.Impair}
+	}
+	var psJobs []PSJob
+	port := 1
+	for ji, n := range cfg.Jobs {
+		job := uint16(ji + 1)
+		pj := PSJob{Job: job}
+		var members []sw.McastMember
+		for r := 0; r < n; r++ {
+			wa := WorkerAddr(job, r)
+			rid := uint16(job)<<8 | uint16(r)
+			if err := s.AddL2(wa.MAC, port); err != nil {
+				return nil, err
+			}
+			if err := s.AddWorker(sw.WorkerEntry{Port: port, QP: PSQPN(job, r), Job: job, Worker: uint8(r), RID: rid}); err != nil {
+				return nil, err
+			}
+			s.SetRewrite(rid, sw.Rewrite{SrcMAC: SwitchAddr.MAC, DstMAC: wa.MAC, SrcIP: SwitchAddr.IP, DstIP: wa.IP, DstQP: WorkerUCQPN(job, r)})
+			members = append(members, sw.McastMember{RID: rid, Port: port})
+			pj.Workers = append(pj.Workers, Peer{Addr: wa, QPN: WorkerQPN(job, r)})
+			pj.LocalQPN = append(pj.LocalQPN, PSQPN(job, r))
+			port++
+		}
+		psRID := uint16(job)<<8 | 0xFF
+		s.SetRewrite(psRID, sw.Rewrite{SrcMAC: SwitchAddr.MAC, DstMAC: PSAddr.MAC, SrcIP: SwitchAddr.IP, DstIP: PSAddr.IP, DstQP: PSCtlQPN})
+		if err := s.AddMcastGroup(job, members...); err != nil {
+			return nil, err
+		}
+		if err := s.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<n - 1, Group: job, PSPort: 0, PolicyID: FreeINAPolicyID, PoolID: 1, FreeINA: true}); err != nil {
+			return nil, err
+		}
+		fi.AddJob(sw.FreeINAJob{Job: job, PSPort: 0, PSRID: psRID})
+		psJobs = append(psJobs, pj)
+	}
+	pcfg := cfg.PS
+	pcfg.Addr, pcfg.CtlQPN, pcfg.Switch = PSAddr, PSCtlQPN, SwitchAddr
+	if pcfg.Control.PipeSlots == 0 {
+		pcfg.Control.PipeSlots = PipeSlots(cfg.Rate, cfg.Delay, cfg.Latency, cfg.Values)
+	}
+	if pcfg.QP.MTU == 0 {
+		pcfg.QP = DefaultQP
+		// The PS's requester sends plans, pulls and results: short bursts;
+		// a small window keeps a go-back-N after reordering short.
+		pcfg.QP.MaxUnacked = 64
+	}
+	ps, err := NewPS(pcfg, psJobs...)
+	if err != nil {
+		return nil, err
+	}
+	c.PS = ps
+	if err := c.Net.AddNode("ps", 1, ps); err != nil {
+		return nil, err
+	}
+	l, err := c.Net.Connect("switch", 0, "ps", 0, link(cfg.PSRate))
+	if err != nil {
+		return nil, err
+	}
+	c.Links = append(c.Links, l)
+	port = 1
+	for ji, n := range cfg.Jobs {
+		job := uint16(ji + 1)
+		var ws []*Worker
+		for r := 0; r < n; r++ {
+			wc := cfg.Worker
+			wc.Job, wc.Rank, wc.Workers = job, uint8(r), n
+			wc.Addr, wc.PS = WorkerAddr(job, r), Peer{Addr: PSAddr, QPN: PSQPN(job, r)}
+			wc.QPN, wc.UCQPN = WorkerQPN(job, r), WorkerUCQPN(job, r)
+			wc.Values = cfg.Values
+			if wc.QP.MTU == 0 {
+				wc.QP = DefaultQP
+			}
+			wc.Quant.Workers = n
+			w, err := NewWorker(wc, tensors(job, r)...)
+			if err != nil {
+				return nil, err
+			}
+			name := fmt.Sprintf("w%d.%d", job, r)
+			if err := c.Net.AddNode(name, 1, w); err != nil {
+				return nil, err
+			}
+			l, err := c.Net.Connect(name, 0, "switch", port, link(cfg.Rate))
+			if err != nil {
+				return nil, err
+			}
+			c.Links = append(c.Links, l)
+			ws = append(ws, w)
+			port++
+		}
+		c.Workers = append(c.Workers, ws)
+	}
+	return c, nil
+}
+
+// ChunkWireBytes is the bytes a chunk of values int32 occupies on a link:
+// headers, INA header, values, ICRC and Ethernet overhead.
+func ChunkWireBytes(values int) int {
+	return rdma.HeadersLen + rdma.BTHLen + 20 + 4*values + rdma.ICRCLen + DefaultOverhead
+}
+
+// PipeSlots is the number of aggregators that keeps a worker link busy for
+// two slot round trips (worker → switch → worker, 2 × delay + pipeline
+// latency): twice the bandwidth-delay product in chunks.
+func PipeSlots(rate int64, delay, latency time.Duration, values int) int {
+	rtt := 2*delay + latency + time.Duration(float64(ChunkWireBytes(values)*8)/float64(rate)*1e9)
+	return int(2*rtt.Seconds()*float64(rate)/float64(8*ChunkWireBytes(values))) + 1
+}
+
+// Done reports whether every worker has finished every all-reduce.
+func (c *Cluster) Done() bool {
+	for _, ws := range c.Workers {
+		for _, w := range ws {
+			if !w.Done() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Run runs until every worker is done (checked every step) or deadline.
+func (c *Cluster) Run(deadline, step time.Duration) (time.Duration, error) {
+	if step <= 0 {
+		step = 100 * time.Microsecond
+	}
+	for t := step; ; t += step {
+		if e, err := c.Net.RunUntil(min(t, deadline)); err != nil {
+			return e, err
+		}
+		if c.Done() {
+			return c.Finish(), nil
+		}
+		if t >= deadline {
+			return c.Finish(), fmt.Errorf("host: not done at %v", deadline)
+		}
+	}
+}
+
+// Finish returns the latest all-reduce end over all workers.
+func (c *Cluster) Finish() time.Duration {
+	var t time.Duration
+	for _, ws := range c.Workers {
+		for _, w := range ws {
+			for _, r := range w.Reports() {
+				t = max(t, r.End)
+			}
+		}
+	}
+	return t
+}

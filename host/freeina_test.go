@@ -1,0 +1,309 @@
+package host
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"inabox/emu"
+)
+
+// genTensor returns worker rank's deterministic gradient (values in ±2).
+func genTensor(job uint16, rank, n int, seed uint64) []float32 {
+	x := seed*0x9E3779B97F4A7C15 + uint64(job)<<32 + uint64(rank+1)*0xBF58476D1CE4E5B9
+	out := make([]float32, n)
+	for i := range out {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		out[i] = float32(int64(x>>11)%(1<<22)-(1<<21)) / (1 << 20)
+	}
+	return out
+}
+
+// refQuant is the test's own fixed-point quantizer: round half to even of
+// x·2^F, clipped to ±⌊(2^31−1)/N⌋.
+func refQuant(x float32, frac, n int) int64 {
+	v := math.RoundToEven(float64(x) * math.Pow(2, float64(frac)))
+	lim := float64((1<<31 - 1) / n)
+	return int64(math.Max(-lim, math.Min(lim, v)))
+}
+
+type scenario struct {
+	name     string
+	jobs     []int
+	values   int
+	elems    int
+	ars      int
+	impair   emu.Impairments
+	reboot   time.Duration // crash the switch at this time (0: never)
+	slots    int
+	seed     uint64
+	deadline time.Duration
+}
+
+func (sc *scenario) defaults() {
+	if sc.values == 0 {
+		sc.values = 64
+	}
+	if sc.ars == 0 {
+		sc.ars = 1
+	}
+	if sc.deadline == 0 {
+		sc.deadline = 2 * time.Second
+	}
+}
+
+// runScenario builds the cluster, runs it and checks every worker's result
+// exactly (int32) against a reference computed here, and the dequantized
+// result against the documented bound.
+func runScenario(t testing.TB, sc scenario) (*Cluster, time.Duration) {
+	t.Helper()
+	sc.defaults()
+	cfg := ClusterConfig{Seed: sc.seed + 7, Jobs: sc.jobs, Values: sc.values, Impair: sc.impair, Slots: sc.slots}
+	inputs := map[[3]int][]float32{}
+	c, err := NewCluster(cfg, func(job uint16, rank int) []Tensor {
+		var ts []Tensor
+		for a := 0; a < sc.ars; a++ {
+			d := genTensor(job, rank, sc.elems, uint64(a))
+			inputs[[3]int{int(job), rank, a}] = d
+			ts = append(ts, Tensor{AllReduce: uint16(a + 1), Data: d})
+		}
+		return ts
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.reboot > 0 {
+		if err := c.Net.Crash(sc.reboot, "switch"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Net.Restart(sc.reboot+20*time.Microsecond, "switch"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end, err := c.Run(sc.deadline, 0)
+	if err != nil {
+		for i, q := range c.PS.QPs() {
+			if q.Err() != nil {
+				t.Logf("PS QP %d: %v %+v", i, q.Err(), q.Stats())
+			}
+		}
+		for ji := range c.Workers {
+			for r, w := range c.Workers[ji] {
+				if w.QP().Err() != nil {
+					t.Logf("worker %d.%d QP: %v %+v", ji+1, r, w.QP().Err(), w.QP().Stats())
+				}
+			}
+		}
+		t.Fatalf("%s: %v (ps %+v)", sc.name, err, c.PS.Stats())
+	}
+	scale := math.Ldexp(1, DefaultFrac)
+	for ji, n := range sc.jobs {
+		job := uint16(ji + 1)
+		lim := float64((1<<31 - 1) / n)
+		bound := float64(n) * math.Ldexp(1, -(DefaultFrac+1))
+		for a := 0; a < sc.ars; a++ {
+			ref := make([]int64, sc.elems)
+			sum := make([]float64, sc.elems)
+			for r := 0; r < n; r++ {
+				for i, x := range inputs[[3]int{int(job), r, a}] {
+					ref[i] += int64(math.Max(-lim, math.Min(lim, math.RoundToEven(float64(x)*scale))))
+					sum[i] += float64(x)
+				}
+			}
+			for r, w := range c.Workers[ji] {
+				got := w.Result(a)
+				for i := range ref {
+					if int64(got[i]) != ref[i] {
+						t.Fatalf("%s: job %d ar %d worker %d value %d = %d, want %d", sc.name, job, a, r, i, got[i], ref[i])
+					}
+				}
+				if r == 0 || r == n-1 {
+					for i, y := range w.Dequantized(a) {
+						if math.Abs(y-sum[i]) > bound {
+							t.Fatalf("%s: value %d: |%g − %g| > %g", sc.name, i, y, sum[i], bound)
+						}
+					}
+				}
+			}
+		}
+	}
+	return c, end
+}
+
+// allReduceBound is the analytic bound the benchmark compares against:
+// 2 × tensor bytes / rate, plus the per-packet header and Ethernet overhead.
+func allReduceBound(elems, values int, rate float64) time.Duration {
+	chunks := (elems + values - 1) / values
+	bytes := float64(4*elems + chunks*(ChunkWireBytes(values)-4*values))
+	return time.Duration(2 * bytes * 8 / rate * 1e9)
+}
+
+func logReports(t testing.TB, c *Cluster) {
+	t.Helper()
+	for _, r := range c.Workers[0][0].Reports() {
+		t.Logf("  worker 0: %+v", r)
+	}
+	t.Logf("  ps %+v", c.PS.Stats())
+	t.Logf("  freeina %+v", c.FreeINA.Stats())
+}
+
+// TestAllReduceClean: 8 workers, 100 Gb/s, 64 values per packet, two
+// all-reduces back to back.
+func TestAllReduceClean(t *testing.T) {
+	elems := 1 << 20 // 4 MB
+	if raceEnabled {
+		elems = 1 << 15
+	}
+	c, end := runScenario(t, scenario{name: "clean", jobs: []int{8}, elems: elems, ars: 2})
+	t.Logf("clean: %v for 2 × %d MB", end, elems*4>>20)
+	logReports(t, c)
+	if st := c.PS.Stats(); st.Pulls != 0 || st.SoftResults != 0 {
+		t.Fatalf("clean run used the fallback: %+v", st)
+	}
+}
+
+// TestAllReduce100MB: the 100 MB tensor, clean network, with 64
+// values per packet (the default) and 256 (4 pipeline passes). Skipped
+// with -short and under the race detector.
+func TestAllReduce100MB(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("100 MB all-reduce: skipped with -short / -race")
+	}
+	elems := 100 << 20 / 4
+	for _, v := range []int{64, 256} {
+		c, end := runScenario(t, scenario{name: "100MB", jobs: []int{8}, values: v, elems: elems})
+		b := allReduceBound(elems, v, DefaultRate)
+		t.Logf("100 MB, %d values/packet: %v, analytic bound %v, ratio %.3f", v, end, b, float64(end)/float64(b))
+		logReports(t, c)
+	}
+}
+
+// TestAllReduceFaults: exact and finishing under loss, duplication,
+// reordering and a switch reboot in the middle of an all-reduce.
+func TestAllReduceFaults(t *testing.T) {
+	elems := 64 * 4000
+	if raceEnabled {
+		elems = 64 * 600
+	}
+	for _, sc := range []scenario{
+		{name: "loss1", impair: emu.Impairments{Loss: 0.01}},
+		{name: "loss5", impair: emu.Impairments{Loss: 0.05}},
+		{name: "dup", impair: emu.Impairments{Duplicate: 0.02}},
+		{name: "reorder", impair: emu.Impairments{Reorder: 0.02, ReorderDelay: 3 * time.Microsecond}},
+		{name: "reboot", reboot: 100 * time.Microsecond},
+		{name: "reboot+mix", reboot: 150 * time.Microsecond, impair: emu.Impairments{Loss: 0.01, Duplicate: 0.01,
+			Reorder: 0.01, ReorderDelay: time.Microsecond}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			sc.jobs, sc.elems, sc.ars = []int{8}, elems, 2
+			if raceEnabled {
+				sc.reboot /= 4
+			}
+			c, end := runScenario(t, sc)
+			t.Logf("%s: %v", sc.name, end)
+			logReports(t, c)
+			if sc.reboot > 0 {
+				st := c.PS.Stats()
+				if c.FreeINA.Stats().Reboots != 1 || st.SoftResults == 0 || st.Reallocs == 0 {
+					t.Fatalf("the reboot did not hit an all-reduce: %+v", st)
+				}
+			}
+			// Every lease ends: FREE, or the idle timeout if FREE was lost.
+			if _, err := c.Net.RunUntil(end + 10*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if ls := c.FreeINA.Leases(); len(ls) != 0 {
+				t.Fatalf("leases left: %+v", ls)
+			}
+		})
+	}
+}
+
+// TestMultiJob: three jobs (8, 4 and 6 workers) on one switch and one PS,
+// with switch memory for fewer aggregators than they ask for: partial and
+// zero grants, and PS-path chunks, stay exact.
+func TestMultiJob(t *testing.T) {
+	elems := 64 * 3000
+	if raceEnabled {
+		elems = 64 * 500
+	}
+	c, end := runScenario(t, scenario{name: "multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300})
+	t.Logf("3 jobs: %v", end)
+	for j := range c.Workers {
+		t.Logf("  job %d plans %+v φ=%.3f", j+1, c.PS.Plans(uint16(j+1)), c.PS.jobs[uint16(j+1)].ctl.Phi())
+	}
+	logReports(t, c)
+	fs := c.FreeINA.Stats()
+	if fs.Partial+fs.Zero == 0 {
+		t.Fatalf("memory was never short: %+v", fs)
+	}
+	if c.PS.Stats().SoftResults == 0 {
+		t.Fatal("no chunk took the PS path")
+	}
+}
+
+// TestDeterministic: the same seed gives the same run.
+func TestDeterministic(t *testing.T) {
+	sc := scenario{name: "det", jobs: []int{4}, elems: 64 * 500, ars: 2, impair: emu.Impairments{Loss: 0.02, Reorder: 0.01, ReorderDelay: time.Microsecond}}
+	c1, e1 := runScenario(t, sc)
+	c2, e2 := runScenario(t, sc)
+	if e1 != e2 || c1.PS.Stats() != c2.PS.Stats() {
+		t.Fatalf("runs differ: %v %v\n%+v\n%+v", e1, e2, c1.PS.Stats(), c2.PS.Stats())
+	}
+}
+
+// TestExponentMode: SwitchML-like per-packet exponents. Every worker uses
+// the same per-chunk exponents (derived here from a bound all of them
+// know); results are exact in int32 and within N·2^-(B−e+1) of the float
+// sum after dequantization.
+func TestExponentMode(t *testing.T) {
+	const n, elems = 4, 64 * 300
+	inputs := make([][]float32, n)
+	bound := make([]float32, elems)
+	for r := range inputs {
+		inputs[r] = genTensor(1, r, elems, 3)
+		for i := range inputs[r] {
+			inputs[r][i] *= float32(math.Ldexp(1, i/64%40-20)) // magnitudes 2^-20 … 2^19 by chunk
+			bound[i] = float32(math.Max(float64(bound[i]), math.Abs(float64(inputs[r][i]))))
+		}
+	}
+	exps := ExponentsFrom(bound, 64, 0)
+	cfg := ClusterConfig{Seed: 3, Jobs: []int{n}, Worker: WorkerConfig{Quant: Quantizer{Mode: QuantExponent}}}
+	c, err := NewCluster(cfg, func(job uint16, rank int) []Tensor {
+		return []Tensor{{AllReduce: 1, Data: inputs[rank], Exps: exps}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	q := Quantizer{Mode: QuantExponent, Workers: n}
+	for r, w := range c.Workers[0] {
+		got, deq := w.Result(0), w.Dequantized(0)
+		for i := 0; i < elems; i++ {
+			e := exps[i/64]
+			s := math.Ldexp(1, q.Headroom()-int(e))
+			var ref int64
+			var sum float64
+			for k := 0; k < n; k++ {
+				ref += int64(math.RoundToEven(float64(inputs[k][i]) * s))
+				sum += float64(inputs[k][i])
+			}
+			if int64(got[i]) != ref {
+				t.Fatalf("worker %d value %d: %d want %d", r, i, got[i], ref)
+			}
+			if w.ResultExps(0)[i/64] != e {
+				t.Fatalf("result exponent %d want %d", w.ResultExps(0)[i/64], e)
+			}
+			if d := math.Abs(deq[i] - sum); d > q.Bound(e) {
+				t.Fatalf("value %d: error %g > %g", i, d, q.Bound(e))
+			}
+		}
+		if w.Reports()[0].Clipped != 0 {
+			t.Fatal("clipped")
+		}
+	}
+}

@@ -1,0 +1,588 @@
+package host
+
+import (
+	"encoding/binary"
+	"time"
+
+	"inabox/emu"
+	"inabox/rdma"
+	sw "inabox/switch"
+	"inabox/switch/inahdr"
+)
+
+// Peer is one end of a worker↔PS RC connection, as seen from the other
+// side.
+type Peer struct {
+	Addr rdma.Endpoint
+	QPN  uint32 // the peer's RC QP number
+}
+
+// PSJob is one job served by the PS: the PS hosts one RC QP per worker.
+type PSJob struct {
+	Job uint16
+	// Workers[r] is worker r's address and RC QPN; LocalQPN[r] is the PS's
+	// QPN for that connection.
+	Workers  []Peer
+	LocalQPN []uint32
+}
+
+// PSConfig configures a parameter server.
+type PSConfig struct {
+	Addr rdma.Endpoint
+	// CtlQPN is the PS's UC QP for GRANT frames from the switch.
+	CtlQPN uint32
+	// Switch is the switch's control address; SwitchCtlQPN its control QP
+	// (0: sw.DefaultCtlQPN).
+	Switch       rdma.Endpoint
+	SwitchCtlQPN uint32
+	// GrantTimeout is the ALLOC retransmission timeout (0: 50 µs);
+	// GrantRetries bounds ALLOC retransmissions before the PS plans the
+	// whole all-reduce on the PS path (0: 3).
+	GrantTimeout time.Duration
+	GrantRetries int
+	// QP is the template of the PS's RC QPs (addresses and QPNs are
+	// filled in per connection).
+	QP rdma.Config
+	// Control is the template of each job's path control law.
+	Control PathControl
+}
+
+// PSStats are the PS's counters.
+type PSStats struct {
+	Absorbed, Raw, RawDup, SwitchResults, SoftResults, Pulls, Fetches uint64
+	ResultsSent, Allocs, Grants, Frees, Stale, AllReduces             uint64
+	// Reallocs counts re-ALLOCs sent because INA chunks came raw (the
+	// lease is gone, e.g. after a switch reboot).
+	Reallocs uint64
+}
+
+// PS is the parameter server: an emu.Node hosting one RC QP per worker of
+// every job it serves.
+type PS struct {
+	cfg   PSConfig
+	jobs  map[uint16]*psJob
+	qps   []*rdma.QP
+	byQPN map[uint32]psRef
+	armed []time.Duration
+	dirty []bool
+	stats PSStats
+
+	allocArmed bool
+	now        time.Duration
+	// OnAllReduce, if set, is called when an all-reduce has every result.
+	OnAllReduce func(job, ar uint16, plan Plan, m Measure)
+}
+
+type psRef struct {
+	job  *psJob
+	rank int
+	qp   int
+}
+
+type psJob struct {
+	id    uint16
+	n     int
+	mask  uint32
+	qps   []int // index into PS.qps by rank
+	ars   map[uint16]*psAR
+	ctl   PathControl
+	plans []Plan // history, for reports
+}
+
+type psAR struct {
+	id         uint16
+	chunks     uint32
+	want       int
+	plan       Plan
+	planned    bool
+	tries      int
+	allocAt    time.Duration
+	start      time.Duration
+	ch         []psChunk
+	results    uint32
+	done       uint32
+	finished   bool
+	inaLast    time.Duration
+	psLast     time.Duration
+	fallbacks  uint32
+	inaResults uint32
+	reallocAt  time.Duration
+}
+
+type psChunk struct {
+	absorbed, raw, fetch uint32
+	sum                  []int32
+	res                  []byte
+	exp                  int8
+	ovf                  bool
+	pulled               bool
+}
+
+const allocTimerKey = 1 << 40
+
+var (
+	_ emu.Node     = (*PS)(nil)
+	_ emu.Resetter = (*PS)(nil)
+)
+
+// NewPS returns a PS serving jobs.
+func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
+	if cfg.SwitchCtlQPN == 0 {
+		cfg.SwitchCtlQPN = sw.DefaultCtlQPN
+	}
+	if cfg.GrantTimeout == 0 {
+		cfg.GrantTimeout = 50 * time.Microsecond
+	}
+	if cfg.GrantRetries == 0 {
+		cfg.GrantRetries = 3
+	}
+	p := &PS{cfg: cfg, jobs: map[uint16]*psJob{}, byQPN: map[uint32]psRef{}}
+	for _, j := range jobs {
+		pj := &psJob{id: j.Job, n: len(j.Workers), mask: uint32(1)<<len(j.Workers) - 1, ars: map[uint16]*psAR{}, ctl: cfg.Control}
+		for r, w := range j.Workers {
+			qc := cfg.QP
+			qc.Local, qc.Remote, qc.QPN, qc.RemoteQPN = cfg.Addr, w.Addr, j.LocalQPN[r], w.QPN
+			qc.SendPSN, qc.RecvPSN = psnFor(j.LocalQPN[r]), psnFor(w.QPN)
+			q, err := rdma.NewQP(qc)
+			if err != nil {
+				return nil, err
+			}
+			p.byQPN[j.LocalQPN[r]] = psRef{job: pj, rank: r, qp: len(p.qps)}
+			pj.qps = append(pj.qps, len(p.qps))
+			p.qps = append(p.qps, q)
+		}
+		p.jobs[j.Job] = pj
+	}
+	p.armed = make([]time.Duration, len(p.qps))
+	p.dirty = make([]bool, len(p.qps))
+	return p, nil
+}
+
+// psnFor is the initial PSN of a QP's requester (deterministic).
+func psnFor(qpn uint32) uint32 { return (qpn * 2654435761) & rdma.PSNMask }
+
+// Stats returns the PS's counters.
+func (p *PS) Stats() PSStats { return p.stats }
+
+// QPs returns the hosted QPs.
+func (p *PS) QPs() []*rdma.QP { return p.qps }
+
+// Plans returns the plans the PS made for job, in order.
+func (p *PS) Plans(job uint16) []Plan {
+	if j := p.jobs[job]; j != nil {
+		return append([]Plan(nil), j.plans...)
+	}
+	return nil
+}
+
+// Reset implements emu.Resetter (a PS crash loses everything; not used by
+// the FreeINA tests, which crash the switch).
+func (p *PS) Reset() {
+	for _, j := range p.jobs {
+		j.ars = map[uint16]*psAR{}
+	}
+}
+
+// Start implements emu.Node.
+func (p *PS) Start(env *emu.Env) {
+	for i := range p.armed {
+		p.armed[i] = -1
+	}
+}
+
+// Receive implements emu.Node.
+func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	p.now = env.Now()
+	for _, pk := range pkts {
+		b := pk.Bytes()
+		qpn := destQP(b)
+		if qpn == p.cfg.CtlQPN {
+			if pl := ucPayload(b, qpn); pl != nil {
+				p.grant(env, pl)
+			}
+			env.Free(pk)
+			continue
+		}
+		ref, ok := p.byQPN[qpn]
+		if ok {
+			q := p.qps[ref.qp]
+			_ = q.Receive(p.now, b)
+			p.dirty[ref.qp] = true
+			p.drain(env, ref, q)
+		}
+		env.Free(pk)
+	}
+	p.flush(env)
+}
+
+// Timer implements emu.Node.
+func (p *PS) Timer(env *emu.Env, key uint64) {
+	p.now = env.Now()
+	if key == allocTimerKey {
+		p.allocArmed = false
+		p.allocTimer(env)
+	} else if key < uint64(len(p.qps)) {
+		p.armed[key] = -1
+		p.qps[key].HandleTimeout(p.now)
+		p.dirty[key] = true
+		p.drain(env, p.byQPN[p.qps[key].Config().QPN], p.qps[key])
+	}
+	p.flush(env)
+}
+
+func (p *PS) drain(env *emu.Env, ref psRef, q *rdma.QP) {
+	for {
+		c, ok := q.PollCompletion()
+		if !ok {
+			return
+		}
+		if c.Opcode == rdma.CompRecv {
+			p.message(env, ref, c.Data)
+		}
+	}
+}
+
+func (p *PS) flush(env *emu.Env) {
+	for i, d := range p.dirty {
+		if !d {
+			continue
+		}
+		p.dirty[i] = false
+		q := p.qps[i]
+		for {
+			pk := env.NewPacket()
+			pk.SetLen(q.MaxFrameLen())
+			n := q.PollTransmit(p.now, pk.Bytes())
+			if n == 0 {
+				env.Free(pk)
+				break
+			}
+			pk.SetLen(n)
+			env.Send(0, pk)
+		}
+		at, ok := q.NextTimeout()
+		switch {
+		case ok && at != p.armed[i]:
+			env.SetTimer(at, uint64(i))
+			p.armed[i] = at
+		case !ok && p.armed[i] >= 0:
+			env.StopTimer(uint64(i))
+			p.armed[i] = -1
+		}
+	}
+}
+
+func (p *PS) post(j *psJob, rank int, data []byte) {
+	i := j.qps[rank]
+	_ = p.qps[i].PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: data})
+	p.dirty[i] = true
+}
+
+// message handles one RC message from worker ref.rank of ref.job.
+func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
+	if len(data) < inahdr.Len || data[0] != inahdr.Version {
+		return
+	}
+	h := inahdr.Header(data)
+	j := ref.job
+	if h.Job() != j.id {
+		p.stats.Stale++
+		return
+	}
+	if h.Flags()&flagCtlMsg == flagCtlMsg {
+		p.control(env, j, ref.rank, h)
+		return
+	}
+	a := j.ars[h.AllReduce()]
+	if a == nil || h.Chunk() >= a.chunks {
+		p.stats.Stale++ // late retransmission of a finished all-reduce
+		return
+	}
+	c := &a.ch[h.Chunk()]
+	bit := uint32(1) << ref.rank
+	switch {
+	case h.Has(sw.FlagCtl): // absorbed by the switch
+		p.stats.Absorbed++
+		c.absorbed |= bit
+	case h.Has(inahdr.FlagResult):
+		if c.res == nil && h.Count() > 0 && len(data) >= h.Size() {
+			p.stats.SwitchResults++
+			c.res = append([]byte(nil), data[:h.Size()]...)
+			inahdr.Header(c.res).SetFlags(flagResultPS | h.Flags()&inahdr.FlagOverflow)
+			p.resolved(env, j, a, h.Chunk(), c, false)
+			return
+		}
+		c.absorbed |= bit
+	default: // raw contribution: collision, PS path or pulled
+		if h.Count() == 0 || len(data) < h.Size() {
+			return
+		}
+		if c.raw&bit != 0 || c.res != nil {
+			p.stats.RawDup++
+			return
+		}
+		p.stats.Raw++
+		c.raw |= bit
+		if h.Has(inahdr.FlagCollision) && a.planned && a.plan.INA > 0 && a.plan.OnINA(h.Chunk()) && p.now >= a.reallocAt {
+			// An INA chunk found no aggregator: the lease may be gone
+			// (reboot). Ask again for exactly the planned aggregators; an
+			// existing lease is simply re-granted (ALLOC is idempotent).
+			p.stats.Reallocs++
+			a.reallocAt = p.now + p.cfg.GrantTimeout
+			p.toSwitchExact(env, j.id, a.id, uint16(a.plan.INA), a.chunks)
+		}
+		if c.sum == nil {
+			c.sum = make([]int32, h.Count())
+			c.exp = h.Exponent()
+		}
+		if h.Exponent() > c.exp {
+			c.exp = h.Exponent()
+		}
+		if len(c.sum) == h.Count() && satAdd(c.sum, data[inahdr.Len:]) {
+			c.ovf = true
+		}
+	}
+	p.check(env, j, a, h.Chunk(), c)
+}
+
+// check completes chunk k in software or pulls raw data when no switch
+// result can arrive any more.
+func (p *PS) check(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk) {
+	if c.res != nil {
+		return
+	}
+	if c.raw == j.mask {
+		p.stats.SoftResults++
+		res := make([]byte, inahdr.Len+4*len(c.sum))
+		fl := uint8(flagResultPS)
+		if c.ovf {
+			fl |= inahdr.FlagOverflow
+		}
+		inahdr.Header(res).Encode(inahdr.Meta{Flags: fl, Job: j.id, AllReduce: a.id, Count: len(c.sum),
+			Chunk: k, Exponent: c.exp, Bitmap: j.mask})
+		for i, v := range c.sum {
+			binary.BigEndian.PutUint32(res[inahdr.Len+4*i:], uint32(v))
+		}
+		c.res, c.sum = res, nil
+		p.resolved(env, j, a, k, c, true)
+		return
+	}
+	// Every worker's message for k has been delivered and none carried the
+	// aggregate: the switch will never send it (collision, reclaimed or
+	// rebooted). Pull raw data from the absorbed workers.
+	if c.absorbed|c.raw == j.mask && !c.pulled {
+		c.pulled = true
+		for r := 0; r < j.n; r++ {
+			if (c.absorbed&^c.raw)&(1<<r) != 0 {
+				p.stats.Pulls++
+				p.post(j, r, ctlMsg(OpPull, j.id, a.id, k, 0, 0))
+			}
+		}
+	}
+}
+
+// resolved: chunk k has its result. Software results go to every worker
+// (no multicast carried them); switch results only to workers that asked.
+func (p *PS) resolved(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk, soft bool) {
+	to := c.fetch
+	if soft {
+		to = j.mask
+	}
+	c.fetch = 0
+	for r := 0; r < j.n; r++ {
+		if to&(1<<r) != 0 {
+			p.stats.ResultsSent++
+			p.post(j, r, c.res)
+		}
+	}
+	a.results++
+	ina := a.plan.OnINA(k)
+	if ina {
+		a.inaLast = p.now
+		a.inaResults++
+		if soft {
+			a.fallbacks++
+		}
+	} else {
+		a.psLast = p.now
+	}
+	if a.results == a.chunks && !a.finished {
+		a.finished = true
+		p.stats.AllReduces++
+		ni, np := a.plan.Count()
+		m := Measure{INAChunks: ni, PSChunks: np, INASpan: a.inaLast - a.start, PSSpan: a.psLast - a.start, Fallbacks: a.fallbacks}
+		j.ctl.Observe(m)
+		if a.plan.INA > 0 {
+			p.stats.Frees++
+			p.toSwitch(env, sw.CtlFree, j.id, a.id, 0, 0)
+		}
+		if p.OnAllReduce != nil {
+			p.OnAllReduce(j.id, a.id, a.plan, m)
+		}
+	}
+}
+
+func (p *PS) control(env *emu.Env, j *psJob, rank int, h inahdr.Header) {
+	switch h.Worker() {
+	case OpBegin:
+		a := j.ars[h.AllReduce()]
+		if a == nil {
+			a = &psAR{id: h.AllReduce(), chunks: h.Bitmap(), want: int(h.Slot()), start: p.now}
+			a.ch = make([]psChunk, a.chunks)
+			j.ars[a.id] = a
+			p.stats.Allocs++
+			a.tries = 1
+			a.allocAt = p.now + p.cfg.GrantTimeout
+			p.toSwitch(env, sw.CtlAlloc, j.id, a.id, uint16(min(a.want, 0xFFFF)), a.chunks)
+			p.armAlloc(env)
+		} else if a.planned {
+			p.post(j, rank, p.planMsg(j, a))
+		}
+	case OpFetch:
+		a := j.ars[h.AllReduce()]
+		if a == nil || h.Chunk() >= a.chunks {
+			return
+		}
+		p.stats.Fetches++
+		c := &a.ch[h.Chunk()]
+		if c.res != nil {
+			p.stats.ResultsSent++
+			p.post(j, rank, c.res)
+		} else {
+			c.fetch |= 1 << rank
+		}
+	case OpDone:
+		a := j.ars[h.AllReduce()]
+		if a == nil {
+			return
+		}
+		a.done |= 1 << rank
+		if a.done == j.mask && a.finished {
+			delete(j.ars, a.id) // every worker has everything: forget it
+		}
+	}
+}
+
+func (p *PS) planMsg(j *psJob, a *psAR) []byte {
+	return ctlMsg(OpPlan, j.id, a.id, uint32(a.plan.PS), uint16(a.plan.INA), a.chunks)
+}
+
+// grant handles a GRANT frame from the switch.
+func (p *PS) grant(env *emu.Env, pl []byte) {
+	if len(pl) < inahdr.Len || pl[0] != inahdr.Version {
+		return
+	}
+	h := inahdr.Header(pl)
+	if h.Worker() != sw.CtlGrant {
+		return
+	}
+	j := p.jobs[h.Job()]
+	if j == nil {
+		return
+	}
+	a := j.ars[h.AllReduce()]
+	if a == nil || a.planned {
+		return
+	}
+	p.stats.Grants++
+	p.makePlan(j, a, int(h.Slot()))
+}
+
+func (p *PS) makePlan(j *psJob, a *psAR, n int) {
+	a.planned = true
+	a.plan = j.ctl.Plan(a.chunks, n)
+	a.start = p.now
+	j.plans = append(j.plans, a.plan)
+	for r := 0; r < j.n; r++ {
+		p.post(j, r, p.planMsg(j, a))
+	}
+}
+
+func (p *PS) armAlloc(env *emu.Env) {
+	if p.allocArmed {
+		return
+	}
+	next := time.Duration(-1)
+	for _, k := range sortedJobIDs(p.jobs) {
+		for _, a := range p.jobs[k].ars {
+			if !a.planned && (next < 0 || a.allocAt < next) {
+				next = a.allocAt
+			}
+		}
+	}
+	if next >= 0 {
+		env.SetTimer(next, allocTimerKey)
+		p.allocArmed = true
+	}
+}
+
+func (p *PS) allocTimer(env *emu.Env) {
+	for _, k := range sortedJobIDs(p.jobs) {
+		j := p.jobs[k]
+		for _, id := range sortedARs(j.ars) {
+			a := j.ars[id]
+			if a.planned || a.allocAt > p.now {
+				continue
+			}
+			if a.tries > p.cfg.GrantRetries {
+				p.makePlan(j, a, 0) // no switch answer: PS path only
+				continue
+			}
+			a.tries++
+			a.allocAt = p.now + p.cfg.GrantTimeout
+			p.toSwitch(env, sw.CtlAlloc, j.id, a.id, uint16(min(a.want, 0xFFFF)), a.chunks)
+		}
+	}
+	p.armAlloc(env)
+}
+
+func (p *PS) toSwitchExact(env *emu.Env, job, ar uint16, slot uint16, bitmap uint32) {
+	p.ctlFrame(env, inahdr.Meta{Flags: flagCtlMsg, Job: job, AllReduce: ar, Worker: sw.CtlAlloc, Slot: slot, Bitmap: bitmap, Exponent: sw.CtlExact})
+}
+
+// toSwitch sends a control frame (UC SEND Only) to the switch.
+func (p *PS) toSwitch(env *emu.Env, op uint8, job, ar uint16, slot uint16, bitmap uint32) {
+	p.ctlFrame(env, inahdr.Meta{Flags: flagCtlMsg, Job: job, AllReduce: ar, Worker: op, Slot: slot, Bitmap: bitmap})
+}
+
+func (p *PS) ctlFrame(env *emu.Env, m inahdr.Meta) {
+	var hb [inahdr.Len]byte
+	inahdr.Header(hb[:]).Encode(m)
+	fh := rdma.FrameHeader{Src: p.cfg.Addr, Dst: p.cfg.Switch, Opcode: rdma.OpSendOnly, DestQP: p.cfg.SwitchCtlQPN,
+		SrcPort: rdma.SourcePort(p.cfg.CtlQPN)}
+	pk := env.NewPacket()
+	pk.SetLen(fh.Len(inahdr.Len))
+	if _, err := fh.Encode(pk.Bytes(), hb[:]); err != nil {
+		env.Free(pk)
+		return
+	}
+	pk.Bytes()[rdma.HeadersLen] = 0x24 // UC SEND Only
+	_ = rdma.SetICRC(pk.Bytes())
+	env.Send(0, pk)
+}
+
+func sortedJobIDs(m map[uint16]*psJob) []uint16 {
+	ks := make([]uint16, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sortU16(ks)
+	return ks
+}
+
+func sortedARs(m map[uint16]*psAR) []uint16 {
+	ks := make([]uint16, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sortU16(ks)
+	return ks
+}
+
+func sortU16(ks []uint16) {
+	for i := 1; i < len(ks); i++ {
+		for k := i; k > 0 && ks[k] < ks[k-1]; k-- {
+			ks[k], ks[k-1] = ks[k-1], ks[k]
+		}
+	}
+}

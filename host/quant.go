@@ -1,0 +1,136 @@
+package host
+
+import (
+	"math"
+	"math/bits"
+)
+
+// QuantMode selects how float32 gradients become int32 switch values.
+type QuantMode uint8
+
+const (
+	// QuantFixed (ATP-like): q = round(x · 2^F), one scale for the job.
+	QuantFixed QuantMode = iota
+	// QuantExponent (SwitchML-like): chunk c is scaled by 2^(B − e_c), where
+	// e_c is a per-chunk (= per-packet) exponent carried in the INA header
+	// and B = 30 − ceil(log2 N) is the headroom that keeps the sum of N
+	// in-range values inside int32. All workers must use the same e_c for a
+	// chunk: ExponentsFrom derives it from data every worker holds (the
+	// previous all-reduce's identical result).
+	QuantExponent
+)
+
+// Quantizer converts between float32 and the switch's int32 domain.
+//
+// Error bound (no clipping): each value is rounded to the nearest multiple
+// of 2^-s (s = F, or B − e_c), an error ≤ 2^-(s+1); the int32 sum is exact
+// (switch and PS add the same integers), so
+//
+//	|Σ_w x_w − Σ_w q_w · 2^-s| ≤ N · 2^-(s+1).
+//
+// Dequantize returns float64 so the bound holds as stated; converting to
+// float32 adds at most half an ulp of the result.
+//
+// Clipping: a value whose quantized magnitude exceeds Limit() = ⌊(2^31−1)/N⌋
+// is clipped to ±Limit() and counted, so the sum of N values never
+// saturates int32.
+type Quantizer struct {
+	Mode    QuantMode
+	Frac    int // F for QuantFixed (default 16)
+	Workers int // N
+}
+
+// DefaultFrac is the fixed-point fraction bits used when Frac is 0.
+const DefaultFrac = 16
+
+func (q Quantizer) frac() int {
+	if q.Frac == 0 {
+		return DefaultFrac
+	}
+	return q.Frac
+}
+
+// Headroom returns B = 30 − ceil(log2 N): 2^B · N ≤ 2^30 < 2^31.
+func (q Quantizer) Headroom() int {
+	n := max(q.Workers, 1)
+	return 30 - bits.Len(uint(n-1))
+}
+
+// Limit returns the largest magnitude of one quantized value.
+func (q Quantizer) Limit() int32 {
+	return int32(math.MaxInt32 / int64(max(q.Workers, 1)))
+}
+
+// Shift returns the scale exponent s of a chunk with exponent e: values are
+// multiplied by 2^s.
+func (q Quantizer) Shift(e int8) int {
+	if q.Mode == QuantExponent {
+		return q.Headroom() - int(e)
+	}
+	return q.frac()
+}
+
+// Quantize writes round(x · 2^Shift(e)) of src into dst, clipping to
+// ±Limit(); it returns how many values were clipped.
+func (q Quantizer) Quantize(dst []int32, src []float32, e int8) (clipped int) {
+	scale := math.Ldexp(1, q.Shift(e))
+	lim := float64(q.Limit())
+	for i, x := range src {
+		v := math.RoundToEven(float64(x) * scale)
+		switch {
+		case v > lim:
+			v = lim
+			clipped++
+		case v < -lim:
+			v = -lim
+			clipped++
+		case v != v: // NaN
+			v = 0
+			clipped++
+		}
+		dst[i] = int32(v)
+	}
+	return clipped
+}
+
+// Dequantize writes Σq · 2^-Shift(e) into dst.
+func (q Quantizer) Dequantize(dst []float64, src []int32, e int8) {
+	s := q.Shift(e)
+	for i, v := range src {
+		dst[i] = math.Ldexp(float64(v), -s)
+	}
+}
+
+// Bound returns the documented worst-case |Σx − deq(Σq)| for a chunk with
+// exponent e when nothing was clipped: N · 2^-(Shift(e)+1).
+func (q Quantizer) Bound(e int8) float64 {
+	return float64(max(q.Workers, 1)) * math.Ldexp(1, -(q.Shift(e)+1))
+}
+
+// ExponentFor returns the exponent e (−64..63) such that every |x| in a
+// chunk whose values are bounded by maxAbs fits: maxAbs ≤ 2^e.
+func ExponentFor(maxAbs float64) int8 {
+	if maxAbs <= 0 || maxAbs != maxAbs {
+		return -64
+	}
+	_, e := math.Frexp(maxAbs) // maxAbs = f · 2^e, f in [0.5, 1)
+	return int8(min(max(e, -64), 63))
+}
+
+// ExponentsFrom derives per-chunk exponents from data all workers hold
+// identically (e.g. the previous iteration's all-reduced gradient divided
+// by N, or a known per-chunk bound): chunk c gets ExponentFor(max|ref| in
+// the chunk · 2^margin). Every worker computes the same exponents, so the
+// switch adds values of one scale.
+func ExponentsFrom(ref []float32, values, margin int) []int8 {
+	n := (len(ref) + values - 1) / values
+	out := make([]int8, n)
+	for c := range out {
+		m := 0.0
+		for _, x := range ref[c*values : min((c+1)*values, len(ref))] {
+			m = max(m, math.Abs(float64(x)))
+		}
+		out[c] = ExponentFor(math.Ldexp(m, margin))
+	}
+	return out
+}

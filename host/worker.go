@@ -1,0 +1,548 @@
+package host
+
+import (
+	"encoding/binary"
+	"time"
+
+	"inabox/emu"
+	"inabox/rdma"
+	sw "inabox/switch"
+	"inabox/switch/inahdr"
+)
+
+// WorkerConfig configures a FreeINA worker.
+type WorkerConfig struct {
+	Job     uint16
+	Rank    uint8
+	Workers int
+	Addr    rdma.Endpoint
+	// PS is the parameter server's address and its QPN for this worker.
+	PS Peer
+	// QPN is the worker's RC QP (to the PS); UCQPN its UC QP, the
+	// destination of the switch's result frames.
+	QPN, UCQPN uint32
+	// Values is the number of int32 values per chunk (= per packet); 0
+	// means 64 (one pipeline pass).
+	Values int
+	Quant  Quantizer
+	// WantSlots is how many aggregators the all-reduce asks for (0: 256).
+	WantSlots int
+	// PSWindow bounds PS-path chunks without a result (0: 128).
+	PSWindow int
+	// Ring bounds posted, uncompleted chunk messages (0: 1024); it is the
+	// RC send queue budget for data.
+	Ring int
+	// ResultTimeout: a chunk whose message the PS acknowledged this long
+	// ago and whose result has not arrived is fetched from the PS (0:
+	// 200 µs, 3 × the RC local ACK timeout: a result late because a peer
+	// waits for its RC timeout is not worth a fetch).
+	ResultTimeout time.Duration
+	// QP is the template of the RC QP (addresses and QPNs filled in).
+	QP rdma.Config
+	// Gap is the compute time between two all-reduces.
+	Gap time.Duration
+}
+
+func (c *WorkerConfig) fill() {
+	if c.Values == 0 {
+		c.Values = 64
+	}
+	if c.WantSlots == 0 {
+		c.WantSlots = 256
+	}
+	if c.PSWindow == 0 {
+		c.PSWindow = 128
+	}
+	if c.Ring == 0 {
+		c.Ring = 1024
+	}
+	if c.ResultTimeout == 0 {
+		c.ResultTimeout = 200 * time.Microsecond
+	}
+	if c.Quant.Workers == 0 {
+		c.Quant.Workers = c.Workers
+	}
+}
+
+// Tensor is one all-reduce a worker performs.
+type Tensor struct {
+	AllReduce uint16
+	Data      []float32
+	// Exps are the per-chunk exponents (QuantExponent); every worker must
+	// pass the same ones (see ExponentsFrom).
+	Exps []int8
+}
+
+// Report is a worker's account of one all-reduce.
+type Report struct {
+	AllReduce  uint16
+	Plan       Plan
+	Start, End time.Duration
+	Clipped    int
+	// UCResults came from the switch multicast; RCResults from the PS;
+	// Fetches asked the PS for a late result; Pulls were answered.
+	UCResults, RCResults, Dups, Fetches, Pulls, Grants int
+}
+
+// Worker is a FreeINA worker: an emu.Node with one RC QP to the PS that
+// all-reduces its tensors one after the other.
+type Worker struct {
+	cfg     WorkerConfig
+	qp      *rdma.QP
+	tensors []Tensor
+	results [][]int32
+	rexp    [][]int8
+	reports []Report
+	plans   map[uint16]Plan
+
+	cur     int // tensor being all-reduced
+	st      *arState
+	ring    [][]byte
+	ringN   int // posted, uncompleted ring buffers
+	ringPos int
+	armedQP time.Duration
+	armedRT bool
+	gapOn   bool
+	now     time.Duration
+	qbuf    []int32
+}
+
+type arState struct {
+	ar       uint16
+	chunks   uint32
+	plan     Plan
+	planned  bool
+	next     uint32
+	have     []bool
+	fetched  []bool
+	acked    []bool // my message for the chunk was acknowledged by the PS
+	nHave    uint32
+	slotBusy []int64
+	inaSent  []uint32 // INA chunks in send order
+	ord      []int32  // chunk → index in inaSent (INA chunks)
+	scan     int      // inaSent[:scan] checked by the gap detector
+	psOut    int
+	dl       []deadline
+	dlHead   int
+	rep      *Report
+}
+
+type deadline struct {
+	at    time.Duration
+	chunk uint32
+}
+
+// WR id layout.
+const (
+	wrRing = 1 << 63
+	wrData = 1 << 62
+)
+
+// timer keys
+const (
+	keyQP = iota
+	keyResult
+	keyGap
+)
+
+var (
+	_ emu.Node     = (*Worker)(nil)
+	_ emu.Resetter = (*Worker)(nil)
+)
+
+// NewWorker returns a worker that all-reduces tensors in order.
+func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
+	cfg.fill()
+	qc := cfg.QP
+	qc.Local, qc.Remote, qc.QPN, qc.RemoteQPN = cfg.Addr, cfg.PS.Addr, cfg.QPN, cfg.PS.QPN
+	qc.SendPSN, qc.RecvPSN = psnFor(cfg.QPN), psnFor(cfg.PS.QPN)
+	if qc.SendQueueDepth == 0 {
+		qc.SendQueueDepth = cfg.Ring + 256
+	}
+	q, err := rdma.NewQP(qc)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, qp: q, tensors: tensors, plans: map[uint16]Plan{}}
+	w.ring = make([][]byte, cfg.Ring)
+	for i := range w.ring {
+		w.ring[i] = make([]byte, inahdr.Len+4*cfg.Values)
+	}
+	w.qbuf = make([]int32, cfg.Values)
+	w.results = make([][]int32, len(tensors))
+	w.rexp = make([][]int8, len(tensors))
+	return w, nil
+}
+
+// Result returns the int32 sum of tensor i (valid once Done).
+func (w *Worker) Result(i int) []int32 { return w.results[i] }
+
+// ResultExps returns the per-chunk exponents of tensor i's result.
+func (w *Worker) ResultExps(i int) []int8 { return w.rexp[i] }
+
+// Dequantized returns tensor i's sum in float64.
+func (w *Worker) Dequantized(i int) []float64 {
+	out := make([]float64, len(w.results[i]))
+	V := w.cfg.Values
+	for c := 0; c*V < len(out); c++ {
+		hi := min((c+1)*V, len(out))
+		w.cfg.Quant.Dequantize(out[c*V:hi], w.results[i][c*V:hi], w.rexp[i][c])
+	}
+	return out
+}
+
+// Reports returns the worker's reports, one per finished all-reduce.
+func (w *Worker) Reports() []Report { return w.reports }
+
+// Done reports whether every tensor has been all-reduced.
+func (w *Worker) Done() bool { return len(w.reports) == len(w.tensors) }
+
+// QP returns the worker's RC QP.
+func (w *Worker) QP() *rdma.QP { return w.qp }
+
+// Reset implements emu.Resetter (not used by the switch-reboot tests).
+func (w *Worker) Reset() {}
+
+// Start implements emu.Node.
+func (w *Worker) Start(env *emu.Env) {
+	w.now = env.Now()
+	w.armedQP = -1
+	if w.st == nil && w.cur < len(w.tensors) {
+		w.begin(env)
+	}
+	w.flush(env)
+}
+
+func (w *Worker) begin(env *emu.Env) {
+	t := &w.tensors[w.cur]
+	V := w.cfg.Values
+	chunks := uint32((len(t.Data) + V - 1) / V)
+	w.results[w.cur] = make([]int32, len(t.Data))
+	w.rexp[w.cur] = make([]int8, chunks)
+	rep := &Report{AllReduce: t.AllReduce, Start: w.now}
+	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: make([]bool, chunks), fetched: make([]bool, chunks),
+		ord: make([]int32, chunks), acked: make([]bool, chunks), rep: rep}
+	w.postCtl(ctlMsg(OpBegin, w.cfg.Job, t.AllReduce, 0, uint16(min(w.cfg.WantSlots, 0xFFFF)), chunks))
+	if p, ok := w.plans[t.AllReduce]; ok {
+		w.setPlan(p)
+	}
+}
+
+func (w *Worker) setPlan(p Plan) {
+	st := w.st
+	st.plan, st.planned = p, true
+	st.rep.Plan = p
+	st.slotBusy = make([]int64, max(p.INA, 0))
+	for i := range st.slotBusy {
+		st.slotBusy[i] = -1
+	}
+}
+
+func (w *Worker) postCtl(b []byte) {
+	_ = w.qp.PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: b})
+}
+
+// pump posts chunks while the windows allow.
+func (w *Worker) pump() {
+	st := w.st
+	if st == nil || !st.planned {
+		return
+	}
+	t := &w.tensors[w.cur]
+	for st.next < st.chunks && w.ringN < len(w.ring) {
+		c := st.next
+		ina := st.plan.OnINA(c)
+		if ina {
+			s := st.plan.Slot(c)
+			if b := st.slotBusy[s]; b >= 0 && !st.have[b] {
+				return // SwitchML: the slot's previous chunk is not done
+			}
+			// Shadow half: at most ⌈n/2⌉ INA chunks in flight, so a slot is
+			// reused only after the chunk sent half a lease later has
+			// completed, i.e. after every RC retransmission of the slot's
+			// previous chunk has passed the switch (docs/freeina.md).
+			if h := (st.plan.INA + 1) / 2; len(st.inaSent) >= h && !st.have[st.inaSent[len(st.inaSent)-h]] {
+				return
+			}
+			st.slotBusy[s] = int64(c)
+			st.ord[c] = int32(len(st.inaSent))
+			st.inaSent = append(st.inaSent, c)
+		} else {
+			if st.psOut >= w.cfg.PSWindow {
+				return
+			}
+			st.psOut++
+		}
+		buf := w.ring[w.ringPos]
+		w.ringPos = (w.ringPos + 1) % len(w.ring)
+		w.ringN++
+		var fl uint8
+		if !ina {
+			fl = inahdr.FlagBypass
+		}
+		n := w.encodeChunk(buf, t, c, fl, st.rep)
+		_ = w.qp.PostSend(rdma.WorkRequest{ID: wrRing | wrData | uint64(st.ar)<<32 | uint64(c), Op: rdma.WRSend, Data: buf[:n]})
+		st.next++
+	}
+}
+
+// encodeChunk writes chunk c of t (header and quantized values) into buf.
+func (w *Worker) encodeChunk(buf []byte, t *Tensor, c uint32, flags uint8, rep *Report) int {
+	V := w.cfg.Values
+	lo := int(c) * V
+	hi := min(lo+V, len(t.Data))
+	var e int8
+	if w.cfg.Quant.Mode == QuantExponent && int(c) < len(t.Exps) {
+		e = t.Exps[c]
+	}
+	q := w.qbuf[:hi-lo]
+	cl := w.cfg.Quant.Quantize(q, t.Data[lo:hi], e)
+	if rep != nil {
+		rep.Clipped += cl
+	}
+	inahdr.Header(buf).Encode(inahdr.Meta{Flags: flags, Job: w.cfg.Job, AllReduce: t.AllReduce, Count: hi - lo,
+		Chunk: c, Worker: w.cfg.Rank, Exponent: e, Bitmap: 1 << w.cfg.Rank})
+	for i, v := range q {
+		binary.BigEndian.PutUint32(buf[inahdr.Len+4*i:], uint32(v))
+	}
+	return inahdr.Len + 4*len(q)
+}
+
+// Receive implements emu.Node.
+func (w *Worker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	w.now = env.Now()
+	for _, p := range pkts {
+		b := p.Bytes()
+		switch destQP(b) {
+		case w.cfg.UCQPN:
+			if pl := ucPayload(b, w.cfg.UCQPN); pl != nil {
+				w.uc(pl)
+			}
+		case w.cfg.QPN:
+			_ = w.qp.Receive(w.now, b)
+			w.drain(env)
+		}
+		env.Free(p)
+	}
+	w.flush(env)
+}
+
+func (w *Worker) uc(pl []byte) {
+	if len(pl) < inahdr.Len || pl[0] != inahdr.Version {
+		return
+	}
+	h := inahdr.Header(pl)
+	if h.Has(inahdr.FlagResult) {
+		w.result(h, true)
+	} else if w.st != nil && h.Worker() == sw.CtlGrant && h.Job() == w.cfg.Job {
+		w.st.rep.Grants++ // GRANT multicast: informational (the PS's PLAN rules)
+	}
+}
+
+// result stores a chunk result from the switch (uc) or the PS.
+func (w *Worker) result(h inahdr.Header, uc bool) {
+	st := w.st
+	if st == nil || h.Job() != w.cfg.Job || h.AllReduce() != st.ar || h.Chunk() >= st.chunks {
+		return
+	}
+	k := h.Chunk()
+	if st.have[k] {
+		st.rep.Dups++
+		return
+	}
+	V := w.cfg.Values
+	res := w.results[w.cur]
+	lo := int(k) * V
+	hi := min(lo+V, len(res))
+	if h.Count() != hi-lo || len(h) < h.Size() {
+		return
+	}
+	for i := lo; i < hi; i++ {
+		res[i] = h.Value(i - lo)
+	}
+	w.rexp[w.cur][k] = h.Exponent()
+	st.have[k] = true
+	st.nHave++
+	if uc {
+		st.rep.UCResults++
+		w.gapFetch(int(st.ord[k]))
+	} else {
+		st.rep.RCResults++
+	}
+	if !st.plan.OnINA(k) {
+		st.psOut--
+	}
+}
+
+func (w *Worker) drain(env *emu.Env) {
+	for {
+		c, ok := w.qp.PollCompletion()
+		if !ok {
+			return
+		}
+		switch c.Opcode {
+		case rdma.CompSend:
+			if c.WRID&wrRing != 0 {
+				w.ringN--
+			}
+			if c.WRID&wrData != 0 && w.st != nil && uint16(c.WRID>>32) == w.st.ar {
+				k := uint32(c.WRID)
+				w.st.acked[k] = true
+				if !w.st.have[k] {
+					w.st.dl = append(w.st.dl, deadline{at: w.now + w.cfg.ResultTimeout, chunk: k})
+				}
+			}
+		case rdma.CompRecv:
+			w.message(env, c.Data)
+		}
+	}
+}
+
+// message handles an RC message from the PS.
+func (w *Worker) message(env *emu.Env, data []byte) {
+	if len(data) < inahdr.Len || data[0] != inahdr.Version {
+		return
+	}
+	h := inahdr.Header(data)
+	if h.Flags()&flagCtlMsg == flagCtlMsg {
+		switch h.Worker() {
+		case OpPlan:
+			p := Plan{Chunks: h.Bitmap(), INA: int(h.Slot()), PS: int(h.Chunk())}
+			w.plans[h.AllReduce()] = p
+			if w.st != nil && w.st.ar == h.AllReduce() && !w.st.planned {
+				w.setPlan(p)
+			}
+		case OpPull:
+			w.pull(h.AllReduce(), h.Chunk())
+		}
+		return
+	}
+	if h.Has(inahdr.FlagResult) {
+		w.result(h, false)
+	}
+}
+
+// pull resends chunk k of all-reduce ar raw on the RC path.
+func (w *Worker) pull(ar uint16, k uint32) {
+	for i := range w.tensors {
+		t := &w.tensors[i]
+		if t.AllReduce != ar || int(k)*w.cfg.Values >= len(t.Data) {
+			continue
+		}
+		buf := make([]byte, inahdr.Len+4*w.cfg.Values)
+		n := w.encodeChunk(buf, t, k, inahdr.FlagBypass|inahdr.FlagResend, nil)
+		_ = w.qp.PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
+		if w.st != nil && w.st.ar == ar {
+			w.st.rep.Pulls++
+		}
+		return
+	}
+}
+
+// Timer implements emu.Node.
+func (w *Worker) Timer(env *emu.Env, key uint64) {
+	w.now = env.Now()
+	switch key {
+	case keyQP:
+		w.armedQP = -1
+		w.qp.HandleTimeout(w.now)
+		w.drain(env)
+	case keyResult:
+		w.armedRT = false
+		w.expire()
+	case keyGap:
+		w.gapOn = false
+		if w.st == nil && w.cur < len(w.tensors) {
+			w.begin(env)
+		}
+	}
+	w.flush(env)
+}
+
+// FetchGap: a switch result for the INA chunk sent m-th means the results
+// of INA chunks sent before m − FetchGap were most likely lost: fetch them
+// from the PS without waiting for ResultTimeout (slots complete roughly in
+// send order; a spurious fetch only costs one RC message each way).
+const FetchGap = 32
+
+func (w *Worker) gapFetch(m int) {
+	st := w.st
+	for ; st.scan < m-FetchGap; st.scan++ {
+		c := st.inaSent[st.scan]
+		if !st.acked[c] && !st.have[c] {
+			break // my own contribution is still in RC recovery: wait for it
+		}
+		if !st.have[c] && !st.fetched[c] {
+			st.fetched[c] = true
+			st.rep.Fetches++
+			w.postCtl(ctlMsg(OpFetch, w.cfg.Job, st.ar, c, 0, 0))
+		}
+	}
+}
+
+// expire fetches results overdue at now.
+func (w *Worker) expire() {
+	st := w.st
+	if st == nil {
+		return
+	}
+	for st.dlHead < len(st.dl) && st.dl[st.dlHead].at <= w.now {
+		k := st.dl[st.dlHead].chunk
+		st.dlHead++
+		if !st.have[k] && !st.fetched[k] {
+			st.fetched[k] = true
+			st.rep.Fetches++
+			w.postCtl(ctlMsg(OpFetch, w.cfg.Job, st.ar, k, 0, 0))
+		}
+	}
+	if st.dlHead == len(st.dl) {
+		st.dl, st.dlHead = st.dl[:0], 0
+	}
+}
+
+// flush advances the all-reduce, sends frames and re-arms timers.
+func (w *Worker) flush(env *emu.Env) {
+	for i := 0; i < 4; i++ {
+		w.pump()
+		if st := w.st; st != nil && st.planned && st.nHave == st.chunks {
+			st.rep.End = w.now
+			w.reports = append(w.reports, *st.rep)
+			w.postCtl(ctlMsg(OpDone, w.cfg.Job, st.ar, 0, 0, 0))
+			w.st = nil
+			w.cur++
+			if w.cur < len(w.tensors) {
+				if w.cfg.Gap > 0 {
+					env.SetTimer(w.now+w.cfg.Gap, keyGap)
+					w.gapOn = true
+				} else {
+					w.begin(env)
+					continue
+				}
+			}
+		}
+		break
+	}
+	for {
+		p := env.NewPacket()
+		p.SetLen(w.qp.MaxFrameLen())
+		n := w.qp.PollTransmit(w.now, p.Bytes())
+		if n == 0 {
+			env.Free(p)
+			break
+		}
+		p.SetLen(n)
+		env.Send(0, p)
+	}
+	w.drain(env)
+	if at, ok := w.qp.NextTimeout(); ok && at != w.armedQP {
+		env.SetTimer(at, keyQP)
+		w.armedQP = at
+	} else if !ok && w.armedQP >= 0 {
+		env.StopTimer(keyQP)
+		w.armedQP = -1
+	}
+	if st := w.st; st != nil && !w.armedRT && st.dlHead < len(st.dl) {
+		env.SetTimer(st.dl[st.dlHead].at, keyResult)
+		w.armedRT = true
+	}
+}
