@@ -21,14 +21,6 @@ func genTensor(job uint16, rank, n int, seed uint64) []float32 {
 	return out
 }
 
-// refQuant is the test's own fixed-point quantizer: round half to even of
-// x·2^F, clipped to ±⌊(2^31−1)/N⌋.
-func refQuant(x float32, frac, n int) int64 {
-	v := math.RoundToEven(float64(x) * math.Pow(2, float64(frac)))
-	lim := float64((1<<31 - 1) / n)
-	return int64(math.Max(-lim, math.Min(lim, v)))
-}
-
 type scenario struct {
 	name     string
 	jobs     []int
