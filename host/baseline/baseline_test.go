@@ -1,0 +1,184 @@
+package baseline
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"inabox/emu"
+	"inabox/host"
+)
+
+// genTensor returns a deterministic gradient with values in ±2.
+func genTensor(job uint16, rank, n int, seed uint64) []float32 {
+	x := seed*0x9E3779B97F4A7C15 + uint64(job)<<32 + uint64(rank+1)*0xBF58476D1CE4E5B9 + 1
+	out := make([]float32, n)
+	for i := range out {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		out[i] = float32(int64(x>>11)%(1<<22)-(1<<21)) / (1 << 20)
+	}
+	return out
+}
+
+type scenario struct {
+	name     string
+	kind     string
+	jobs     []int
+	elems    int
+	ars      int
+	impair   emu.Impairments
+	reboot   time.Duration // crash the switch at this time (0: never)
+	slots    int
+	prio     []uint8
+	start    []time.Duration
+	seed     uint64
+	deadline time.Duration
+}
+
+// reference computes the exact int32 sum of job's all-reduce a the way the
+// protocol must: each value rounded half-to-even at 2^-16, clipped to
+// ±⌊(2³¹−1)/N⌋, summed in int64 (never beyond int32 because of the clip).
+func reference(inputs [][]float32) []int32 {
+	n := len(inputs)
+	lim := float64(math.MaxInt32 / int64(n))
+	out := make([]int32, len(inputs[0]))
+	for i := range out {
+		var s int64
+		for _, in := range inputs {
+			v := math.RoundToEven(float64(in[i]) * 65536)
+			v = math.Min(math.Max(v, -lim), lim)
+			s += int64(v)
+		}
+		if s > math.MaxInt32 || s < math.MinInt32 {
+			panic("reference overflow")
+		}
+		out[i] = int32(s)
+	}
+	return out
+}
+
+// run builds and runs sc and checks every worker's results exactly and,
+// dequantized, against N·2^-17.
+func run(t testing.TB, sc scenario) (*Cluster, time.Duration) {
+	t.Helper()
+	if sc.ars == 0 {
+		sc.ars = 1
+	}
+	if sc.deadline == 0 {
+		sc.deadline = time.Second
+	}
+	inputs := map[[3]int][]float32{}
+	cfg := Config{Seed: sc.seed + 3, Jobs: sc.jobs, Impair: sc.impair, Slots: sc.slots, Priority: sc.prio, Start: sc.start}
+	c, err := New(sc.kind, cfg, func(job uint16, rank int) []host.Tensor {
+		var ts []host.Tensor
+		for a := 0; a < sc.ars; a++ {
+			d := genTensor(job, rank, sc.elems, uint64(a)+sc.seed*100)
+			inputs[[3]int{int(job), rank, a}] = d
+			ts = append(ts, host.Tensor{AllReduce: uint16(a + 1), Data: d})
+		}
+		return ts
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.reboot > 0 {
+		if err := c.Net.Crash(sc.reboot, "switch"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Net.Restart(sc.reboot+5*time.Microsecond, "switch"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end, err := c.Run(sc.deadline)
+	if err != nil {
+		t.Fatalf("%s/%s: %v (totals %+v)", sc.kind, sc.name, err, c.Totals(1))
+	}
+	if sc.reboot > 0 && c.Node.Reboots != 1 {
+		t.Fatalf("reboots = %d", c.Node.Reboots)
+	}
+	for ji, n := range sc.jobs {
+		job := uint16(ji + 1)
+		for a := 0; a < sc.ars; a++ {
+			ins := make([][]float32, n)
+			for r := range ins {
+				ins[r] = inputs[[3]int{int(job), r, a}]
+			}
+			want := reference(ins)
+			q := host.Quantizer{Workers: n}
+			bound := q.Bound(0)
+			for r := 0; r < n; r++ {
+				got := c.Result(job, r, a)
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%s/%s: job %d rank %d ar %d value %d = %d, want %d", sc.kind, sc.name, job, r, a, i, got[i], want[i])
+					}
+				}
+				deq := c.Dequantized(job, r, a)
+				for i := range deq {
+					var x float64
+					for _, in := range ins {
+						x += float64(in[i])
+					}
+					if d := math.Abs(deq[i] - x); d > bound {
+						t.Fatalf("%s/%s: dequantized value %d off by %g > bound %g", sc.kind, sc.name, i, d, bound)
+					}
+				}
+			}
+		}
+	}
+	return c, end
+}
+
+func acceptanceElems() int {
+	if raceEnabled {
+		return 4096
+	}
+	return 32768
+}
+
+// TestAcceptance: for every baseline, 8 workers + switch + PS at 100 Gb/s
+// all-reduce a tensor (twice) exactly, clean, with 1 % and 5 % loss,
+// duplication, reordering, and the switch rebooted in the middle of an
+// all-reduce (at half the clean run's duration).
+func TestAcceptance(t *testing.T) {
+	elems := acceptanceElems()
+	for _, kind := range Kinds {
+		t.Run(kind, func(t *testing.T) {
+			base := scenario{kind: kind, jobs: []int{8}, elems: elems, ars: 2}
+			clean := base
+			clean.name = "clean"
+			c, cleanEnd := run(t, clean)
+			tot := c.Totals(1)
+			t.Logf("%-8s clean   %9v  %+v", kind, cleanEnd, tot)
+			if kind != KindPS && kind != KindRing && (tot.Retransmits != 0 || tot.PSResends != 0) {
+				t.Errorf("clean run retransmitted: %+v", tot)
+			}
+			cases := []scenario{
+				{name: "loss1", impair: emu.Impairments{Loss: 0.01}},
+				{name: "loss5", impair: emu.Impairments{Loss: 0.05}},
+				{name: "dup", impair: emu.Impairments{Duplicate: 0.02}},
+				{name: "reorder", impair: emu.Impairments{Reorder: 0.02, ReorderDelay: 3 * time.Microsecond}},
+				{name: "reboot", reboot: max(cleanEnd/2, time.Microsecond)},
+				// A reboot while losses leave the workers at different
+				// points (some hold results others lack).
+				{name: "reboot+loss1", reboot: max(cleanEnd/3, time.Microsecond), impair: emu.Impairments{Loss: 0.01}},
+			}
+			for _, cs := range cases {
+				sc := base
+				sc.name, sc.impair, sc.reboot = cs.name, cs.impair, cs.reboot
+				t.Run(cs.name, func(t *testing.T) {
+					c, end := run(t, sc)
+					t.Logf("%-8s %-7s %9v  %+v", kind, cs.name, end, c.Totals(1))
+					if c.PS != nil {
+						t.Logf("         ps %+v", c.PS.Stats())
+					}
+					if sc.reboot > 0 && (kind == KindSwitchML || kind == KindATP || kind == KindESA) && c.Totals(1).Retransmits == 0 {
+						t.Errorf("the reboot cost no retransmission: did it hit the all-reduce?")
+					}
+				})
+			}
+		})
+	}
+}

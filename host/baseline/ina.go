@@ -1,0 +1,359 @@
+package baseline
+
+import (
+	"time"
+
+	"inabox/emu"
+	"inabox/host"
+	"inabox/rdma"
+	"inabox/switch/inahdr"
+)
+
+type inaKind uint8
+
+const (
+	kindSwitchML inaKind = iota
+	kindATP
+	kindESA
+)
+
+// INAWorker is the client of the three INA baselines (SwitchML, ATP, ESA).
+// Contributions are UC SEND Only frames addressed to the PS's per-worker QP
+// (the switch's ina_worker entry); results come back as UC SEND Only frames
+// to the worker's UC QP (switch multicast, a stored result unicast back, or
+// the PS's ACK multicast by the switch). Reliability is the worker's own:
+// per-chunk retransmission timers (see README.md).
+type INAWorker struct {
+	clientBase
+	kind   inaKind
+	addr   rdma.Endpoint
+	ucQPN  uint32
+	psQPN  uint32
+	window int
+	rto    time.Duration
+	// bases[i] is the job-wide sequence number of tensor i's chunk 0
+	// (SwitchML: slots are chunk sequence mod 2·window across all-reduces).
+	bases []uint32
+	st    inaState
+	buf   []byte
+	armed bool
+	// nudges (ATP/ESA): chunks whose result came from a held aggregator;
+	// our raw contribution goes to the PS every RTO until the PS's ACK for
+	// the chunk is seen (the PS may need it: its copy of the result was
+	// lost).
+	nd     []nudge
+	ndHead int
+	ndDone map[uint64]bool
+}
+
+type nudge struct {
+	at  time.Duration
+	idx int
+	c   uint32
+}
+
+func nudgeKey(ar uint16, c uint32) uint64 { return uint64(ar)<<32 | uint64(c) }
+
+type inaState struct {
+	idx    int
+	ar     uint16
+	chunks uint32
+	next   uint32
+	have   []bool
+	nHave  uint32
+	tries  []uint8
+	out    int
+	dl     []deadline
+	dlHead int
+	rep    *Report
+}
+
+const keyRTO = 1
+
+func newINAWorker(kind inaKind, job uint16, rank, n, values int, q host.Quantizer, window int, rto time.Duration, ts []host.Tensor) *INAWorker {
+	w := &INAWorker{kind: kind, window: window, rto: rto}
+	w.init(job, rank, n, values, q, ts)
+	w.addr = host.WorkerAddr(job, rank)
+	w.ucQPN = host.WorkerUCQPN(job, rank)
+	w.psQPN = host.PSQPN(job, rank)
+	w.buf = make([]byte, inahdr.Len+4*values)
+	w.ndDone = map[uint64]bool{}
+	var s uint32
+	for i := range ts {
+		w.bases = append(w.bases, s)
+		s += w.chunksOf(i)
+	}
+	return w
+}
+
+var _ emu.Node = (*INAWorker)(nil)
+
+// Start implements emu.Node.
+func (w *INAWorker) Start(env *emu.Env) {
+	w.now = env.Now()
+	w.advance(env)
+}
+
+func (w *INAWorker) advance(env *emu.Env) {
+	for !w.active && w.schedule(env) {
+		w.begin()
+	}
+	w.pump(env)
+	w.arm(env)
+}
+
+func (w *INAWorker) begin() {
+	rep := w.beginBase()
+	i := w.cur
+	n := w.chunksOf(i)
+	w.st = inaState{idx: i, ar: w.tensors[i].AllReduce, chunks: n, have: make([]bool, n), tries: make([]uint8, n), rep: rep}
+}
+
+// hdrChunk is the chunk field a contribution carries: the job-wide
+// sequence number for SwitchML (its slot is that mod the pool), the chunk
+// index for ATP/ESA (hashed with the all-reduce id).
+func (w *INAWorker) hdrChunk(i int, c uint32) uint32 {
+	if w.kind == kindSwitchML {
+		return w.bases[i] + c
+	}
+	return c
+}
+
+// canSend applies the window to chunk c of the current all-reduce.
+func (w *INAWorker) canSend(c uint32) bool {
+	st := &w.st
+	if w.kind != kindSwitchML {
+		return st.out < w.window
+	}
+	// SwitchML: sequence g may go only once g − window has its result
+	// (slot g mod 2·window then holds no chunk anyone still needs).
+	g := w.bases[st.idx] + c
+	if g < uint32(w.window) {
+		return true
+	}
+	p := g - uint32(w.window)
+	if p < w.bases[st.idx] {
+		return true // previous all-reduce: finished
+	}
+	return st.have[p-w.bases[st.idx]]
+}
+
+func (w *INAWorker) pump(env *emu.Env) {
+	if !w.active {
+		return
+	}
+	st := &w.st
+	for st.next < st.chunks && w.canSend(st.next) {
+		c := st.next
+		w.send(env, st.idx, c, 0, st.rep)
+		st.rep.Sent++
+		st.out++
+		st.next++
+		st.dl = append(st.dl, deadline{at: w.now + w.rto, chunk: c})
+	}
+}
+
+func (w *INAWorker) send(env *emu.Env, i int, c uint32, flags uint8, rep *Report) {
+	hc := w.hdrChunk(i, c)
+	n := w.encode(w.buf, i, c, hc, flags, rep)
+	ucSend(env, w.addr, host.PSAddr, w.psQPN, w.ucQPN, hc, w.buf[:n])
+}
+
+// Receive implements emu.Node.
+func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	w.now = env.Now()
+	for _, p := range pkts {
+		if pl, qpn := ucPayload(p.Bytes()); pl != nil && qpn == w.ucQPN {
+			if h, ok := inaHeader(pl); ok && h.Job() == w.job {
+				switch {
+				case h.Has(inahdr.FlagResult):
+					w.result(env, h)
+				case h.Has(inahdr.FlagBypass) && w.kind == kindSwitchML:
+					w.peerRequest(env, h)
+				}
+			}
+		}
+		env.Free(p)
+	}
+	w.advance(env)
+}
+
+func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
+	st := &w.st
+	if w.kind != kindSwitchML && h.Has(inahdr.FlagFromPS) && w.ndHead < len(w.nd) {
+		k := nudgeKey(h.AllReduce(), h.Chunk())
+		if done, pending := w.ndDone[k]; pending && !done {
+			w.ndDone[k] = true
+		}
+	}
+	if !w.active || h.AllReduce() != st.ar {
+		return
+	}
+	c := h.Chunk()
+	if w.kind == kindSwitchML {
+		c -= w.bases[st.idx]
+	}
+	if c >= st.chunks {
+		return
+	}
+	if st.have[c] {
+		st.rep.Dups++
+		return
+	}
+	if !w.store(st.idx, c, h) {
+		return
+	}
+	st.have[c] = true
+	st.nHave++
+	st.out--
+	if h.Has(inahdr.FlagFromPS) {
+		st.rep.PSResults++
+	} else {
+		st.rep.SwitchResults++
+		if w.kind != kindSwitchML {
+			// ATP/ESA: a result the switch unicast back from a held
+			// aggregator: the PS has not acknowledged it (its result or
+			// its ACK was lost). Nudge the PS with our contribution on the
+			// PS path: it either re-ACKs (releasing the aggregator) or
+			// collects everyone's raw contributions.
+			w.send(env, st.idx, c, inahdr.FlagResend|inahdr.FlagOverflow, nil)
+			st.rep.PSResends++
+			w.ndDone[nudgeKey(st.ar, c)] = false
+			w.nd = append(w.nd, nudge{at: w.now + w.rto, idx: st.idx, c: c})
+		}
+	}
+	if st.nHave == st.chunks {
+		w.finish(st.rep)
+		w.st = inaState{}
+	}
+}
+
+// peerRequest (SwitchML): a peer has timed out twice on a chunk whose
+// aggregator lost its state (switch reboot); if we already hold the result
+// we re-contribute so the fresh aggregator completes.
+func (w *INAWorker) peerRequest(env *emu.Env, h inahdr.Header) {
+	i := w.tensorIndex(h.AllReduce())
+	if i < 0 {
+		return
+	}
+	c := h.Chunk() - w.bases[i]
+	if c >= w.chunksOf(i) {
+		return
+	}
+	if i > w.cur || (i == w.cur && (!w.active || !w.st.have[c])) {
+		return // we lack it too: our own timer retransmits it
+	}
+	w.send(env, i, c, inahdr.FlagResend, nil)
+	if w.active {
+		w.st.rep.ReContribs++
+	}
+}
+
+// Timer implements emu.Node.
+func (w *INAWorker) Timer(env *emu.Env, key uint64) {
+	w.now = env.Now()
+	switch key {
+	case keyGap:
+		w.waiting = false
+	case keyRTO:
+		w.armed = false
+		w.expire(env)
+	}
+	w.advance(env)
+}
+
+func (w *INAWorker) expire(env *emu.Env) {
+	for w.ndHead < len(w.nd) && w.nd[w.ndHead].at <= w.now {
+		n := w.nd[w.ndHead]
+		w.ndHead++
+		k := nudgeKey(w.tensors[n.idx].AllReduce, n.c)
+		if w.ndDone[k] {
+			delete(w.ndDone, k)
+			continue
+		}
+		w.send(env, n.idx, n.c, inahdr.FlagResend|inahdr.FlagOverflow, nil)
+		if w.active {
+			w.st.rep.PSResends++
+		}
+		w.nd = append(w.nd, nudge{at: w.now + w.rto, idx: n.idx, c: n.c})
+	}
+	if w.ndHead == len(w.nd) {
+		w.nd, w.ndHead = w.nd[:0], 0
+	}
+	if !w.active {
+		return
+	}
+	st := &w.st
+	for st.dlHead < len(st.dl) && st.dl[st.dlHead].at <= w.now {
+		c := st.dl[st.dlHead].chunk
+		st.dlHead++
+		if st.have[c] {
+			continue
+		}
+		if st.tries[c] < 255 {
+			st.tries[c]++
+		}
+		switch {
+		case w.kind == kindSwitchML:
+			w.send(env, st.idx, c, inahdr.FlagResend, nil)
+			st.rep.Retransmits++
+			if st.tries[c] >= 2 {
+				w.askPeers(env, c)
+			}
+		case st.tries[c]%2 == 1:
+			// ATP/ESA odd timeouts: through the switch again (completes
+			// an aggregator that missed only this contribution, or gets a
+			// held result back).
+			w.send(env, st.idx, c, inahdr.FlagResend, nil)
+			st.rep.Retransmits++
+		default:
+			// Even timeouts: on the PS path (the PS aggregates whatever
+			// reaches it, or repeats its ACK).
+			w.send(env, st.idx, c, inahdr.FlagResend|inahdr.FlagOverflow, nil)
+			st.rep.PSResends++
+		}
+		st.dl = append(st.dl, deadline{at: w.now + w.rto, chunk: c})
+	}
+	if st.dlHead == len(st.dl) {
+		st.dl, st.dlHead = st.dl[:0], 0
+	} else if st.dlHead > 4096 && st.dlHead*2 > len(st.dl) {
+		k := copy(st.dl, st.dl[st.dlHead:])
+		st.dl, st.dlHead = st.dl[:k], 0
+	}
+}
+
+func (w *INAWorker) askPeers(env *emu.Env, c uint32) {
+	st := &w.st
+	hc := w.hdrChunk(st.idx, c)
+	var hb [inahdr.Len]byte
+	inahdr.Header(hb[:]).Encode(inahdr.Meta{Flags: inahdr.FlagBypass | inahdr.FlagResend, Job: w.job,
+		AllReduce: st.ar, Chunk: hc, Worker: uint8(w.rank), Bitmap: 1 << w.rank})
+	for r := 0; r < w.n; r++ {
+		if r != w.rank {
+			ucSend(env, w.addr, host.WorkerAddr(w.job, r), host.WorkerUCQPN(w.job, r), w.ucQPN, hc, hb[:])
+			st.rep.PeerRequests++
+		}
+	}
+}
+
+func (w *INAWorker) arm(env *emu.Env) {
+	if w.armed {
+		return
+	}
+	at := time.Duration(-1)
+	if w.ndHead < len(w.nd) {
+		at = w.nd[w.ndHead].at
+	}
+	if st := &w.st; w.active {
+		for st.dlHead < len(st.dl) && st.have[st.dl[st.dlHead].chunk] {
+			st.dlHead++
+		}
+		if st.dlHead < len(st.dl) && (at < 0 || st.dl[st.dlHead].at < at) {
+			at = st.dl[st.dlHead].at
+		}
+	}
+	if at >= 0 {
+		env.SetTimer(at, keyRTO)
+		w.armed = true
+	}
+}

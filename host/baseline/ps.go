@@ -1,0 +1,249 @@
+package baseline
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"time"
+
+	"inabox/emu"
+	"inabox/host"
+	"inabox/switch/inahdr"
+)
+
+// PSAckQPN is the QP number the PS's ACK frames carry: the switch's
+// ina_worker entry (port 0, PSAckQPN(job)) marks them as the job's PS.
+func PSAckQPN(job uint16) uint32 { return 0x500000 | uint32(job&0xFFF) }
+
+// PSStats are the ATP/ESA parameter server's counters.
+type PSStats struct {
+	// SwitchResults: complete aggregates from the switch (FlagResult);
+	// Partials: preempted partial aggregates (FlagPartial, ESA);
+	// Collisions: contributions the switch forwarded for lack of an
+	// aggregator (FlagCollision); Resends: contributions the workers sent
+	// on the PS path (FlagOverflow|FlagResend).
+	SwitchResults, Partials, Collisions, Resends uint64
+	// SoftResults: chunks the PS summed itself (from partials and raw
+	// contributions); Acks: ACK frames sent (first ACK of a chunk);
+	// ReAcks: ACKs repeated for a contribution that arrived after the
+	// result; Overlaps: pieces left out of a result because one of their
+	// workers was already counted; Stale: frames of unknown jobs.
+	SoftResults, Acks, ReAcks, Overlaps, Stale uint64
+	// Frames: INA frames received (bytes on the wire are in the emu link
+	// counters).
+	Frames uint64
+}
+
+// PS is the ATP/ESA parameter server: it receives whatever the switch
+// could not aggregate (collisions, preempted partial sums), complete
+// aggregates (ATP sends results to the PS), and the workers' PS-path
+// retransmissions; it finishes each chunk exactly once and acknowledges it
+// with the result through the switch, which releases the aggregator and
+// multicasts the result to the job's workers.
+type PS struct {
+	jobs  map[uint16]*psJob
+	stats PSStats
+	// ReAck bounds ACK repetitions per chunk (0: 20 µs).
+	ReAck time.Duration
+	now   time.Duration
+}
+
+type psJob struct {
+	id   uint16
+	n    int
+	mask uint32
+	ars  map[uint16]map[uint32]*psChunk
+}
+
+type piece struct {
+	bits uint32
+	vals []int32
+}
+
+type psChunk struct {
+	pieces  []piece
+	exp     int8
+	count   int
+	ack     []byte // the ACK payload once resolved
+	lastAck time.Duration
+}
+
+var _ emu.Node = (*PS)(nil)
+
+// NewPS returns a PS serving jobs (id → workers).
+func NewPS(jobs map[uint16]int) *PS {
+	p := &PS{jobs: map[uint16]*psJob{}, ReAck: 20 * time.Microsecond}
+	for id, n := range jobs {
+		p.jobs[id] = &psJob{id: id, n: n, mask: uint32(1)<<n - 1, ars: map[uint16]map[uint32]*psChunk{}}
+	}
+	return p
+}
+
+// Stats returns the PS's counters.
+func (p *PS) Stats() PSStats { return p.stats }
+
+// Start implements emu.Node.
+func (p *PS) Start(env *emu.Env) {}
+
+// Timer implements emu.Node.
+func (p *PS) Timer(env *emu.Env, key uint64) {}
+
+// Receive implements emu.Node.
+func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	p.now = env.Now()
+	for _, pk := range pkts {
+		if pl, _ := ucPayload(pk.Bytes()); pl != nil {
+			if h, ok := inaHeader(pl); ok && !h.Has(inahdr.FlagFromPS) && !h.Has(inahdr.FlagBypass) {
+				p.frame(env, h)
+			}
+		}
+		env.Free(pk)
+	}
+}
+
+func (p *PS) frame(env *emu.Env, h inahdr.Header) {
+	p.stats.Frames++
+	j := p.jobs[h.Job()]
+	if j == nil || h.Count() == 0 {
+		p.stats.Stale++
+		return
+	}
+	b := h.Bitmap()
+	if b == 0 || b&^j.mask != 0 {
+		p.stats.Stale++
+		return
+	}
+	switch {
+	case h.Has(inahdr.FlagPartial):
+		p.stats.Partials++
+	case h.Has(inahdr.FlagResult):
+		p.stats.SwitchResults++
+	case h.Has(inahdr.FlagCollision):
+		p.stats.Collisions++
+	default:
+		p.stats.Resends++
+	}
+	chs := j.ars[h.AllReduce()]
+	if chs == nil {
+		chs = map[uint32]*psChunk{}
+		j.ars[h.AllReduce()] = chs
+	}
+	c := chs[h.Chunk()]
+	if c == nil {
+		c = &psChunk{exp: h.Exponent(), count: h.Count()}
+		chs[h.Chunk()] = c
+	}
+	if c.ack != nil {
+		// Late: the result exists. Repeat the ACK (its first copy, or the
+		// multicast, may have been lost; it also releases a held
+		// aggregator), at most once per ReAck.
+		if p.now-c.lastAck >= p.ReAck {
+			p.stats.ReAcks++
+			p.sendAck(env, j, c)
+		}
+		return
+	}
+	if h.Count() != c.count {
+		p.stats.Stale++
+		return
+	}
+	for _, q := range c.pieces {
+		if q.bits == b {
+			return // the same piece again (duplicate)
+		}
+	}
+	v := make([]int32, c.count)
+	for i := range v {
+		v[i] = int32(binary.BigEndian.Uint32(h.ValueBytes()[4*i:]))
+	}
+	c.exp = max(c.exp, h.Exponent())
+	c.pieces = append(c.pieces, piece{bits: b, vals: v})
+	p.resolve(env, j, h.AllReduce(), h.Chunk(), c)
+}
+
+// resolve finishes chunk c if its pieces cover every worker exactly once:
+// a complete aggregate alone; otherwise disjoint multi-worker pieces
+// (preempted partials) in arrival order, and single contributions for the
+// rest. A piece that overlaps what is already counted is left out, so no
+// contribution is ever counted twice; if the cover is not complete yet,
+// the workers' PS-path retransmissions (one raw contribution each) will
+// complete it.
+func (p *PS) resolve(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk) {
+	sum, soft, overlaps, ok := cover(c.pieces, j.n, c.count)
+	if !ok {
+		return
+	}
+	p.stats.Overlaps += uint64(overlaps)
+	if soft {
+		p.stats.SoftResults++
+	}
+	c.ack = make([]byte, inahdr.Len+4*c.count)
+	inahdr.Header(c.ack).Encode(inahdr.Meta{Flags: inahdr.FlagFromPS | inahdr.FlagResult, Job: j.id, AllReduce: ar,
+		Count: c.count, Chunk: k, Exponent: c.exp, Bitmap: j.mask})
+	for i, v := range sum {
+		binary.BigEndian.PutUint32(c.ack[inahdr.Len+4*i:], uint32(v))
+	}
+	c.pieces = nil
+	p.stats.Acks++
+	p.sendAck(env, j, c)
+}
+
+func (p *PS) sendAck(env *emu.Env, j *psJob, c *psChunk) {
+	c.lastAck = p.now
+	ucSend(env, host.PSAddr, host.SwitchAddr, PSAckQPN(j.id), PSAckQPN(j.id), inahdr.Header(c.ack).Chunk(), c.ack)
+}
+
+// cover sums pieces so that every one of n workers is counted exactly
+// once: a complete aggregate alone if there is one (soft = false);
+// otherwise multi-worker pieces (preempted partials) that are disjoint from
+// what is already counted, in arrival order, then single contributions for
+// the workers still missing. It reports ok = false when some worker is
+// neither in a chosen piece nor has a single contribution, and how many
+// pieces it left out because they overlapped.
+func cover(pieces []piece, n, count int) (sum []int32, soft bool, overlaps int, ok bool) {
+	mask := uint32(1)<<n - 1
+	sum = make([]int32, count)
+	for _, q := range pieces {
+		if q.bits == mask {
+			copy(sum, q.vals)
+			return sum, false, 0, true
+		}
+	}
+	var counted uint32
+	single := make([]int, n)
+	for i := range single {
+		single[i] = -1
+	}
+	for i, q := range pieces {
+		if bits.OnesCount32(q.bits) == 1 {
+			if r := bits.TrailingZeros32(q.bits); r < n && single[r] < 0 {
+				single[r] = i
+			}
+			continue
+		}
+		if q.bits&counted != 0 {
+			overlaps++
+			continue
+		}
+		counted |= q.bits
+		add32(sum, q.vals)
+	}
+	for r := 0; r < n; r++ {
+		if counted&(1<<r) != 0 {
+			continue
+		}
+		if single[r] < 0 {
+			return nil, true, overlaps, false
+		}
+		counted |= 1 << r
+		add32(sum, pieces[single[r]].vals)
+	}
+	return sum, true, overlaps, true
+}
+
+// add32 adds src into dst with int32 saturation.
+func add32(dst, src []int32) {
+	for i := range dst {
+		s := int64(dst[i]) + int64(src[i])
+		dst[i] = int32(min(max(s, -1<<31), 1<<31-1))
+	}
+}

@@ -1,0 +1,551 @@
+package baseline
+
+import (
+	"encoding/binary"
+	"time"
+
+	"inabox/emu"
+	"inabox/host"
+	"inabox/rdma"
+	"inabox/switch/inahdr"
+)
+
+// qpSet hosts RC QPs behind port 0: a backlog per QP (posted work beyond
+// the send queue waits here), transmission and timers (key = QP index).
+type qpSet struct {
+	qps     []*rdma.QP
+	backlog [][]rdma.WorkRequest
+	armed   []time.Duration
+}
+
+const sqDepth = 1024
+
+func psnOf(qpn uint32) uint32 { return (qpn * 2654435761) & rdma.PSNMask }
+
+// rcQP returns an RC QP from local (qpn) to remote (rqpn).
+func rcQP(local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma.QP, error) {
+	c := host.DefaultQP
+	c.Local, c.Remote, c.QPN, c.RemoteQPN = local, remote, qpn, rqpn
+	c.SendPSN, c.RecvPSN = psnOf(qpn), psnOf(rqpn)
+	c.SendQueueDepth = sqDepth
+	return rdma.NewQP(c)
+}
+
+func (s *qpSet) add(q *rdma.QP) int {
+	s.qps = append(s.qps, q)
+	s.backlog = append(s.backlog, nil)
+	s.armed = append(s.armed, -1)
+	return len(s.qps) - 1
+}
+
+func (s *qpSet) post(i int, wr rdma.WorkRequest) { s.backlog[i] = append(s.backlog[i], wr) }
+
+func (s *qpSet) start() {
+	for i := range s.armed {
+		s.armed[i] = -1
+	}
+}
+
+// receive hands a frame to the QP it is addressed to; it returns the QP's
+// index or -1.
+func (s *qpSet) receive(now time.Duration, b []byte) int {
+	if len(b) < rdma.HeadersLen+rdma.BTHLen {
+		return -1
+	}
+	qpn := rdma.BTH(b[rdma.HeadersLen:]).DestQP()
+	for i, q := range s.qps {
+		if q.Config().QPN == qpn {
+			_ = q.Receive(now, b)
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *qpSet) timer(now time.Duration, key uint64) int {
+	if key >= uint64(len(s.qps)) {
+		return -1
+	}
+	s.armed[key] = -1
+	s.qps[key].HandleTimeout(now)
+	return int(key)
+}
+
+// flush posts backlogs, sends every QP's frames and re-arms timers.
+func (s *qpSet) flush(env *emu.Env) {
+	now := env.Now()
+	for i, q := range s.qps {
+		bl := s.backlog[i]
+		k := 0
+		for k < len(bl) && q.Outstanding() < sqDepth {
+			if q.PostSend(bl[k]) != nil {
+				break
+			}
+			k++
+		}
+		if k > 0 {
+			clear(bl[:k])
+			s.backlog[i] = bl[k:]
+		}
+		for {
+			p := env.NewPacket()
+			p.SetLen(q.MaxFrameLen())
+			n := q.PollTransmit(now, p.Bytes())
+			if n == 0 {
+				env.Free(p)
+				break
+			}
+			p.SetLen(n)
+			env.Send(0, p)
+		}
+		at, ok := q.NextTimeout()
+		switch {
+		case ok && at != s.armed[i]:
+			env.SetTimer(at, uint64(i))
+			s.armed[i] = at
+		case !ok && s.armed[i] >= 0:
+			env.StopTimer(uint64(i))
+			s.armed[i] = -1
+		}
+	}
+}
+
+// Errors returns the first QP error, if any.
+func (s *qpSet) err() error {
+	for _, q := range s.qps {
+		if q.Err() != nil {
+			return q.Err()
+		}
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- PS only
+
+// PSOnlyWorker pushes every chunk to the PS over its RC QP (FlagBypass:
+// the switch forwards it as plain traffic) and receives each chunk's sum
+// from the PS over the same connection.
+type PSOnlyWorker struct {
+	clientBase
+	qs     qpSet
+	window int
+	st     rcState
+}
+
+type rcState struct {
+	idx    int
+	ar     uint16
+	chunks uint32
+	next   uint32
+	out    int
+	have   []bool
+	nHave  uint32
+	rep    *Report
+}
+
+func newPSOnlyWorker(job uint16, rank, n, values int, q host.Quantizer, window int, ts []host.Tensor) (*PSOnlyWorker, error) {
+	w := &PSOnlyWorker{window: window}
+	w.init(job, rank, n, values, q, ts)
+	qp, err := rcQP(host.WorkerAddr(job, rank), host.PSAddr, host.WorkerQPN(job, rank), host.PSQPN(job, rank))
+	if err != nil {
+		return nil, err
+	}
+	w.qs.add(qp)
+	return w, nil
+}
+
+// Start implements emu.Node.
+func (w *PSOnlyWorker) Start(env *emu.Env) {
+	w.now = env.Now()
+	w.qs.start()
+	w.advance(env)
+}
+
+func (w *PSOnlyWorker) advance(env *emu.Env) {
+	for !w.active && w.schedule(env) {
+		rep := w.beginBase()
+		i := w.cur
+		n := w.chunksOf(i)
+		w.st = rcState{idx: i, ar: w.tensors[i].AllReduce, chunks: n, have: make([]bool, n), rep: rep}
+	}
+	if w.active {
+		st := &w.st
+		for st.next < st.chunks && st.out < w.window {
+			buf := make([]byte, inahdr.Len+4*w.values)
+			n := w.encode(buf, st.idx, st.next, st.next, inahdr.FlagBypass, st.rep)
+			w.qs.post(0, rdma.WorkRequest{ID: 1, Data: buf[:n]})
+			st.rep.Sent++
+			st.out++
+			st.next++
+		}
+	}
+	w.qs.flush(env)
+}
+
+func (w *PSOnlyWorker) drain() {
+	q := w.qs.qps[0]
+	for {
+		c, ok := q.PollCompletion()
+		if !ok {
+			return
+		}
+		switch c.Opcode {
+		case rdma.CompSend:
+			if c.WRID == 1 && w.active {
+				w.st.out--
+			}
+		case rdma.CompRecv:
+			h, ok := inaHeader(c.Data)
+			st := &w.st
+			if !ok || !w.active || !h.Has(inahdr.FlagResult) || h.AllReduce() != st.ar || h.Chunk() >= st.chunks {
+				continue
+			}
+			k := h.Chunk()
+			if st.have[k] {
+				st.rep.Dups++
+				continue
+			}
+			if w.store(st.idx, k, h) {
+				st.have[k] = true
+				st.nHave++
+				st.rep.PSResults++
+				if st.nHave == st.chunks {
+					w.finish(st.rep)
+				}
+			}
+		}
+	}
+}
+
+// Receive implements emu.Node.
+func (w *PSOnlyWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	w.now = env.Now()
+	for _, p := range pkts {
+		if w.qs.receive(w.now, p.Bytes()) >= 0 {
+			w.drain()
+		}
+		env.Free(p)
+	}
+	w.advance(env)
+}
+
+// Timer implements emu.Node.
+func (w *PSOnlyWorker) Timer(env *emu.Env, key uint64) {
+	w.now = env.Now()
+	if key == keyGap {
+		w.waiting = false
+	} else if w.qs.timer(w.now, key) >= 0 {
+		w.drain()
+	}
+	w.advance(env)
+}
+
+// PSOnlyServer sums every chunk of every worker in software and sends the
+// sum back to each worker over RC.
+type PSOnlyServer struct {
+	qs   qpSet
+	refs []psRef
+	jobs map[uint16]*rcJob
+	// Chunks counts chunks summed; Messages contributions received.
+	Chunks, Messages uint64
+}
+
+type psRef struct {
+	job  *rcJob
+	rank int
+}
+
+type rcJob struct {
+	id   uint16
+	n    int
+	mask uint32
+	qps  []int
+	ars  map[uint16]map[uint32]*rcChunk
+}
+
+type rcChunk struct {
+	sum []int32
+	got uint32
+	exp int8
+}
+
+func newPSOnlyServer(jobs []int) (*PSOnlyServer, error) {
+	p := &PSOnlyServer{jobs: map[uint16]*rcJob{}}
+	for ji, n := range jobs {
+		id := uint16(ji + 1)
+		j := &rcJob{id: id, n: n, mask: uint32(1)<<n - 1, ars: map[uint16]map[uint32]*rcChunk{}}
+		for r := 0; r < n; r++ {
+			qp, err := rcQP(host.PSAddr, host.WorkerAddr(id, r), host.PSQPN(id, r), host.WorkerQPN(id, r))
+			if err != nil {
+				return nil, err
+			}
+			j.qps = append(j.qps, p.qs.add(qp))
+			p.refs = append(p.refs, psRef{job: j, rank: r})
+		}
+		p.jobs[id] = j
+	}
+	return p, nil
+}
+
+// Start implements emu.Node.
+func (p *PSOnlyServer) Start(env *emu.Env) { p.qs.start() }
+
+// Receive implements emu.Node.
+func (p *PSOnlyServer) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	for _, pk := range pkts {
+		if i := p.qs.receive(env.Now(), pk.Bytes()); i >= 0 {
+			p.drain(i)
+		}
+		env.Free(pk)
+	}
+	p.qs.flush(env)
+}
+
+// Timer implements emu.Node.
+func (p *PSOnlyServer) Timer(env *emu.Env, key uint64) {
+	if i := p.qs.timer(env.Now(), key); i >= 0 {
+		p.drain(i)
+	}
+	p.qs.flush(env)
+}
+
+func (p *PSOnlyServer) drain(i int) {
+	q := p.qs.qps[i]
+	ref := p.refs[i]
+	j := ref.job
+	for {
+		c, ok := q.PollCompletion()
+		if !ok {
+			return
+		}
+		if c.Opcode != rdma.CompRecv {
+			continue
+		}
+		h, ok := inaHeader(c.Data)
+		if !ok || h.Job() != j.id || h.Has(inahdr.FlagResult) {
+			continue
+		}
+		p.Messages++
+		chs := j.ars[h.AllReduce()]
+		if chs == nil {
+			chs = map[uint32]*rcChunk{}
+			j.ars[h.AllReduce()] = chs
+		}
+		k := h.Chunk()
+		ch := chs[k]
+		if ch == nil {
+			ch = &rcChunk{sum: make([]int32, h.Count()), exp: h.Exponent()}
+			chs[k] = ch
+		}
+		bit := uint32(1) << ref.rank
+		if ch.got&bit != 0 || len(ch.sum) != h.Count() {
+			continue
+		}
+		ch.got |= bit
+		ch.exp = max(ch.exp, h.Exponent())
+		addInto(ch.sum, h.ValueBytes())
+		if ch.got != j.mask {
+			continue
+		}
+		p.Chunks++
+		res := make([]byte, inahdr.Len+4*len(ch.sum))
+		inahdr.Header(res).Encode(inahdr.Meta{Flags: inahdr.FlagFromPS | inahdr.FlagResult | inahdr.FlagBypass,
+			Job: j.id, AllReduce: h.AllReduce(), Count: len(ch.sum), Chunk: k, Exponent: ch.exp, Bitmap: j.mask})
+		for x, v := range ch.sum {
+			binary.BigEndian.PutUint32(res[inahdr.Len+4*x:], uint32(v))
+		}
+		delete(chs, k)
+		for r := 0; r < j.n; r++ {
+			p.qs.post(j.qps[r], rdma.WorkRequest{Data: res})
+		}
+	}
+}
+
+// ------------------------------------------------------------------- ring
+
+// Ring QP numbers: worker rank's QP towards its right neighbour (it sends
+// on it) and towards its left neighbour (it receives on it).
+func ringRightQPN(job uint16, rank int) uint32 { return 0x600000 | uint32(job&0xFFF)<<8 | uint32(rank) }
+func ringLeftQPN(job uint16, rank int) uint32  { return 0x700000 | uint32(job&0xFFF)<<8 | uint32(rank) }
+
+// RingWorker is a host ring all-reduce (reduce-scatter then all-gather),
+// streamed chunk by chunk over RC QPs to its neighbours; the switch is a
+// plain L2 switch. Chunk k belongs to segment k mod N; in reduce-scatter
+// step s worker r sends segment r−s and adds what it receives from r−1 to
+// its own values before passing it on; after N−1 steps it holds the sum of
+// segment r+1, which then travels once around the ring (all-gather).
+type RingWorker struct {
+	clientBase
+	qs    qpSet
+	q     []int32
+	st    rcState
+	stash map[uint16][][]byte // messages of an all-reduce not begun yet
+}
+
+func newRingWorker(job uint16, rank, n, values int, q host.Quantizer, ts []host.Tensor) (*RingWorker, error) {
+	w := &RingWorker{stash: map[uint16][][]byte{}}
+	w.init(job, rank, n, values, q, ts)
+	me := host.WorkerAddr(job, rank)
+	right, left := (rank+1)%n, (rank+n-1)%n
+	qr, err := rcQP(me, host.WorkerAddr(job, right), ringRightQPN(job, rank), ringLeftQPN(job, right))
+	if err != nil {
+		return nil, err
+	}
+	ql, err := rcQP(me, host.WorkerAddr(job, left), ringLeftQPN(job, rank), ringRightQPN(job, left))
+	if err != nil {
+		return nil, err
+	}
+	w.qs.add(qr)
+	w.qs.add(ql)
+	return w, nil
+}
+
+// Start implements emu.Node.
+func (w *RingWorker) Start(env *emu.Env) {
+	w.now = env.Now()
+	w.qs.start()
+	w.advance(env)
+}
+
+func (w *RingWorker) advance(env *emu.Env) {
+	for !w.active && w.schedule(env) {
+		w.begin()
+	}
+	w.qs.flush(env)
+}
+
+func (w *RingWorker) begin() {
+	rep := w.beginBase()
+	i := w.cur
+	t := &w.tensors[i]
+	n := w.chunksOf(i)
+	w.st = rcState{idx: i, ar: t.AllReduce, chunks: n, have: make([]bool, n), rep: rep}
+	w.q = make([]int32, len(t.Data))
+	for c := uint32(0); c < n; c++ {
+		lo := int(c) * w.values
+		hi := min(lo+w.values, len(t.Data))
+		rep.Clipped += w.quant.Quantize(w.q[lo:hi], t.Data[lo:hi], w.exp(i, c))
+	}
+	if w.n == 1 {
+		copy(w.results[i], w.q)
+		for c := uint32(0); c < n; c++ {
+			w.rexp[i][c] = w.exp(i, c)
+		}
+		w.finish(rep)
+		return
+	}
+	for c := uint32(w.rank); c < n; c += uint32(w.n) {
+		lo := int(c) * w.values
+		w.sendSeg(0, c, w.q[lo:min(lo+w.values, len(w.q))], w.exp(i, c))
+		rep.Sent++
+	}
+	for _, m := range w.stash[t.AllReduce] {
+		w.message(m)
+	}
+	delete(w.stash, t.AllReduce)
+}
+
+func (w *RingWorker) sendSeg(step int, c uint32, vals []int32, e int8) {
+	buf := make([]byte, inahdr.Len+4*len(vals))
+	inahdr.Header(buf).Encode(inahdr.Meta{Flags: inahdr.FlagBypass, Job: w.job, AllReduce: w.st.ar, Count: len(vals),
+		Chunk: c, Worker: uint8(step), Exponent: e, Bitmap: 1 << w.rank})
+	for k, v := range vals {
+		binary.BigEndian.PutUint32(buf[inahdr.Len+4*k:], uint32(v))
+	}
+	w.qs.post(0, rdma.WorkRequest{Data: buf})
+}
+
+func (w *RingWorker) drain(i int) {
+	q := w.qs.qps[i]
+	for {
+		c, ok := q.PollCompletion()
+		if !ok {
+			return
+		}
+		if c.Opcode == rdma.CompRecv {
+			h, ok := inaHeader(c.Data)
+			if !ok || h.Job() != w.job {
+				continue
+			}
+			if !w.active || h.AllReduce() != w.st.ar {
+				w.stash[h.AllReduce()] = append(w.stash[h.AllReduce()], append([]byte(nil), c.Data[:h.Size()]...))
+				continue
+			}
+			w.message(c.Data)
+		}
+	}
+}
+
+// message handles one ring message of the current all-reduce.
+func (w *RingWorker) message(data []byte) {
+	h := inahdr.Header(data)
+	st := &w.st
+	k := h.Chunk()
+	if k >= st.chunks || !w.active {
+		return
+	}
+	lo := int(k) * w.values
+	hi := min(lo+w.values, len(w.q))
+	if h.Count() != hi-lo {
+		return
+	}
+	step := int(h.Worker())
+	vals := make([]int32, hi-lo)
+	for x := range vals {
+		vals[x] = h.Value(x)
+	}
+	N := w.n
+	if step < N-1 { // reduce-scatter
+		add32(vals, w.q[lo:hi])
+		if step < N-2 {
+			w.sendSeg(step+1, k, vals, h.Exponent())
+			return
+		}
+		w.have(k, vals, h.Exponent())
+		w.sendSeg(N-1, k, vals, h.Exponent())
+		return
+	}
+	w.have(k, vals, h.Exponent()) // all-gather
+	if step-(N-1) < N-2 {
+		w.sendSeg(step+1, k, vals, h.Exponent())
+	}
+}
+
+func (w *RingWorker) have(k uint32, vals []int32, e int8) {
+	st := &w.st
+	if st.have[k] {
+		st.rep.Dups++
+		return
+	}
+	lo := int(k) * w.values
+	copy(w.results[st.idx][lo:], vals)
+	w.rexp[st.idx][k] = e
+	st.have[k] = true
+	st.nHave++
+	if st.nHave == st.chunks {
+		w.finish(st.rep)
+	}
+}
+
+// Receive implements emu.Node.
+func (w *RingWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	w.now = env.Now()
+	for _, p := range pkts {
+		if i := w.qs.receive(w.now, p.Bytes()); i >= 0 {
+			w.drain(i)
+		}
+		env.Free(p)
+	}
+	w.advance(env)
+}
+
+// Timer implements emu.Node.
+func (w *RingWorker) Timer(env *emu.Env, key uint64) {
+	w.now = env.Now()
+	if key == keyGap {
+		w.waiting = false
+	} else if i := w.qs.timer(w.now, key); i >= 0 {
+		w.drain(i)
+	}
+	w.advance(env)
+}
