@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,7 +71,8 @@ type Network struct {
 	// Events counts the events processed so far.
 	Events uint64
 
-	rt *realtime
+	rt  *realtime                // the run's own view, used on its goroutine
+	rtp atomic.Pointer[realtime] // the same, for Do from other goroutines
 }
 
 // NewNetwork returns an empty network.

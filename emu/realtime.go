@@ -60,6 +60,7 @@ type realtime struct {
 	wallStart time.Time
 	ingress   chan ingress
 	calls     chan func()
+	ended     chan struct{} // closed when the run has returned
 	stats     RealtimeStats
 }
 
@@ -236,7 +237,7 @@ func (x *extPort) reader(pool *Pool, in chan<- ingress, done <-chan struct{}, wg
 // counters or change links while a real-time run is going. Before or after a
 // run (and under virtual time) it simply calls fn.
 func (n *Network) Do(fn func()) {
-	rt := n.rt
+	rt := n.rtp.Load()
 	if rt == nil {
 		fn()
 		return
@@ -245,7 +246,7 @@ func (n *Network) Do(fn func()) {
 	select {
 	case rt.calls <- func() { fn(); close(done) }:
 		<-done
-	case <-time.After(time.Second):
+	case <-rt.ended:
 		fn() // the run has ended
 	}
 }
@@ -260,8 +261,9 @@ func (n *Network) RunRealtime(ctx context.Context, until time.Duration) (Realtim
 	if n.started {
 		return RealtimeStats{}, errors.New("emu: the network has already run")
 	}
-	rt := &realtime{wallStart: time.Now(), ingress: make(chan ingress, 64), calls: make(chan func())}
+	rt := &realtime{wallStart: time.Now(), ingress: make(chan ingress, 64), calls: make(chan func()), ended: make(chan struct{})}
 	n.rt = rt
+	n.rtp.Store(rt)
 	done := make(chan struct{})
 	var wgR, wgW sync.WaitGroup
 	for _, x := range n.exts {
@@ -363,7 +365,9 @@ loop:
 	}
 	rt.stats.Events = n.Events
 	stats := rt.stats
+	n.rtp.Store(nil)
 	n.rt = nil
+	close(rt.ended)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		err = nil // stopping by context is the normal way to end a real-time run
 	}

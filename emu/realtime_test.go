@@ -157,3 +157,34 @@ func TestRealtimeAttachedMemPorts(t *testing.T) {
 		}
 	})
 }
+
+// Do reaches the run from another goroutine while it runs, and runs fn
+// directly once it has ended.
+func TestRealtimeDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, l, _, b := pair(t, 1, emu.LinkConfig{Delay: time.Microsecond},
+			nodes.TrafficConfig{Count: 1000, FrameBytes: 100, Interval: time.Microsecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if _, err := n.RunRealtime(ctx, 0); err != nil {
+				t.Error(err)
+			}
+		}()
+		time.Sleep(500*time.Microsecond + 500*time.Nanosecond)
+		var mid uint64
+		n.Do(func() { mid = l.Stats(emu.AtoB).DeliveredPackets })
+		if mid < 400 || mid > 600 {
+			t.Errorf("delivered %d halfway through", mid)
+		}
+		time.Sleep(time.Millisecond)
+		cancel()
+		<-done
+		var end int
+		n.Do(func() { end = b.Stats().Unique })
+		if end != 1000 {
+			t.Errorf("delivered %d at the end", end)
+		}
+	})
+}

@@ -1,0 +1,324 @@
+//go:build linux
+
+package procnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"inabox/emu"
+	"inabox/rdma"
+	sw "inabox/switch"
+)
+
+// benchFrame is a RoCEv2 RC SEND Only frame with a 256-byte payload
+// (314 bytes on the wire), addressed to MAC dst: not INA, so the switch
+// forwards it through l2_fwd.
+func benchFrame(tb testing.TB) []byte {
+	h := rdma.FrameHeader{
+		Src:    rdma.Endpoint{MAC: [6]byte{2, 0xbe, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.99.0.1")},
+		Dst:    rdma.Endpoint{MAC: [6]byte{2, 0xbe, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.99.0.2")},
+		Opcode: rdma.OpSendOnly, DestQP: 0x11, SrcPort: 49152,
+	}
+	payload := make([]byte, 256)
+	buf := make([]byte, h.Len(len(payload)))
+	n, err := h.Encode(buf, payload)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return buf[:n]
+}
+
+func needNetAdmin(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root (network namespace, TAP)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		tb.Skip("needs /dev/net/tun")
+	}
+}
+
+// benchNS creates a namespace for one benchmark and removes it afterwards.
+func benchNS(tb testing.TB) string {
+	tb.Helper()
+	var b [4]byte
+	rand.Read(b[:])
+	name := "inabox-bench-" + hex.EncodeToString(b[:])
+	if err := CreateNetns(name); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := DeleteNetns(name); err != nil {
+			tb.Error(err)
+		}
+	})
+	return name
+}
+
+func nsHandle(tb testing.TB, ns string) *netlink.Handle {
+	tb.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer h.Close()
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nh.Close)
+	return nh
+}
+
+func linkUp(tb testing.TB, h *netlink.Handle, name string) {
+	tb.Helper()
+	l, err := h.LinkByName(name)
+	if err == nil {
+		if err = h.LinkSetMulticastOff(l); err == nil {
+			err = h.LinkSetUp(l)
+		}
+	}
+	if err != nil {
+		tb.Fatal(name, err)
+	}
+}
+
+// pump sends b.N copies of frame with the generator and counts what the
+// sink receives until it has been idle for 100 ms; it returns the
+// forwarded packets per second (from the first send to the last receipt).
+func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
+	var got atomic.Uint64
+	var last atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bufs := make([][]byte, sink.BatchSize())
+		sizes := make([]int, len(bufs))
+		for i := range bufs {
+			bufs[i] = make([]byte, 2048)
+		}
+		for {
+			n, err := sink.Read(bufs, sizes, 0)
+			if n > 0 {
+				got.Add(uint64(n))
+				last.Store(time.Now().UnixNano())
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	batch := make([][]byte, gen.BatchSize())
+	for i := range batch {
+		batch[i] = frame
+	}
+	b.ResetTimer()
+	start := time.Now()
+	sent := 0
+	for sent < b.N {
+		k := min(len(batch), b.N-sent)
+		n, err := gen.Write(batch[:k], 0)
+		sent += n
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Drain: wait until the sink has been idle for 100 ms.
+	for {
+		g := got.Load()
+		time.Sleep(100 * time.Millisecond)
+		if got.Load() == g {
+			break
+		}
+	}
+	b.StopTimer()
+	sink.Close()
+	wg.Wait()
+	end := time.Unix(0, last.Load())
+	fwd := got.Load()
+	if fwd == 0 {
+		b.Fatalf("nothing forwarded of %d", sent)
+	}
+	b.ReportMetric(float64(fwd)/end.Sub(start).Seconds(), "fwd-pps")
+	b.ReportMetric(float64(sent)/end.Sub(start).Seconds(), "offered-pps")
+	b.ReportMetric(100*(1-float64(fwd)/float64(sent)), "loss-%")
+	b.ReportMetric(0, "ns/op")
+}
+
+// openPacket opens an AF_PACKET port in ns.
+func openPacket(tb testing.TB, ns, dev string, batch int) *PacketPort {
+	tb.Helper()
+	var p *PacketPort
+	err := InNetns(ns, func() error {
+		var err error
+		p, err = NewPacketPort(PacketConfig{Dev: dev, BatchSize: batch, QdiscBypass: true})
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// switchProc starts the switch node in a procnode process on two ports
+// (0 in, 1 out; l2_fwd to port 1) and returns a stop function.
+func switchProc(tb testing.TB, ns string, att []Attachment) func() Report {
+	tb.Helper()
+	s, err := sw.New(sw.Config{Ports: 2})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.AddL2([6]byte{2, 0xbe, 0, 0, 0, 2}, 1); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := Open(Spec{Name: "switch", Node: sw.NewNode(s), Ports: 2, Netns: ns, Attach: att})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Report, 1)
+	go func() {
+		rep, err := p.Run(ctx)
+		if err != nil {
+			tb.Error(err)
+		}
+		done <- rep
+	}()
+	var once sync.Once
+	var rep Report
+	stop := func() Report {
+		once.Do(func() { cancel(); rep = <-done })
+		return rep
+	}
+	tb.Cleanup(func() { stop() })
+	return stop
+}
+
+// BenchmarkSwitchTAP measures packets/s through the switch with
+// 256-byte-payload RoCEv2 frames. A generator (AF_PACKET, sendmmsg) feeds
+// the ingress device, a sink (AF_PACKET, recvmmsg) counts the egress:
+//
+//	base=tap-1frame-per-syscall  a bare loop: read(2) one frame from TAP t0, write(2) it to TAP t1 (no emulator)
+//	runtime=tap                  the switch node under RunRealtime on TAPs t0/t1 (one read/write syscall per frame, batched hand-off)
+//	runtime=packet-batch1        the switch node on AF_PACKET veth ends, one frame per recvmmsg/sendmmsg
+//	runtime=packet-batch64       the same with up to 64 frames per recvmmsg/sendmmsg
+//	runtime=ring-batch64         the switch node on AF_PACKET veth ends with mmapped TPACKET_V2 rings
+//	                             (no syscall per received frame, one send kick per batch)
+//	runtime=mem                  the switch node under RunRealtime on in-memory pipes: the runtime's own ceiling, no kernel
+func BenchmarkSwitchTAP(b *testing.B) {
+	needNetAdmin(b)
+	frame := benchFrame(b)
+	b.Run("runtime=mem", func(b *testing.B) {
+		s, err := sw.New(sw.Config{Ports: 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.AddL2([6]byte{2, 0xbe, 0, 0, 0, 2}, 1)
+		n := emu.NewNetwork(emu.Config{})
+		n.AddNode("switch", 2, sw.NewNode(s))
+		a0, gen := emu.NewMemPipe(64, 0)
+		a1, sink := emu.NewMemPipe(64, 0)
+		if _, err := n.Attach("switch", 0, a0, emu.LinkConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := n.Attach("switch", 1, a1, emu.LinkConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan emu.RealtimeStats, 1)
+		go func() { st, _ := n.RunRealtime(ctx, 0); done <- st }()
+		pump(b, gen, sink, frame)
+		cancel()
+		st := <-done
+		gen.Close()
+		b.ReportMetric(float64(st.MaxLate.Microseconds()), "max-late-µs")
+	})
+	b.Run("base=tap-1frame-per-syscall", func(b *testing.B) {
+		ns := benchNS(b)
+		var t0, t1 *emu.TAPPort
+		err := InNetns(ns, func() (err error) {
+			if t0, err = emu.NewTAPPort(emu.TAPConfig{Name: "t0", BatchSize: 1}); err != nil {
+				return err
+			}
+			t1, err = emu.NewTAPPort(emu.TAPConfig{Name: "t1", BatchSize: 1})
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h := nsHandle(b, ns)
+		linkUp(b, h, "t0")
+		linkUp(b, h, "t1")
+		gen, sink := openPacket(b, ns, "t0", 64), openPacket(b, ns, "t1", 64)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // the forwarder
+			defer wg.Done()
+			bufs := [][]byte{make([]byte, 2048)}
+			sizes := []int{0}
+			for {
+				n, err := t0.Read(bufs, sizes, 0)
+				if err != nil {
+					return
+				}
+				if n == 1 {
+					if _, err := t1.Write([][]byte{bufs[0][:sizes[0]]}, 0); err != nil && !errors.Is(err, os.ErrClosed) {
+						return
+					}
+				}
+			}
+		}()
+		pump(b, gen, sink, frame)
+		t0.Close()
+		t1.Close()
+		wg.Wait()
+	})
+	b.Run("runtime=tap", func(b *testing.B) {
+		ns := benchNS(b)
+		stop := switchProc(b, ns, []Attachment{
+			{Port: 0, Backend: BackendTAP, Dev: "t0"}, {Port: 1, Backend: BackendTAP, Dev: "t1"}})
+		h := nsHandle(b, ns)
+		linkUp(b, h, "t0")
+		linkUp(b, h, "t1")
+		gen, sink := openPacket(b, ns, "t0", 64), openPacket(b, ns, "t1", 64)
+		pump(b, gen, sink, frame)
+		rep := stop()
+		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+	})
+	for _, c := range []struct {
+		name, backend string
+		batch         int
+	}{{"runtime=packet-batch1", BackendPacket, 1}, {"runtime=packet-batch64", BackendPacket, 64}, {"runtime=ring-batch64", BackendRing, 64}} {
+		b.Run(c.name, func(b *testing.B) {
+			ns := benchNS(b)
+			h := nsHandle(b, ns)
+			for _, v := range [][2]string{{"g0", "s0"}, {"g1", "s1"}} {
+				if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v[0]}, PeerName: v[1]}); err != nil {
+					b.Fatal(err)
+				}
+				linkUp(b, h, v[0])
+				linkUp(b, h, v[1])
+			}
+			stop := switchProc(b, ns, []Attachment{
+				{Port: 0, Backend: c.backend, Dev: "s0", Batch: c.batch}, {Port: 1, Backend: c.backend, Dev: "s1", Batch: c.batch}})
+			gen, sink := openPacket(b, ns, "g0", 64), openPacket(b, ns, "g1", 64)
+			pump(b, gen, sink, frame)
+			rep := stop()
+			b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+		})
+	}
+}

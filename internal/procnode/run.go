@@ -1,0 +1,259 @@
+// Package procnode runs one emu.Node as an operating-system process: the
+// node's ports are attached (emu.Network.Attach) to TAP devices or AF_PACKET
+// sockets inside a network namespace and the network is driven by
+// emu.Network.RunRealtime. The node is the same state machine that runs under
+// virtual time; this package only opens the backends, captures, and reports.
+package procnode
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"inabox/emu"
+)
+
+// Backends of an Attachment.
+const (
+	BackendTAP    = "tap"    // a TAP device the process creates (and deletes on exit)
+	BackendPacket = "packet" // an AF_PACKET socket on an existing interface (recvmmsg/sendmmsg)
+	BackendRing   = "ring"   // an AF_PACKET socket with mmapped TPACKET_V2 rings
+)
+
+// Attachment joins one node port to a backend.
+type Attachment struct {
+	Port    int    `json:"port"`
+	Backend string `json:"backend"`
+	Dev     string `json:"dev"`
+	// Batch is the backend's batch size (0: its default).
+	Batch int `json:"batch,omitempty"`
+	// MTU is set on a TAP device the process creates (0: the kernel's).
+	MTU int `json:"mtu,omitempty"`
+	// Link is the emulated link between the node port and the backend: its
+	// rate, delay, queue and impairments hold in real time (in both
+	// directions) as long as the machine keeps up.
+	Link emu.LinkConfig `json:"link"`
+	// Pcap, if set, is a file that receives every frame the node sends and
+	// receives on the port (emu.Network.Capture).
+	Pcap string `json:"pcap,omitempty"`
+}
+
+// Spec describes a node process.
+type Spec struct {
+	Name  string
+	Node  emu.Node
+	Ports int
+	Seed  uint64
+	// Netns is the named network namespace in which the backends are
+	// opened ("" = the caller's).
+	Netns  string
+	Attach []Attachment
+	// Done, if set, is checked on the run goroutine after every node
+	// callback (Start, Receive, Timer); the run ends when it returns true.
+	Done func() bool
+	// AfterEvent, if set, runs on the run goroutine after every node
+	// callback: the race-free place to copy node counters for readers on
+	// other goroutines.
+	AfterEvent func()
+}
+
+// hooked wraps the node to run Spec's hooks after each callback on the run
+// goroutine (no emu.Network.Do, whose use from another goroutine races with
+// the start and end of a run).
+type hooked struct {
+	emu.Node
+	after func()
+	done  func() bool
+	stop  atomic.Pointer[context.CancelFunc]
+}
+
+func (h *hooked) hook() {
+	if h.after != nil {
+		h.after()
+	}
+	if h.done != nil && h.done() {
+		if c := h.stop.Load(); c != nil {
+			(*c)()
+		}
+	}
+}
+
+func (h *hooked) Start(env *emu.Env) { h.Node.Start(env); h.hook() }
+func (h *hooked) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	h.Node.Receive(env, port, pkts)
+	h.hook()
+}
+func (h *hooked) Timer(env *emu.Env, key uint64) { h.Node.Timer(env, key); h.hook() }
+
+// Reset forwards emu.Resetter.
+func (h *hooked) Reset() {
+	if r, ok := h.Node.(emu.Resetter); ok {
+		r.Reset()
+	}
+}
+
+// PortReport is one attachment's counters.
+type PortReport struct {
+	Port    int               `json:"port"`
+	Backend string            `json:"backend"`
+	Node    emu.NodePortStats `json:"node"`
+	Ext     emu.ExtStats      `json:"ext"`
+	// ToBackend and FromBackend are the emulated link's two directions.
+	ToBackend   emu.LinkStats `json:"to_backend"`
+	FromBackend emu.LinkStats `json:"from_backend"`
+}
+
+// Report is what a node process measured.
+type Report struct {
+	Name     string            `json:"name"`
+	Elapsed  time.Duration     `json:"elapsed_ns"`
+	Realtime emu.RealtimeStats `json:"realtime"`
+	Ports    []PortReport      `json:"ports"`
+}
+
+// Proc is a node process's network, built and with its backends open.
+type Proc struct {
+	spec  Spec
+	hook  *hooked
+	net   *emu.Network
+	links []*emu.Link
+	names []string
+	pcaps []*bufio.Writer
+	files []*os.File
+}
+
+// Open builds the network: one node, its attachments opened in spec.Netns.
+// On error everything opened so far is closed.
+func Open(spec Spec) (_ *Proc, err error) {
+	if spec.Name == "" || spec.Node == nil || spec.Ports < 1 {
+		return nil, errors.New("procnode: Spec needs Name, Node and Ports")
+	}
+	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed})}
+	var node emu.Node = spec.Node
+	if spec.Done != nil || spec.AfterEvent != nil {
+		p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done}
+		node = p.hook
+	}
+	if err := p.net.AddNode(spec.Name, spec.Ports, node); err != nil {
+		return nil, err
+	}
+	var ports []emu.Port
+	defer func() {
+		if err != nil {
+			for _, pt := range ports {
+				pt.Close()
+			}
+			p.closeFiles()
+		}
+	}()
+	err = InNetns(spec.Netns, func() error {
+		for _, a := range spec.Attach {
+			var pt emu.Port
+			switch a.Backend {
+			case BackendTAP:
+				t, err := emu.NewTAPPort(emu.TAPConfig{Name: a.Dev, BatchSize: a.Batch, MTU: a.MTU})
+				if err != nil {
+					return err
+				}
+				pt = t
+			case BackendPacket:
+				s, err := NewPacketPort(PacketConfig{Dev: a.Dev, BatchSize: a.Batch})
+				if err != nil {
+					return err
+				}
+				pt = s
+			case BackendRing:
+				s, err := NewRingPort(PacketConfig{Dev: a.Dev, BatchSize: a.Batch})
+				if err != nil {
+					return err
+				}
+				pt = s
+			default:
+				return fmt.Errorf("procnode: port %d: unknown backend %q (want %q, %q or %q)", a.Port, a.Backend, BackendTAP, BackendPacket, BackendRing)
+			}
+			ports = append(ports, pt)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range spec.Attach {
+		l, err := p.net.Attach(spec.Name, a.Port, ports[i], a.Link)
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = nil // owned by the network now (closed when the run ends)
+		p.links = append(p.links, l)
+		p.names = append(p.names, portName(a))
+		if a.Pcap != "" {
+			f, err := os.Create(a.Pcap)
+			if err != nil {
+				return nil, err
+			}
+			w := bufio.NewWriterSize(f, 1<<20)
+			p.files = append(p.files, f)
+			p.pcaps = append(p.pcaps, w)
+			if err := p.net.Capture(spec.Name, a.Port, w); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+func portName(a Attachment) string {
+	if a.Backend == BackendTAP {
+		return "tap:" + a.Dev
+	}
+	return a.Backend + ":" + a.Dev
+}
+
+// Network returns the process's network.
+func (p *Proc) Network() *emu.Network { return p.net }
+
+func (p *Proc) closeFiles() error {
+	var first error
+	for _, w := range p.pcaps {
+		if err := w.Flush(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, f := range p.files {
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	p.pcaps, p.files = nil, nil
+	return first
+}
+
+// Run drives the network in real time until ctx is done or spec.Done
+// reports true (checked after every node callback), closes the backends (a TAP the process created is deleted)
+// and flushes the captures.
+func (p *Proc) Run(ctx context.Context) (Report, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if p.hook != nil {
+		p.hook.stop.Store(&cancel)
+	}
+	start := time.Now()
+	rt, err := p.net.RunRealtime(ctx, 0)
+	rep := Report{Name: p.spec.Name, Elapsed: time.Since(start), Realtime: rt}
+	for i, a := range p.spec.Attach {
+		pr := PortReport{Port: a.Port, Backend: p.names[i]}
+		pr.Node, _ = p.net.PortStats(p.spec.Name, a.Port)
+		pr.Ext, _ = p.net.ExtStats(p.names[i])
+		pr.ToBackend = p.links[i].Stats(emu.AtoB)
+		pr.FromBackend = p.links[i].Stats(emu.BtoA)
+		rep.Ports = append(rep.Ports, pr)
+	}
+	if cerr := p.closeFiles(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return rep, err
+}
