@@ -4,11 +4,19 @@ PKGS      ?= ./... ./testdata
 STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 60s
 
-.PHONY: run test unit lint bench fuzz soak p4-difftest tidy
+.PHONY: run bin up test unit lint bench fuzz soak p4-difftest tidy
 
 ## run: the main job on the embedded default scenario
 run:
 	$(GO) run ./cmd/inabox run
+
+## bin: the CLI and the process binaries (inabox up looks for them beside inabox)
+bin:
+	$(GO) build -o bin/ ./cmd/inabox ./cmd/inaswitch ./cmd/inahost ./cmd/inaps
+
+## up: the default real-time run over TAP in network namespaces (root)
+up: bin
+	bin/inabox up
 
 ## test: vet, staticcheck, and every test with the race detector in random order
 test: lint unit
