@@ -51,11 +51,20 @@ type ClusterConfig struct {
 	// untimed).
 	PassTime, Latency time.Duration
 	LeaseIdle         time.Duration
+	// PSCount is the number of parameter servers (0: 1) on switch ports
+	// 0..PSCount-1; job i+1 is served by PS i mod PSCount.
+	PSCount int
 	// Worker is the template for every worker (Job, Rank, addresses and
 	// QPNs are filled in).
 	Worker WorkerConfig
 	// PS is the template for the PS (addresses filled in).
 	PS PSConfig
+	// Tune, if set, adjusts each worker's configuration after the template
+	// is filled in (per-job compute gap, first all-reduce time).
+	Tune func(job uint16, rank int, wc *WorkerConfig)
+	// WrapSwitch, if set, returns the node that runs as the switch in place
+	// of the FreeINA node (e.g. the DynaINA control plane wrapping it).
+	WrapSwitch func(n *sw.FreeINANode) emu.Node
 }
 
 // Cluster is a built testbed.
@@ -64,7 +73,8 @@ type Cluster struct {
 	Switch  *sw.Switch
 	Node    *sw.FreeINANode
 	FreeINA *sw.FreeINA
-	PS      *PS
+	PS      *PS         // the first PS
+	PSs     []*PS       // every PS; job j is served by PSs[(j-1) mod len(PSs)]
 	Workers [][]*Worker // [job-1][rank]
 	Links   []*emu.Link
 }
@@ -74,6 +84,22 @@ var (
 	SwitchAddr = rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0xFE, 1}, IP: netip.AddrFrom4([4]byte{10, 255, 0, 1})}
 	PSAddr     = rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0xFE, 2}, IP: netip.AddrFrom4([4]byte{10, 255, 0, 2})}
 )
+
+// PSAddrN is the address of PS i (PSAddr for i = 0).
+func PSAddrN(i int) rdma.Endpoint {
+	if i == 0 {
+		return PSAddr
+	}
+	return rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0xFE, byte(2 + i)}, IP: netip.AddrFrom4([4]byte{10, 255, 0, byte(2 + i)})}
+}
+
+// PSNodeName is the emulator node name of PS i ("ps", "ps1", ...).
+func PSNodeName(i int) string {
+	if i == 0 {
+		return "ps"
+	}
+	return fmt.Sprintf("ps%d", i)
+}
 
 // WorkerAddr is the address of worker rank of job.
 func WorkerAddr(job uint16, rank int) rdma.Endpoint {
@@ -123,7 +149,11 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 	if cfg.Slots == 0 {
 		cfg.Slots = sw.DefaultSlots / stride
 	}
-	nports := 1
+	if cfg.PSCount <= 0 {
+		cfg.PSCount = 1
+	}
+	nps := cfg.PSCount
+	nports := nps
 	for _, n := range cfg.Jobs {
 		nports += n
 	}
@@ -141,23 +171,30 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 	if err := s.RegisterPolicy(FreeINAPolicyID, fi); err != nil {
 		return nil, err
 	}
-	if err := s.AddL2(PSAddr.MAC, 0); err != nil {
-		return nil, err
+	for i := 0; i < nps; i++ {
+		if err := s.AddL2(PSAddrN(i).MAC, i); err != nil {
+			return nil, err
+		}
 	}
 	nc := sw.NodeConfig{PassTime: max(cfg.PassTime, 0), Latency: max(cfg.Latency, 0)}
 	c := &Cluster{Net: emu.NewNetwork(emu.Config{Seed: cfg.Seed}), Switch: s, FreeINA: fi}
 	c.Node = sw.NewFreeINANode(sw.NewTimedNode(s, nc), fi)
-	if err := c.Net.AddNode("switch", nports, c.Node); err != nil {
+	var swNode emu.Node = c.Node
+	if cfg.WrapSwitch != nil {
+		swNode = cfg.WrapSwitch(c.Node)
+	}
+	if err := c.Net.AddNode("switch", nports, swNode); err != nil {
 		return nil, err
 	}
 	link := func(rate int64) emu.LinkConfig {
 		return emu.LinkConfig{BitsPerSecond: rate, Delay: cfg.Delay, OverheadBytes: DefaultOverhead,
 			QueuePackets: cfg.QueuePackets, Impairments: cfg.Impair}
 	}
-	var psJobs []PSJob
-	port := 1
+	psJobs := make([][]PSJob, nps)
+	port := nps
 	for ji, n := range cfg.Jobs {
 		job := uint16(ji + 1)
+		psi := ji % nps
 		pj := PSJob{Job: job}
 		var members []sw.McastMember
 		for r := 0; r < n; r++ {
@@ -176,54 +213,61 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 			port++
 		}
 		psRID := uint16(job)<<8 | 0xFF
-		s.SetRewrite(psRID, sw.Rewrite{SrcMAC: SwitchAddr.MAC, DstMAC: PSAddr.MAC, SrcIP: SwitchAddr.IP, DstIP: PSAddr.IP, DstQP: PSCtlQPN})
+		pa := PSAddrN(psi)
+		s.SetRewrite(psRID, sw.Rewrite{SrcMAC: SwitchAddr.MAC, DstMAC: pa.MAC, SrcIP: SwitchAddr.IP, DstIP: pa.IP, DstQP: PSCtlQPN})
 		if err := s.AddMcastGroup(job, members...); err != nil {
 			return nil, err
 		}
-		if err := s.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<n - 1, Group: job, PSPort: 0, PolicyID: FreeINAPolicyID, PoolID: 1, FreeINA: true}); err != nil {
+		if err := s.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<n - 1, Group: job, PSPort: psi, PolicyID: FreeINAPolicyID, PoolID: 1, FreeINA: true}); err != nil {
 			return nil, err
 		}
-		fi.AddJob(sw.FreeINAJob{Job: job, PSPort: 0, PSRID: psRID})
-		psJobs = append(psJobs, pj)
+		fi.AddJob(sw.FreeINAJob{Job: job, PSPort: psi, PSRID: psRID})
+		psJobs[psi] = append(psJobs[psi], pj)
 	}
-	pcfg := cfg.PS
-	pcfg.Addr, pcfg.CtlQPN, pcfg.Switch = PSAddr, PSCtlQPN, SwitchAddr
-	if pcfg.Control.PipeSlots == 0 {
-		pcfg.Control.PipeSlots = PipeSlots(cfg.Rate, cfg.Delay, cfg.Latency, cfg.Values)
+	for i := 0; i < nps; i++ {
+		pcfg := cfg.PS
+		pcfg.Addr, pcfg.CtlQPN, pcfg.Switch = PSAddrN(i), PSCtlQPN, SwitchAddr
+		if pcfg.Control.PipeSlots == 0 {
+			pcfg.Control.PipeSlots = PipeSlots(cfg.Rate, cfg.Delay, cfg.Latency, cfg.Values)
+		}
+		if pcfg.QP.MTU == 0 {
+			pcfg.QP = DefaultQP
+			// The PS's requester sends plans, pulls and results: short bursts;
+			// a small window keeps a go-back-N after reordering short.
+			pcfg.QP.MaxUnacked = 64
+		}
+		ps, err := NewPS(pcfg, psJobs[i]...)
+		if err != nil {
+			return nil, err
+		}
+		c.PSs = append(c.PSs, ps)
+		if err := c.Net.AddNode(PSNodeName(i), 1, ps); err != nil {
+			return nil, err
+		}
+		l, err := c.Net.Connect("switch", i, PSNodeName(i), 0, link(cfg.PSRate))
+		if err != nil {
+			return nil, err
+		}
+		c.Links = append(c.Links, l)
 	}
-	if pcfg.QP.MTU == 0 {
-		pcfg.QP = DefaultQP
-		// The PS's requester sends plans, pulls and results: short bursts;
-		// a small window keeps a go-back-N after reordering short.
-		pcfg.QP.MaxUnacked = 64
-	}
-	ps, err := NewPS(pcfg, psJobs...)
-	if err != nil {
-		return nil, err
-	}
-	c.PS = ps
-	if err := c.Net.AddNode("ps", 1, ps); err != nil {
-		return nil, err
-	}
-	l, err := c.Net.Connect("switch", 0, "ps", 0, link(cfg.PSRate))
-	if err != nil {
-		return nil, err
-	}
-	c.Links = append(c.Links, l)
-	port = 1
+	c.PS = c.PSs[0]
+	port = nps
 	for ji, n := range cfg.Jobs {
 		job := uint16(ji + 1)
 		var ws []*Worker
 		for r := 0; r < n; r++ {
 			wc := cfg.Worker
 			wc.Job, wc.Rank, wc.Workers = job, uint8(r), n
-			wc.Addr, wc.PS = WorkerAddr(job, r), Peer{Addr: PSAddr, QPN: PSQPN(job, r)}
+			wc.Addr, wc.PS = WorkerAddr(job, r), Peer{Addr: PSAddrN(ji % nps), QPN: PSQPN(job, r)}
 			wc.QPN, wc.UCQPN = WorkerQPN(job, r), WorkerUCQPN(job, r)
 			wc.Values = cfg.Values
 			if wc.QP.MTU == 0 {
 				wc.QP = DefaultQP
 			}
 			wc.Quant.Workers = n
+			if cfg.Tune != nil {
+				cfg.Tune(job, r, &wc)
+			}
 			w, err := NewWorker(wc, tensors(job, r)...)
 			if err != nil {
 				return nil, err

@@ -41,6 +41,9 @@ type WorkerConfig struct {
 	QP rdma.Config
 	// Gap is the compute time between two all-reduces.
 	Gap time.Duration
+	// Delay is the virtual time the first all-reduce begins at (a job's
+	// arrival plus its first compute phase); 0 begins at once.
+	Delay time.Duration
 }
 
 func (c *WorkerConfig) fill() {
@@ -177,6 +180,10 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 // Result returns the int32 sum of tensor i (valid once Done).
 func (w *Worker) Result(i int) []int32 { return w.results[i] }
 
+// DropResult releases tensor i's result (a runner that has checked it
+// keeps memory bounded on long runs); Result(i) is nil afterwards.
+func (w *Worker) DropResult(i int) { w.results[i] = nil }
+
 // ResultExps returns the per-chunk exponents of tensor i's result.
 func (w *Worker) ResultExps(i int) []int8 { return w.rexp[i] }
 
@@ -208,7 +215,12 @@ func (w *Worker) Start(env *emu.Env) {
 	w.now = env.Now()
 	w.armedQP = -1
 	if w.st == nil && w.cur < len(w.tensors) {
-		w.begin(env)
+		if w.cur == 0 && w.cfg.Delay > w.now {
+			env.SetTimer(w.cfg.Delay, keyGap)
+			w.gapOn = true
+		} else {
+			w.begin(env)
+		}
 	}
 	w.flush(env)
 }

@@ -1,16 +1,23 @@
 // Command inabox runs in-network aggregation scenarios on the emulator.
 //
-//	inabox run [--seed N] [--pcap DIR] [--messages N]   run the embedded default scenario
+//	inabox run [FILE] [--out DIR] [--pcap DIR] [--seed N] [--policy NAME]   run a scenario (default: the embedded one)
+//	inabox compare [FILE] [--json]                    run a scenario under every policy, one table
+//	inabox demo [--seed N] [--pcap DIR] [--messages N]  the RC demo over a learning switch
 //	inabox decode FILE.pcap                           RoCEv2 layers, ICRC verdict, INA header per frame
+//	inabox up [--pcap DIR] [FILE]                     processes over TAP in namespaces (root)
 //	inabox help                                       this text
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"inabox/harness/up"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"inabox/harness"
 )
@@ -18,13 +25,30 @@ import (
 const usage = `inabox: in-network aggregation in a box
 
 usage:
-  inabox run [flags]      run the embedded default scenario and print its counters
+  inabox run [flags] [FILE]
+                          run a scenario (default: the embedded default.yaml) and
+                          print its summary table
+  inabox compare [--json] [FILE]
+                          run a scenario under every policy; one table with ratios
+                          to ATP and to the best baseline
+  inabox demo [flags]     the RC demo: two hosts over a lossy learning switch
   inabox decode FILE      print each frame of a pcap: RoCEv2 layers, ICRC verdict, INA header
   inabox validate [--print] FILE...
                           check scenario files; every error names the file, line and field
+  inabox up [--pcap DIR] [--json FILE] [--timeout D] [--clean] [FILE]
+                          real time: switch, PS and worker processes over TAP in network
+                          namespaces (root; needs inaswitch, inahost, inaps beside inabox:
+                          make bin); removes everything it made, also on failure
   inabox help             show this text
 
 run flags:
+  --out DIR      write results.json, jobs.csv, job-<name>.csv and SVG plots into DIR
+  --pcap DIR     write one pcap file per link into DIR
+  --seed N       replace the scenario's seed
+  --policy NAME  replace the scenario's policy (none, switchml, atp, esa, freeina, dynaina)
+  --progress     draw the progress bar even when stderr is not a terminal
+
+demo flags:
   --seed N       seed of every random source (default 1)
   --pcap DIR     write one pcap file per node port into DIR
   --messages N   RC messages each host sends (default 20000)
@@ -53,8 +77,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "compare":
+		return cmdCompare(args[1:], stdout, stderr)
+	case "demo":
+		return cmdDemo(args[1:], stdout, stderr)
 	case "decode":
 		return cmdDecode(args[1:], stdout, stderr)
+	case "up":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return up.Command(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -65,8 +97,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return usageError{fmt.Sprintf("unknown command %q", args[0])}
 }
 
-func cmdRun(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+func cmdDemo(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := harness.DefaultDemo
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random source")
@@ -76,10 +108,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("run: scenario files are not supported yet (got %q); run without one for the embedded default", fs.Arg(0))}
+		return usageError{fmt.Sprintf("demo: takes no arguments (got %q)", fs.Arg(0))}
 	}
 	if cfg.Messages < 1 {
-		return usageError{fmt.Sprintf("run: --messages = %d: must be ≥ 1", cfg.Messages)}
+		return usageError{fmt.Sprintf("demo: --messages = %d: must be ≥ 1", cfg.Messages)}
 	}
 	res, err := harness.RunDemo(cfg)
 	if err != nil {

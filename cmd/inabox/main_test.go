@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func TestRunDefault(t *testing.T) {
+func TestDemo(t *testing.T) {
 	var out, errb bytes.Buffer
-	if err := run([]string{"run", "--messages", "500"}, &out, &errb); err != nil {
+	if err := run([]string{"demo", "--messages", "500"}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	for _, want := range []string{"default scenario", "h1:0<->s:0", "retransmits"} {
@@ -21,8 +21,8 @@ func TestRunDefault(t *testing.T) {
 func TestRunBadInput(t *testing.T) {
 	cases := map[string][]string{
 		"unknown command":               {"frobnicate"},
-		"--messages = 0":                {"run", "--messages", "0"},
-		"not supported yet":             {"run", "x.yaml"},
+		"--messages = 0":                {"demo", "--messages", "0"},
+		"takes no arguments":            {"demo", "x.yaml"},
 		"flag provided but not defined": {"run", "--bogus"},
 	}
 	for want, args := range cases {
@@ -37,7 +37,7 @@ func TestRunBadInput(t *testing.T) {
 func TestDecodeDefaultScenarioPcap(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if err := run([]string{"run", "--messages", "200", "--pcap", dir}, &out, &errb); err != nil {
+	if err := run([]string{"demo", "--messages", "200", "--pcap", dir}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()

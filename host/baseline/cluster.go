@@ -2,6 +2,7 @@ package baseline
 
 import (
 	"fmt"
+	"inabox/rdma"
 	"time"
 
 	"inabox/emu"
@@ -57,6 +58,9 @@ type Config struct {
 	// RTO is the INA clients' retransmission timeout (0: SwitchML 50 µs,
 	// ATP/ESA 100 µs).
 	RTO time.Duration
+	// QP is the template of the PS-only and ring RC queue pairs (zero:
+	// host.DefaultQP); scaled runs need a longer ACK timeout.
+	QP rdma.Config
 }
 
 // Cluster is a built baseline testbed.
@@ -247,7 +251,7 @@ func New(kind string, cfg Config, tensors func(job uint16, rank int) []host.Tens
 	var psNode emu.Node
 	switch kind {
 	case KindPS:
-		p, err := newPSOnlyServer(cfg.Jobs)
+		p, err := newPSOnlyServer(cfg.QP, cfg.Jobs)
 		if err != nil {
 			return nil, err
 		}
@@ -277,9 +281,9 @@ func New(kind string, cfg Config, tensors func(job uint16, rank int) []host.Tens
 			var w Client
 			switch kind {
 			case KindPS:
-				w, err = newPSOnlyWorker(job, r, n, cfg.Values, cfg.Quant, cfg.Window, ts)
+				w, err = newPSOnlyWorker(cfg.QP, job, r, n, cfg.Values, cfg.Quant, cfg.Window, ts)
 			case KindRing:
-				w, err = newRingWorker(job, r, n, cfg.Values, cfg.Quant, ts)
+				w, err = newRingWorker(cfg.QP, job, r, n, cfg.Values, cfg.Quant, ts)
 			default:
 				w = newINAWorker(ik, job, r, n, cfg.Values, cfg.Quant, cfg.Window, cfg.RTO, ts)
 			}

@@ -22,9 +22,13 @@ const sqDepth = 1024
 
 func psnOf(qpn uint32) uint32 { return (qpn * 2654435761) & rdma.PSNMask }
 
-// rcQP returns an RC QP from local (qpn) to remote (rqpn).
-func rcQP(local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma.QP, error) {
-	c := host.DefaultQP
+// rcQP returns an RC QP from local (qpn) to remote (rqpn) on template tpl
+// (host.DefaultQP when tpl.MTU is 0).
+func rcQP(tpl rdma.Config, local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma.QP, error) {
+	c := tpl
+	if c.MTU == 0 {
+		c = host.DefaultQP
+	}
 	c.Local, c.Remote, c.QPN, c.RemoteQPN = local, remote, qpn, rqpn
 	c.SendPSN, c.RecvPSN = psnOf(qpn), psnOf(rqpn)
 	c.SendQueueDepth = sqDepth
@@ -143,10 +147,10 @@ type rcState struct {
 	rep    *Report
 }
 
-func newPSOnlyWorker(job uint16, rank, n, values int, q host.Quantizer, window int, ts []host.Tensor) (*PSOnlyWorker, error) {
+func newPSOnlyWorker(tpl rdma.Config, job uint16, rank, n, values int, q host.Quantizer, window int, ts []host.Tensor) (*PSOnlyWorker, error) {
 	w := &PSOnlyWorker{window: window}
 	w.init(job, rank, n, values, q, ts)
-	qp, err := rcQP(host.WorkerAddr(job, rank), host.PSAddr, host.WorkerQPN(job, rank), host.PSQPN(job, rank))
+	qp, err := rcQP(tpl, host.WorkerAddr(job, rank), host.PSAddr, host.WorkerQPN(job, rank), host.PSQPN(job, rank))
 	if err != nil {
 		return nil, err
 	}
@@ -269,13 +273,13 @@ type rcChunk struct {
 	exp int8
 }
 
-func newPSOnlyServer(jobs []int) (*PSOnlyServer, error) {
+func newPSOnlyServer(tpl rdma.Config, jobs []int) (*PSOnlyServer, error) {
 	p := &PSOnlyServer{jobs: map[uint16]*rcJob{}}
 	for ji, n := range jobs {
 		id := uint16(ji + 1)
 		j := &rcJob{id: id, n: n, mask: uint32(1)<<n - 1, ars: map[uint16]map[uint32]*rcChunk{}}
 		for r := 0; r < n; r++ {
-			qp, err := rcQP(host.PSAddr, host.WorkerAddr(id, r), host.PSQPN(id, r), host.WorkerQPN(id, r))
+			qp, err := rcQP(tpl, host.PSAddr, host.WorkerAddr(id, r), host.PSQPN(id, r), host.WorkerQPN(id, r))
 			if err != nil {
 				return nil, err
 			}
@@ -382,16 +386,16 @@ type RingWorker struct {
 	stash map[uint16][][]byte // messages of an all-reduce not begun yet
 }
 
-func newRingWorker(job uint16, rank, n, values int, q host.Quantizer, ts []host.Tensor) (*RingWorker, error) {
+func newRingWorker(tpl rdma.Config, job uint16, rank, n, values int, q host.Quantizer, ts []host.Tensor) (*RingWorker, error) {
 	w := &RingWorker{stash: map[uint16][][]byte{}}
 	w.init(job, rank, n, values, q, ts)
 	me := host.WorkerAddr(job, rank)
 	right, left := (rank+1)%n, (rank+n-1)%n
-	qr, err := rcQP(me, host.WorkerAddr(job, right), ringRightQPN(job, rank), ringLeftQPN(job, right))
+	qr, err := rcQP(tpl, me, host.WorkerAddr(job, right), ringRightQPN(job, rank), ringLeftQPN(job, right))
 	if err != nil {
 		return nil, err
 	}
-	ql, err := rcQP(me, host.WorkerAddr(job, left), ringLeftQPN(job, rank), ringRightQPN(job, left))
+	ql, err := rcQP(tpl, me, host.WorkerAddr(job, left), ringLeftQPN(job, rank), ringRightQPN(job, left))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"inabox/harness"
+)
+
+// cmdCompare implements `inabox compare [FILE]`: the scenario under every
+// runnable policy, one side-by-side table (or JSON), and a line naming the
+// policies that are not available yet (never a made-up number).
+func cmdCompare(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the comparison as JSON")
+	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
+	only := fs.String("policies", "", "comma-separated subset of policies to run (default: all)")
+	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
+	file, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	s, err := loadScenario(file)
+	if err != nil {
+		return err
+	}
+	want := harness.Policies
+	if *only != "" {
+		want = strings.Split(*only, ",")
+	}
+	var results []*harness.Results
+	var missing, failed []string
+	for _, p := range want {
+		if !harness.Runnable(p) {
+			missing = append(missing, p)
+			continue
+		}
+		prog := harness.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
+		r, err := harness.Run(s, harness.RunOptions{Seed: *seed, Policy: p, Progress: prog})
+		if err != nil {
+			// A run that failed (wrong sum, unfinished, unsupported
+			// topology) gives no column: its numbers would mislead.
+			failed = append(failed, fmt.Sprintf("%s: %v", p, err))
+			continue
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("compare: %w (not available yet: %s; failed: %s)", errNoPolicy, strings.Join(missing, ", "), strings.Join(failed, "; "))
+	}
+	c := harness.Compare(results)
+	if *asJSON {
+		if err := c.WriteJSON(stdout); err != nil {
+			return err
+		}
+	} else {
+		if err := c.WriteText(stdout); err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			fmt.Fprintf(stdout, "not available yet (no runner for these policies, so no numbers): %s\n", strings.Join(missing, ", "))
+		}
+		for _, f := range failed {
+			fmt.Fprintf(stdout, "FAILED (no column): %s\n", f)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("compare: %d of %d policies failed: %s", len(failed), len(failed)+len(results), strings.Join(failed, "; "))
+	}
+	return nil
+}

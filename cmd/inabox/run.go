@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"inabox/harness"
+)
+
+// loadScenario loads file, or the embedded default scenario when file is "".
+func loadScenario(file string) (*harness.Scenario, error) {
+	if file == "" {
+		return harness.EmbeddedScenario(harness.DefaultScenarioName)
+	}
+	return harness.LoadScenario(file)
+}
+
+// parseInterleaved parses flags and at most one positional argument, in any
+// order ("run x.yaml --seed 2" as well as "run --seed 2 x.yaml").
+func parseInterleaved(fs *flag.FlagSet, args []string) (string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) > 1 {
+		return "", usageError{fmt.Sprintf("%s: one scenario file at most (got %s)", fs.Name(), strings.Join(pos, ", "))}
+	}
+	if len(pos) == 1 {
+		return pos[0], nil
+	}
+	return "", nil
+}
+
+// progressEnabled: a bar on stderr when it is a terminal, or when forced.
+func progressEnabled(stderr io.Writer, force bool) bool {
+	if force {
+		return true
+	}
+	f, ok := stderr.(*os.File)
+	return ok && harness.IsTerminal(f)
+}
+
+// cmdRun implements `inabox run [FILE]`.
+func cmdRun(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "write results.json, CSV and SVG plots into `DIR`")
+	pcap := fs.String("pcap", "", "write one pcap per link into `DIR`")
+	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
+	policy := fs.String("policy", "", "replace the scenario's policy: "+strings.Join(harness.Policies, ", "))
+	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
+	file, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if *policy != "" && !slices.Contains(harness.Policies, *policy) {
+		return usageError{fmt.Sprintf("run: --policy %q: must be one of %s", *policy, strings.Join(harness.Policies, ", "))}
+	}
+	if *seed == 0 && flagSet(fs, "seed") {
+		return usageError{"run: --seed 0: must be ≥ 1"}
+	}
+	s, err := loadScenario(file)
+	if err != nil {
+		return err
+	}
+	p := s.Policy
+	if *policy != "" {
+		p = *policy
+	}
+	if !harness.Runnable(p) {
+		return fmt.Errorf("run: policy %q is not available yet (runnable: %s)", p, strings.Join(harness.RunnablePolicies(), ", "))
+	}
+	prog := harness.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
+	res, err := harness.Run(s, harness.RunOptions{Seed: *seed, Policy: *policy, PcapDir: *pcap, Progress: prog})
+	if res == nil {
+		return err
+	}
+	res.PrintSummary(stdout)
+	defer func() {
+		if err != nil {
+			fmt.Fprintln(stdout, "\nINCOMPLETE:", err)
+		}
+	}()
+	if *out != "" {
+		files, werr := harness.WriteOutputs(*out, res)
+		if werr != nil {
+			return werr
+		}
+		fmt.Fprintf(stdout, "\nwrote %d files to %s\n", len(files), *out)
+	}
+	if *pcap != "" {
+		fmt.Fprintf(stdout, "pcap files written to %s\n", *pcap)
+	}
+	return err
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+var errNoPolicy = errors.New("no policy of the scenario can run")

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"inabox/harness"
+)
+
+const tinyYAML = `name: tiny
+seed: 2
+policy: dynaina
+time_limit: 20s
+scaling: {tensor_scale: 0.0002, rate_scale: 0.002}
+topology:
+  link_gbps: 100
+  link_delay: 1ms
+  switch: {slots: 200}
+jobs:
+  - {name: vgg, model: vgg11, workers: 2, iterations: 2, comm_ratio: 0.5}
+  - {name: resnet, model: resnet50, workers: 2, iterations: 2, arrival: 10ms}
+`
+
+func tinyFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(f, []byte(tinyYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestRunScenario: `inabox run FILE --out DIR --pcap DIR --seed N --policy
+// P` prints the summary and writes results.json, CSVs, plots and pcaps;
+// the same seed writes the same results.json.
+func TestRunScenario(t *testing.T) {
+	f := tinyFile(t)
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	args := []string{"run", f, "--out", filepath.Join(dir, "a"), "--pcap", filepath.Join(dir, "pcap"), "--seed", "5", "--policy", "freeina", "--progress"}
+	if err := run(args, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"scenario tiny, policy freeina, seed 5: 2/2 jobs finished", "resnet", "switch memory utilization", "wrote"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "100%") {
+		t.Errorf("no progress bar on stderr: %q", errb.String())
+	}
+	for _, name := range []string{"a/results.json", "a/jobs.csv", "a/job-vgg.csv", "a/memory.svg", "pcap/h0.pcap", "pcap/ps0.pcap"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	out.Reset()
+	if err := run([]string{"run", "--seed", "5", "--policy", "freeina", "--out", filepath.Join(dir, "b"), f}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "a/results.json"))
+	b, _ := os.ReadFile(filepath.Join(dir, "b/results.json"))
+	if !bytes.Equal(a, b) {
+		t.Error("same scenario and seed wrote different results.json")
+	}
+	// decode reads the pcap
+	out.Reset()
+	if err := run([]string{"decode", filepath.Join(dir, "pcap/h0.pcap")}, &out, &errb); err != nil || !strings.Contains(out.String(), "INA job=1") {
+		t.Errorf("decode: %v\n%.400s", err, out.String())
+	}
+}
+
+// TestRunDefaultScenario: `inabox run` with no file runs the embedded
+// default scenario through the runner.
+func TestRunDefaultScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the default scenario")
+	}
+	var out, errb bytes.Buffer
+	if err := run([]string{"run"}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "scenario default, policy dynaina") || !strings.Contains(out.String(), "2/2 jobs finished") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	f := tinyFile(t)
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte(strings.Replace(tinyYAML, "workers: 2, iterations: 2, comm", "workers: 0, iterations: 2, comm", 1)), 0o644)
+	cases := map[string][]string{
+		"--policy \"magic\"":      {"run", f, "--policy", "magic"},
+		"one scenario file":       {"run", f, f},
+		"jobs[0].workers":         {"run", bad},
+		"no such file":            {"run", "/nonexistent.yaml"},
+		"--seed 0":                {"run", f, "--seed", "0"},
+		"jobs[0].workers: 0":      {"compare", bad},
+		"flag provided but not d": {"compare", "--bogus"},
+	}
+	for want, args := range cases {
+		var out, errb bytes.Buffer
+		err := run(args, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: error %v, want %q", args, err, want)
+		}
+	}
+}
+
+// TestCompare: one table with the policies asked for and ratio rows; --json
+// parses; a policy that fails gets no column, is named, and makes the
+// command fail.
+func TestCompare(t *testing.T) {
+	f := tinyFile(t)
+	var out, errb bytes.Buffer
+	if err := run([]string{"compare", "--policies", "switchml,atp,freeina,dynaina", f}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{"switchml", "atp", "freeina", "dynaina", "JCT mean", "vs atp", "vs best baseline", "aggregation throughput", "switch memory utilization"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	out.Reset()
+	if err := run([]string{"compare", "--json", "--policies", "freeina,dynaina", f}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	var c harness.Comparison
+	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(c.Policies) != 2 || c.Scenario != "tiny" || len(c.Rows) == 0 {
+		t.Errorf("comparison %+v", c)
+	}
+	// two PSs: the baselines' testbed has one, so atp fails and says why
+	two := filepath.Join(t.TempDir(), "two.yaml")
+	os.WriteFile(two, []byte(strings.Replace(tinyYAML, "switch: {slots: 200}", "switch: {slots: 200}\n  ps: {count: 2}", 1)), 0o644)
+	out.Reset()
+	err := run([]string{"compare", "--policies", "atp,freeina", two}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 policies failed") ||
+		!strings.Contains(out.String(), "FAILED (no column): atp") || !strings.Contains(out.String(), "freeina") {
+		t.Errorf("error %v\n%s", err, out.String())
+	}
+}

@@ -1,0 +1,626 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"inabox/emu"
+	"inabox/host"
+)
+
+// The experiment runner: a scenario, a policy and a seed in, Results out.
+//
+// Run builds the policy's emulated testbed from the scenario (one worker
+// node per job worker, the switch with the scenario's memory, the parameter
+// servers, links at the scaled rates), gives every worker its tensors
+// (deterministic from the seed, scaled gradient size), and steps virtual
+// time until every job has done its iterations or the time limit. Each
+// job arrives, then per iteration computes (the model's compute time, the
+// worker's gap) and all-reduces its gradient. Every all-reduce result of
+// every worker is checked exactly against a reference sum computed here: a
+// wrong sum is an error, never a result. The metrics Collector gets job
+// arrivals and finishes, iteration and all-reduce times, switch memory
+// occupancy sampled from the allocator, collisions, switch/PS-path chunks and
+// retransmissions.
+//
+// Policies plug in through a Builder in the registry (RegisterPolicy): one
+// line per policy.
+
+// RunOptions modify a run without editing the scenario.
+type RunOptions struct {
+	// Seed, if non-zero, replaces the scenario's seed.
+	Seed uint64
+	// Policy, if set, replaces the scenario's policy.
+	Policy string
+	// PcapDir, if set, receives one pcap file per link (captured at the
+	// host or PS end: h0.pcap, ps0.pcap, ...).
+	PcapDir string
+	// Progress, if set, is told virtual time as the run advances.
+	Progress Progress
+	// Models are the model profiles (nil: the embedded ones).
+	Models Models
+	// Step is the virtual time between two samples of the testbed (switch
+	// occupancy, finished all-reduces); 0 means 100 µs.
+	Step time.Duration
+}
+
+// RankWorker is one worker of a job as the runner sees it.
+type RankWorker interface {
+	// Finished is the number of all-reduces the worker has finished (they
+	// finish in order).
+	Finished() int
+	// Span returns finished all-reduce i's start and end.
+	Span(i int) (start, end time.Duration)
+	// Result returns all-reduce i's int32 sum; the runner calls it once per
+	// all-reduce, after which the worker may free it.
+	Result(i int) []int32
+}
+
+// Occupied is switch memory a job holds now.
+type Occupied struct {
+	Pool  string // "" for a policy without pools
+	Job   int    // job index (0-based) in the scenario; -1: not attributable
+	Slots int
+}
+
+// JobCounters are a job's counters at the end of a run.
+type JobCounters struct {
+	// SwitchChunks completed in the switch; Collisions are packets that
+	// found no aggregator; Retransmissions are retransmitted packets.
+	SwitchChunks, Collisions, Retransmissions int64
+}
+
+// Testbed is one policy's emulated cluster.
+type Testbed interface {
+	Network() *emu.Network
+	// SwitchNode is the switch's node name (for switch_reboot).
+	SwitchNode() string
+	// WorkerNode returns worker rank of job's node name and its link to
+	// the switch.
+	WorkerNode(job, rank int) (string, *emu.Link)
+	// PSNode returns PS i's node name and link (nil link: no such PS).
+	PSNode(i int) (string, *emu.Link)
+	// Ranks returns job's workers.
+	Ranks(job int) []RankWorker
+	// Occupancy reports the switch memory held now.
+	Occupancy() []Occupied
+	// Counters returns job's counters.
+	Counters(job int) JobCounters
+	// Check returns an internal invariant the run broke, or nil.
+	Check() error
+}
+
+// Build is what a Builder gets: the scenario with options applied and
+// everything derived from it.
+type Build struct {
+	Scenario *Scenario
+	Seed     uint64
+	Plans    []JobPlan
+	// Rate and PSRate are the scaled link rates in bit/s.
+	Rate, PSRate int64
+	// Tensors returns worker rank of job's all-reduces (job is 1-based),
+	// one per iteration.
+	Tensors func(job uint16, rank int) []host.Tensor
+}
+
+// Builder builds a policy's testbed.
+type Builder func(b *Build) (Testbed, error)
+
+var registry = map[string]Builder{
+	"freeina": buildFreeINA,
+	"dynaina": buildDynaINA,
+}
+
+// RegisterPolicy makes policy runnable by Run (a baseline package calls it
+// once, or the registry above gets one line).
+func RegisterPolicy(name string, b Builder) { registry[name] = b }
+
+// Runnable reports whether policy has a builder.
+func Runnable(policy string) bool { return registry[policy] != nil }
+
+// RunnablePolicies lists the policies of Policies that can run, in order.
+func RunnablePolicies() []string {
+	var out []string
+	for _, p := range Policies {
+		if Runnable(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ErrNotRunnable is returned for a policy without a builder yet.
+var ErrNotRunnable = errors.New("policy not available yet")
+
+// ErrUnfinished is returned, with the results so far, when a job has not
+// finished by the scenario's time limit.
+var ErrUnfinished = errors.New("not finished by time_limit")
+
+// Run runs scenario s under opts and returns its results. If a job has not
+// finished by the time limit it returns the results so far and an error
+// wrapping ErrUnfinished.
+func Run(s *Scenario, opts RunOptions) (*Results, error) {
+	policy := s.Policy
+	if opts.Policy != "" {
+		policy = opts.Policy
+	}
+	if !slices.Contains(Policies, policy) {
+		return nil, fmt.Errorf("policy %q: must be one of %s", policy, strings.Join(Policies, ", "))
+	}
+	build := registry[policy]
+	if build == nil {
+		return nil, fmt.Errorf("policy %q: %w", policy, ErrNotRunnable)
+	}
+	seed := s.Seed
+	if opts.Seed != 0 {
+		seed = opts.Seed
+	}
+	models := opts.Models
+	if models == nil {
+		models = defaultModels
+	}
+	step := opts.Step
+	if step <= 0 {
+		step = 100 * time.Microsecond
+	}
+	for i, im := range s.Impairments {
+		if im.Jitter != 0 {
+			return nil, fmt.Errorf("%s: impairments[%d].jitter: %v: not supported by the runner (links are built before impairments apply)", s.file, i, im.Jitter)
+		}
+	}
+	plans := s.Plan(models)
+	gen := newTensorGen(seed, s, plans)
+	b := &Build{Scenario: s, Seed: seed, Plans: plans, Rate: s.LinkBitsPerSecond(), PSRate: s.PSLinkBitsPerSecond(), Tensors: gen.tensors}
+	tb, err := build(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: policy %s: %w", s.Name, policy, err)
+	}
+	r := &runner{s: s, tb: tb, plans: plans, gen: gen, hostLinks: map[string][]*emu.Link{}, hostNodes: map[string][]string{}}
+	r.col = NewCollector(CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: s.Topology.Switch.Slots})
+	for i, p := range plans {
+		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
+		for w, h := range p.Hosts {
+			node, l := tb.WorkerNode(i, w)
+			r.hostLinks[h] = append(r.hostLinks[h], l)
+			r.hostNodes[h] = append(r.hostNodes[h], node)
+		}
+	}
+	for i := range s.PSNames() {
+		node, l := tb.PSNode(i)
+		if l == nil {
+			continue
+		}
+		h := "ps" + fmt.Sprint(i)
+		r.hostLinks[h] = append(r.hostLinks[h], l)
+		r.hostNodes[h] = append(r.hostNodes[h], node)
+	}
+	if err := r.impairments(); err != nil {
+		return nil, err
+	}
+	if err := r.faults(); err != nil {
+		return nil, err
+	}
+	if opts.PcapDir != "" {
+		closeAll, err := r.pcap(opts.PcapDir)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAll()
+	}
+	prog := opts.Progress
+	if prog == nil {
+		prog = nopProgress{}
+	}
+	defer prog.Done()
+	return r.run(step, prog)
+}
+
+type runner struct {
+	s         *Scenario
+	tb        Testbed
+	plans     []JobPlan
+	gen       *tensorGen
+	col       *Collector
+	hostLinks map[string][]*emu.Link
+	hostNodes map[string][]string
+	// per job: iterations fed to the collector, arrival fed, finished
+	fed     []int
+	arrived []bool
+	done    []bool
+	occ     map[occKey]int
+}
+
+func (r *runner) impairments() error {
+	for _, im := range r.s.Impairments {
+		e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(), Corrupt: im.Corrupt}
+		var links []*emu.Link
+		if im.Link == "all" {
+			for _, h := range r.sortedHosts() {
+				links = append(links, r.hostLinks[h]...)
+			}
+		} else {
+			links = r.hostLinks[im.Link]
+		}
+		for _, l := range links {
+			for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
+				if err := l.SetImpairments(d, e); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *runner) sortedHosts() []string {
+	hs := make([]string, 0, len(r.hostLinks))
+	for h := range r.hostLinks {
+		hs = append(hs, h)
+	}
+	sort.Strings(hs)
+	return hs
+}
+
+func (r *runner) faults() error {
+	n := r.tb.Network()
+	for i, f := range r.s.Faults {
+		at, dur := f.At.D(), f.Duration.D()
+		var err error
+		switch f.Kind {
+		case FaultSwitchReboot:
+			if err = n.Crash(at, r.tb.SwitchNode()); err == nil {
+				err = n.Restart(at+dur, r.tb.SwitchNode())
+			}
+		case FaultNodeCrash:
+			for _, node := range r.hostNodes[f.Target] {
+				if err = n.Crash(at, node); err != nil {
+					break
+				}
+				if dur > 0 {
+					if err = n.Restart(at+dur, node); err != nil {
+						break
+					}
+				}
+			}
+		default:
+			for _, l := range r.hostLinks[f.Target] {
+				switch f.Kind {
+				case FaultLinkDown:
+					n.LinkDown(at, l)
+					if dur > 0 {
+						n.LinkUp(at+dur, l)
+					}
+				case FaultLinkUp:
+					n.LinkUp(at, l)
+				case FaultLossBurst:
+					err = n.LossBurst(at, dur, l, f.Value)
+				case FaultCorrupt:
+					err = n.CorruptWindow(at, dur, l, f.Value)
+				case FaultDelaySpike:
+					err = n.DelaySpike(at, dur, l, time.Duration(f.Value*float64(time.Microsecond)))
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: faults[%d]: %w", r.s.file, i, err)
+		}
+	}
+	return nil
+}
+
+func (r *runner) pcap(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	n := r.tb.Network()
+	add := func(name, node string) error {
+		f, err := os.Create(filepath.Join(dir, name+".pcap"))
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		return n.Capture(node, 0, f)
+	}
+	for i, p := range r.plans {
+		for w := range p.Workers {
+			node, _ := r.tb.WorkerNode(i, w)
+			name := p.Hosts[w]
+			if p.Workers > 0 && len(r.hostNodes[name]) > 1 {
+				name = fmt.Sprintf("%s-%s", name, node)
+			}
+			if err := add(name, node); err != nil {
+				closeAll()
+				return nil, err
+			}
+		}
+	}
+	for i := range r.s.PSNames() {
+		node, l := r.tb.PSNode(i)
+		if l == nil {
+			continue
+		}
+		if err := add(fmt.Sprintf("ps%d", i), node); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	return closeAll, nil
+}
+
+func (r *runner) run(step time.Duration, prog Progress) (*Results, error) {
+	n := r.tb.Network()
+	nj := len(r.plans)
+	r.fed, r.arrived, r.done = make([]int, nj), make([]bool, nj), make([]bool, nj)
+	r.occ = map[occKey]int{}
+	limit := r.s.TimeLimit.D()
+	total := r.s.Estimate(defaultModels).VirtualTime
+	if total > limit {
+		total = limit
+	}
+	var end time.Duration
+	for t := step; ; t += step {
+		if _, err := n.RunUntil(min(t, limit)); err != nil {
+			return nil, err
+		}
+		now := min(t, limit)
+		if err := r.sample(now); err != nil {
+			return nil, err
+		}
+		prog.Update(now, total)
+		if all(r.done) || now >= limit {
+			end = now
+			break
+		}
+	}
+	if err := r.tb.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.s.Name, err)
+	}
+	last := time.Duration(0)
+	for i, p := range r.plans {
+		c := r.tb.Counters(i)
+		total := int64(r.fed[i]) * p.Packets
+		ps := max(total-c.SwitchChunks, 0)
+		r.col.Chunks(end, p.Name, min(c.SwitchChunks, total), ps)
+		r.col.Collisions(end, p.Name, c.Collisions)
+		r.col.Aggregations(end, p.Name, c.SwitchChunks)
+		r.col.Retransmissions(end, p.Name, c.Retransmissions)
+	}
+	for _, d := range r.done {
+		if !d {
+			last = end
+		}
+	}
+	for i := range r.plans {
+		if r.done[i] {
+			for _, w := range r.tb.Ranks(i) {
+				_, e := w.Span(w.Finished() - 1)
+				last = max(last, e)
+			}
+		}
+	}
+	res := r.col.Results(last)
+	var unfinished []string
+	for i, d := range r.done {
+		if !d {
+			unfinished = append(unfinished, fmt.Sprintf("%s (%d/%d iterations)", r.plans[i].Name, r.fed[i], r.plans[i].Iterations))
+		}
+	}
+	if len(unfinished) > 0 {
+		return res, fmt.Errorf("%s: %w (%v): %s", r.s.Name, ErrUnfinished, limit, strings.Join(unfinished, ", "))
+	}
+	return res, nil
+}
+
+func all(b []bool) bool {
+	for _, x := range b {
+		if !x {
+			return false
+		}
+	}
+	return true
+}
+
+// sample feeds the collector with what happened up to now: occupancy (as
+// of now), arrivals, and every all-reduce all of a job's workers finished
+// (each worker's result checked).
+func (r *runner) sample(now time.Duration) error {
+	// occupancy
+	cur := map[occKey]int{}
+	for _, o := range r.tb.Occupancy() {
+		name := ""
+		if o.Job >= 0 {
+			name = r.plans[o.Job].Name
+		}
+		cur[occKey{o.Pool, name}] += o.Slots
+	}
+	keys := make([]occKey, 0, len(cur)+len(r.occ))
+	for k := range cur {
+		keys = append(keys, k)
+	}
+	for k := range r.occ {
+		if _, ok := cur[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	// Decreases first: a lease that moved between two samples must not
+	// count twice at this instant (peak utilization).
+	sort.Slice(keys, func(a, b int) bool {
+		da, db := cur[keys[a]] < r.occ[keys[a]], cur[keys[b]] < r.occ[keys[b]]
+		if da != db {
+			return da
+		}
+		if keys[a].pool != keys[b].pool {
+			return keys[a].pool < keys[b].pool
+		}
+		return keys[a].job < keys[b].job
+	})
+	for _, k := range keys {
+		if cur[k] != r.occ[k] {
+			r.col.Occupancy(now, k.pool, k.job, cur[k])
+			if cur[k] == 0 {
+				delete(r.occ, k)
+			} else {
+				r.occ[k] = cur[k]
+			}
+		}
+	}
+	for i, p := range r.plans {
+		if !r.arrived[i] && p.Arrival <= now {
+			r.arrived[i] = true
+			r.col.JobArrived(p.Arrival, p.Name)
+		}
+		if r.done[i] {
+			continue
+		}
+		ws := r.tb.Ranks(i)
+		for {
+			k := r.fed[i]
+			if k >= p.Iterations {
+				break
+			}
+			ready := true
+			for _, w := range ws {
+				if w.Finished() <= k {
+					ready = false
+					break
+				}
+			}
+			if !ready {
+				break
+			}
+			if err := r.check(i, k, ws); err != nil {
+				return err
+			}
+			var arStart, arEnd time.Duration = -1, 0
+			for _, w := range ws {
+				s, e := w.Span(k)
+				if arStart < 0 || s < arStart {
+					arStart = s
+				}
+				arEnd = max(arEnd, e)
+			}
+			start := p.Arrival
+			if k > 0 {
+				for _, w := range ws {
+					_, e := w.Span(k - 1)
+					start = max(start, e)
+				}
+			}
+			arStart = max(arStart, start)
+			r.col.IterationStart(start, p.Name, k)
+			r.col.AllReduceStart(arStart, p.Name, k)
+			r.col.AllReduceEnd(arEnd, p.Name, k, p.Bytes, p.Elements)
+			r.col.IterationEnd(arEnd, p.Name, k)
+			r.fed[i]++
+			if r.fed[i] == p.Iterations {
+				r.done[i] = true
+				r.col.JobFinished(arEnd, p.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// check compares every worker's result of job i's all-reduce k with the
+// reference and frees it.
+func (r *runner) check(i, k int, ws []RankWorker) error {
+	ref := r.gen.reference(i, k)
+	for rank, w := range ws {
+		got := w.Result(k)
+		if len(got) != len(ref) {
+			return fmt.Errorf("%s: job %s worker %d iteration %d: result has %d elements, want %d", r.s.Name, r.plans[i].Name, rank, k, len(got), len(ref))
+		}
+		for e := range ref {
+			if got[e] != ref[e] {
+				return fmt.Errorf("%s: job %s worker %d iteration %d: element %d = %d, want %d (wrong all-reduce sum)",
+					r.s.Name, r.plans[i].Name, rank, k, e, got[e], ref[e])
+			}
+		}
+	}
+	return nil
+}
+
+// tensorGen makes every worker's gradients, deterministic from the seed:
+// two variants per worker, alternating by iteration (so a result left over
+// from the previous all-reduce cannot pass the check), and their reference
+// sums (fixed-point quantization as the workers do, summed exactly).
+type tensorGen struct {
+	seed  uint64
+	plans []JobPlan
+	data  map[[3]int][]float32 // job, rank, variant
+	ref   map[[2]int][]int32   // job, variant
+}
+
+func newTensorGen(seed uint64, s *Scenario, plans []JobPlan) *tensorGen {
+	return &tensorGen{seed: seed, plans: plans, data: map[[3]int][]float32{}, ref: map[[2]int][]int32{}}
+}
+
+func (g *tensorGen) variant(job, rank, v int) []float32 {
+	key := [3]int{job, rank, v}
+	if d, ok := g.data[key]; ok {
+		return d
+	}
+	x := g.seed*0x9E3779B97F4A7C15 ^ uint64(job+1)<<40 ^ uint64(rank+1)<<20 ^ uint64(v+1)*0xBF58476D1CE4E5B9
+	if x == 0 {
+		x = 1
+	}
+	out := make([]float32, g.plans[job].Elements)
+	for i := range out {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		out[i] = float32(int64(x>>11)%(1<<21)-(1<<20)) / (1 << 20) // [-1, 1)
+	}
+	g.data[key] = out
+	return out
+}
+
+// tensors returns worker rank of job's all-reduces, one per iteration
+// (all-reduce ids 1, 2, ...; they wrap at 65535).
+func (g *tensorGen) tensors(job uint16, rank int) []host.Tensor {
+	ji := int(job) - 1
+	p := g.plans[ji]
+	ts := make([]host.Tensor, p.Iterations)
+	for k := range ts {
+		ts[k] = host.Tensor{AllReduce: uint16(k%0xFFFF + 1), Data: g.variant(ji, rank, k%2)}
+	}
+	return ts
+}
+
+func (g *tensorGen) reference(job, k int) []int32 {
+	key := [2]int{job, k % 2}
+	if r, ok := g.ref[key]; ok {
+		return r
+	}
+	p := g.plans[job]
+	q := host.Quantizer{Workers: p.Workers}
+	sum := make([]int64, p.Elements)
+	buf := make([]int32, p.Elements)
+	for rank := 0; rank < p.Workers; rank++ {
+		q.Quantize(buf, g.variant(job, rank, k%2), 0)
+		for i, v := range buf {
+			sum[i] += int64(v)
+		}
+	}
+	out := make([]int32, p.Elements)
+	for i, v := range sum {
+		out[i] = int32(v)
+	}
+	g.ref[key] = out
+	return out
+}

@@ -1,0 +1,188 @@
+package sw
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"inabox/switch/dynaina"
+)
+
+// gradFor returns the gradient bytes whose predicted all-reduce at 100 Gb/s
+// takes comm.
+func gradFor(comm time.Duration) int64 {
+	return int64(comm.Seconds() * 100e9 / 8 / (336.0 / 256))
+}
+
+// newDynaNode: 100 aggregators; RTT such that every large job's demand is
+// 50 (two exclusive pools fill the memory).
+func newDynaNode(t *testing.T, jobs ...DynaINAJob) (*DynaINANode, *FreeINA) {
+	t.Helper()
+	s, f := newFreeINASwitch(t, 2, 100)
+	n := NewFreeINANode(NewTimedNode(s, NodeConfig{}), f)
+	rtt := time.Duration(50 * 2688 * 1e9 / 100e9)
+	d, err := NewDynaINANode(n, dynaina.Config{RTT: rtt, MinSlots: 20}, jobs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, f
+}
+
+func poolOf(t *testing.T, d *DynaINANode, job uint16) dynaina.Range {
+	t.Helper()
+	id := d.JobPool(job)
+	for _, p := range d.Sched.Pools() {
+		if p.ID == id {
+			return p.Range
+		}
+	}
+	t.Fatalf("job %d has no pool (%s)", job, d)
+	return dynaina.Range{}
+}
+
+func inRange(l Lease, r dynaina.Range) bool {
+	return l.Slots > 0 && l.Base >= r.Base && l.Base+l.Slots <= r.End()
+}
+
+// TestDynaINAArrivalMemoryFullAndLeave: two communication-intensive jobs
+// take the memory as two pools; a compute-bound job arriving with memory
+// full shares a pool (low predicted overlap). Its ALLOC while the pool is
+// held by a job about to finish is queued (no GRANT), and the holder's FREE
+// grants it the pool. The other sharer then leaves in the middle of the
+// queued job's all-reduce: the lease is untouched.
+func TestDynaINAArrivalMemoryFullAndLeave(t *testing.T) {
+	ms := time.Millisecond
+	d, f := newDynaNode(t,
+		DynaINAJob{Profile: dynaina.JobProfile{ID: 1, Workers: 2, GradientBytes: gradFor(ms), Compute: ms / 10}, AllReduces: 2},
+		DynaINAJob{Profile: dynaina.JobProfile{ID: 2, Workers: 2, GradientBytes: gradFor(ms), Compute: ms / 10}, AllReduces: 2},
+		DynaINAJob{Profile: dynaina.JobProfile{ID: 3, Workers: 2, GradientBytes: gradFor(10 * ms), Compute: time.Second}, Arrival: 10 * time.Microsecond},
+	)
+	if g := d.Advance(0); len(g) != 0 {
+		t.Fatalf("grants before any ALLOC: %+v", g)
+	}
+	if d.Sched.FreeSlots() != 0 {
+		t.Fatalf("two demands of 50 should fill 100 slots: %s", d)
+	}
+	d.Advance(10 * time.Microsecond) // job 3 arrives: memory full
+	p3 := poolOf(t, d, 3)
+	var mate uint16 = 1
+	if p3 != poolOf(t, d, 1) {
+		mate = 2
+	}
+	if p3 != poolOf(t, d, mate) {
+		t.Fatalf("job 3 should share a pool: %s", d)
+	}
+	other := 3 - mate
+	g := d.Alloc(20*time.Microsecond, mate, 1, 10000, 50, false)
+	if len(g) != 1 || !inRange(g[0], p3) || g[0].Job != mate {
+		t.Fatalf("holder grant %+v, pool %+v", g, p3)
+	}
+	held := g[0]
+	g = d.Alloc(20*time.Microsecond, other, 1, 10000, 50, false)
+	if len(g) != 1 || !inRange(g[0], poolOf(t, d, other)) || g[0].Base < held.Base+held.Slots && held.Base < g[0].Base+g[0].Slots {
+		t.Fatalf("other grant %+v overlaps %+v", g, held)
+	}
+	// job 3's all-reduce while its pool is held, the holder half done: queued.
+	if g := d.Alloc(520*time.Microsecond, 3, 1, 10000, 50, false); len(g) != 0 {
+		t.Fatalf("queued ALLOC answered: %+v", g)
+	}
+	if g := d.Alloc(570*time.Microsecond, 3, 1, 10000, 50, false); len(g) != 0 { // PS retransmission
+		t.Fatalf("retransmitted queued ALLOC answered: %+v", g)
+	}
+	g = d.Free(ms, mate, 1)
+	if len(g) != 1 || g[0].Job != 3 || !inRange(g[0], p3) {
+		t.Fatalf("FREE of the holder should grant job 3 its pool: %+v", g)
+	}
+	lease3 := g[0]
+	if d.Stats().Queued != 1 {
+		t.Fatalf("stats %+v", d.Stats())
+	}
+	// The mate's next all-reduce finds the pool held for ≈10 ms: PS path.
+	g = d.Alloc(ms+100*time.Microsecond, mate, 2, 10000, 50, false)
+	if len(g) != 1 || g[0].Slots != 0 {
+		t.Fatalf("want a zero grant (PS path), got %+v", g)
+	}
+	// The mate's second and last all-reduce ends (PS path: reported out of
+	// band) and it leaves, in the middle of job 3's all-reduce in the pool
+	// they share.
+	d.ReportEnd(ms+ms/2, mate, 2)
+	if g := d.Advance(ms + ms/2); len(g) != 0 {
+		t.Fatalf("leaving made grants %+v", g)
+	}
+	if d.Stats().Unregistered != 1 || d.JobPool(mate) != -1 {
+		t.Fatalf("job %d did not leave: %+v", mate, d.Stats())
+	}
+	ls := f.Leases()
+	found := false
+	for _, l := range ls {
+		if l.Job == 3 {
+			found = l.Base == lease3.Base && l.Slots == lease3.Slots
+		}
+	}
+	if !found {
+		t.Fatalf("job 3's lease changed: %+v, want %+v", ls, lease3)
+	}
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+	d.Free(12*ms, 3, 1)
+	if err := d.Err(); err != nil || d.Stats().Outside != 0 {
+		t.Fatal(err, d.Stats())
+	}
+}
+
+// TestDynaINARandomGrantsInPool: random ALLOC/FREE/time sequences over four
+// jobs and little memory: every grant lies in the job's pool, no two live
+// leases overlap, and the scheduler's invariants hold.
+func TestDynaINARandomGrantsInPool(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var jobs []DynaINAJob
+		for id := uint16(1); id <= 4; id++ {
+			comm := time.Duration(1+rng.IntN(10)) * time.Millisecond
+			jobs = append(jobs, DynaINAJob{Arrival: time.Duration(rng.IntN(3)) * time.Millisecond, AllReduces: 3 + rng.IntN(4),
+				Profile: dynaina.JobProfile{ID: id, Workers: 2, GradientBytes: gradFor(comm), Compute: time.Duration(rng.IntN(20)) * time.Millisecond}})
+		}
+		d, f := newDynaNode(t, jobs...)
+		ar := map[uint16]uint16{}
+		now := time.Duration(0)
+		check := func(g []Lease) {
+			for _, l := range g {
+				if l.Slots > 0 && !inRange(l, poolOf(t, d, l.Job)) {
+					t.Fatalf("seed %d: grant %+v outside pool %+v", seed, l, poolOf(t, d, l.Job))
+				}
+			}
+			ls := f.Leases()
+			for i := range ls {
+				for k := i + 1; k < len(ls); k++ {
+					a, b := ls[i], ls[k]
+					if a.Base < b.Base+b.Slots && b.Base < a.Base+a.Slots {
+						t.Fatalf("seed %d: leases overlap %+v %+v", seed, a, b)
+					}
+				}
+			}
+			if err := d.Err(); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+		}
+		for step := 0; step < 300; step++ {
+			now += time.Duration(rng.IntN(800)) * time.Microsecond
+			id := uint16(1 + rng.IntN(4))
+			switch rng.IntN(3) {
+			case 0:
+				ar[id]++
+				check(d.Alloc(now, id, ar[id], 5000, 50, false))
+			case 1:
+				if ar[id] > 0 {
+					check(d.Free(now, id, ar[id]))
+					d.ReportEnd(now, id, ar[id])
+				}
+			case 2:
+				check(d.Advance(now))
+			}
+		}
+		if d.Stats().Outside != 0 {
+			t.Fatalf("seed %d: %+v", seed, d.Stats())
+		}
+	}
+}
