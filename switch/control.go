@@ -49,6 +49,10 @@ func (p *Pool) Aggregators() int { return p.Slots / p.Stride }
 // PoolStats are per-pool counters.
 type PoolStats struct {
 	Claims, Reclaims, Collisions, Preemptions, Completions, Releases uint64
+	// CollisionsOnHeld counts the collisions that found the aggregator
+	// complete and held for the PS's ACK (ATP/ESA, ResultToPS); the rest
+	// found it claimed by an unfinished chunk.
+	CollisionsOnHeld uint64
 }
 
 // Job is an installed job entry (table ina_job). Policies read it; only the

@@ -361,6 +361,9 @@ func (s *Switch) slotMeta(f *Frame, m *pmeta) {
 			}
 			return
 		default:
+			if st == StateHeld {
+				pool.stats.CollisionsOnHeld++
+			}
 			s.collide(m, j)
 			return
 		}

@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	sw "inabox/switch"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestMultiJob(t *testing.T) {
 				}
 				if c.PS != nil {
 					st := c.PS.Stats()
-					t.Logf("  ps %+v; busy slots after the run %d", st, c.BusySlots())
+					t.Logf("  ps %+v; busy slots after the run %d; pool %+v", st, c.BusySlots(), poolStats(c))
 					switch kind {
 					case KindATP:
 						if st.Collisions == 0 {
@@ -62,4 +63,9 @@ func TestDeterministic(t *testing.T) {
 			t.Errorf("%s: runs differ: %v %+v vs %v %+v", kind, e1, c1.Totals(1), e2, c2.Totals(1))
 		}
 	}
+}
+
+func poolStats(c *Cluster) sw.PoolStats {
+	p, _ := c.Switch.PoolStats(1)
+	return p
 }
