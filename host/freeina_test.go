@@ -32,6 +32,8 @@ type scenario struct {
 	slots    int
 	seed     uint64
 	deadline time.Duration
+	path     INAPath
+	tune     func(*ClusterConfig)
 }
 
 func (sc *scenario) defaults() {
@@ -52,7 +54,10 @@ func (sc *scenario) defaults() {
 func runScenario(t testing.TB, sc scenario) (*Cluster, time.Duration) {
 	t.Helper()
 	sc.defaults()
-	cfg := ClusterConfig{Seed: sc.seed + 7, Jobs: sc.jobs, Values: sc.values, Impair: sc.impair, Slots: sc.slots}
+	cfg := ClusterConfig{Seed: sc.seed + 7, Jobs: sc.jobs, Values: sc.values, Impair: sc.impair, Slots: sc.slots, INAPath: sc.path}
+	if sc.tune != nil {
+		sc.tune(&cfg)
+	}
 	inputs := map[[3]int][]float32{}
 	c, err := NewCluster(cfg, func(job uint16, rank int) []Tensor {
 		var ts []Tensor

@@ -5,6 +5,27 @@ import (
 	"time"
 )
 
+// INAPath is how INA-path chunks travel (docs/freeina.md).
+type INAPath uint8
+
+const (
+	// PathTrim: every chunk is an RC SEND Only to the PS; the switch
+	// aggregates it and forwards it trimmed (the default).
+	PathTrim INAPath = iota
+	// PathUC: INA-path chunks are UC SEND Only frames the switch absorbs;
+	// nothing reaches the PS in the clean case. Loss recovery: UC
+	// retransmission after a timeout, then the chunk raw over RC to the PS.
+	PathUC
+)
+
+// String returns "trim" or "uc".
+func (p INAPath) String() string {
+	if p == PathUC {
+		return "uc"
+	}
+	return "trim"
+}
+
 // Plan is the partition of one all-reduce's chunks between the two paths.
 // Every worker of the job receives the same Plan from the PS, so every
 // worker puts a chunk on the same path (a slot only completes if all

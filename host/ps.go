@@ -24,6 +24,10 @@ type PSJob struct {
 	// QPN for that connection.
 	Workers  []Peer
 	LocalQPN []uint32
+	// UCQPN[r] (PathUC) is the PS's UC QP for worker r: the destination
+	// QP of its UC contributions, of which the PS sees only those the
+	// switch forwards raw (no lease, collision).
+	UCQPN []uint32
 }
 
 // PSConfig configures a parameter server.
@@ -45,6 +49,8 @@ type PSConfig struct {
 	QP rdma.Config
 	// Control is the template of each job's path control law.
 	Control PathControl
+	// INAPath is the workers' INA path (PathTrim or PathUC).
+	INAPath INAPath
 }
 
 // PSStats are the PS's counters.
@@ -63,6 +69,7 @@ type PS struct {
 	jobs  map[uint16]*psJob
 	qps   []*rdma.QP
 	byQPN map[uint32]psRef
+	byUC  map[uint32]psRef
 	armed []time.Duration
 	dirty []bool
 	stats PSStats
@@ -136,7 +143,7 @@ func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
 	if cfg.GrantRetries == 0 {
 		cfg.GrantRetries = 3
 	}
-	p := &PS{cfg: cfg, jobs: map[uint16]*psJob{}, byQPN: map[uint32]psRef{}}
+	p := &PS{cfg: cfg, jobs: map[uint16]*psJob{}, byQPN: map[uint32]psRef{}, byUC: map[uint32]psRef{}}
 	for _, j := range jobs {
 		pj := &psJob{id: j.Job, n: len(j.Workers), mask: uint32(1)<<len(j.Workers) - 1, ars: map[uint16]*psAR{}, ctl: cfg.Control}
 		for r, w := range j.Workers {
@@ -148,6 +155,9 @@ func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
 				return nil, err
 			}
 			p.byQPN[j.LocalQPN[r]] = psRef{job: pj, rank: r, qp: len(p.qps)}
+			if r < len(j.UCQPN) {
+				p.byUC[j.UCQPN[r]] = psRef{job: pj, rank: r, qp: len(p.qps)}
+			}
 			pj.qps = append(pj.qps, len(p.qps))
 			p.qps = append(p.qps, q)
 		}
@@ -199,6 +209,14 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		if qpn == p.cfg.CtlQPN {
 			if pl := ucPayload(b, qpn); pl != nil {
 				p.grant(env, pl)
+			}
+			env.Free(pk)
+			continue
+		}
+		if ref, ok := p.byUC[qpn]; ok {
+			// PathUC: a contribution the switch forwarded raw.
+			if pl := ucPayload(b, qpn); pl != nil {
+				p.message(env, ref, pl)
 			}
 			env.Free(pk)
 			continue
@@ -367,6 +385,20 @@ func (p *PS) check(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk) {
 		p.resolved(env, j, a, k, c, true)
 		return
 	}
+	// PathUC: the PS never learns what the switch absorbed. The first raw
+	// contribution of an INA chunk (collision, no lease, or a worker's
+	// fallback after its timeouts) means the switch may never complete it:
+	// pull raw data from every other worker and finish in software.
+	if p.cfg.INAPath == PathUC && c.raw != 0 && !c.pulled && a.plan.OnINA(k) {
+		c.pulled = true
+		for r := 0; r < j.n; r++ {
+			if c.raw&(1<<r) == 0 {
+				p.stats.Pulls++
+				p.post(j, r, ctlMsg(OpPull, j.id, a.id, k, 0, 0))
+			}
+		}
+		return
+	}
 	// Every worker's message for k has been delivered and none carried the
 	// aggregate: the switch will never send it (collision, reclaimed or
 	// rebooted). Pull raw data from the absorbed workers.
@@ -407,18 +439,24 @@ func (p *PS) resolved(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk, sof
 		a.psLast = p.now
 	}
 	if a.results == a.chunks && !a.finished {
-		a.finished = true
-		p.stats.AllReduces++
-		ni, np := a.plan.Count()
-		m := Measure{INAChunks: ni, PSChunks: np, INASpan: a.inaLast - a.start, PSSpan: a.psLast - a.start, Fallbacks: a.fallbacks}
-		j.ctl.Observe(m)
-		if a.plan.INA > 0 {
-			p.stats.Frees++
-			p.toSwitch(env, sw.CtlFree, j.id, a.id, 0, 0)
-		}
-		if p.OnAllReduce != nil {
-			p.OnAllReduce(j.id, a.id, a.plan, m)
-		}
+		p.finish(env, j, a)
+	}
+}
+
+// finish ends an all-reduce whose every result exists: FREE, the control
+// law's measurement, OnAllReduce.
+func (p *PS) finish(env *emu.Env, j *psJob, a *psAR) {
+	a.finished = true
+	p.stats.AllReduces++
+	ni, np := a.plan.Count()
+	m := Measure{INAChunks: ni, PSChunks: np, INASpan: a.inaLast - a.start, PSSpan: a.psLast - a.start, Fallbacks: a.fallbacks}
+	j.ctl.Observe(m)
+	if a.plan.INA > 0 {
+		p.stats.Frees++
+		p.toSwitch(env, sw.CtlFree, j.id, a.id, 0, 0)
+	}
+	if p.OnAllReduce != nil {
+		p.OnAllReduce(j.id, a.id, a.plan, m)
 	}
 }
 
@@ -457,6 +495,14 @@ func (p *PS) control(env *emu.Env, j *psJob, rank int, h inahdr.Header) {
 			return
 		}
 		a.done |= 1 << rank
+		if p.cfg.INAPath == PathUC && a.done == j.mask && !a.finished && a.planned {
+			// PathUC: switch results never reach the PS; every worker
+			// holding every result is how the PS learns the end.
+			if a.plan.INA > 0 {
+				a.inaLast = max(a.inaLast, p.now)
+			}
+			p.finish(env, j, a)
+		}
 		if a.done == j.mask && a.finished {
 			delete(j.ars, a.id) // every worker has everything: forget it
 		}
@@ -491,6 +537,12 @@ func (p *PS) grant(env *emu.Env, pl []byte) {
 func (p *PS) makePlan(j *psJob, a *psAR, n int) {
 	a.planned = true
 	a.plan = j.ctl.Plan(a.chunks, n)
+	if p.cfg.INAPath == PathUC && a.plan.INA > 0 && a.plan.PS > 0 {
+		// PathUC: PS chunks per round a multiple of n, so INA chunk i of
+		// every round uses aggregator i and a slot is reused exactly n INA
+		// chunks later (the window argument, docs/freeina.md §11).
+		a.plan.PS = (a.plan.PS + a.plan.INA/2) / a.plan.INA * a.plan.INA
+	}
 	a.start = p.now
 	j.plans = append(j.plans, a.plan)
 	for r := 0; r < j.n; r++ {

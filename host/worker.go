@@ -44,6 +44,22 @@ type WorkerConfig struct {
 	// Delay is the virtual time the first all-reduce begins at (a job's
 	// arrival plus its first compute phase); 0 begins at once.
 	Delay time.Duration
+	// INAPath selects how INA-path chunks travel: PathTrim (RC to the PS,
+	// trimmed by the switch) or PathUC (UC SEND Only to the switch,
+	// absorbed there; RC only as a fallback). The PS must use the same.
+	INAPath INAPath
+	// PSUCQPN is the PS's UC QP for this worker: the destination QP of
+	// PathUC contributions (the switch's ina_worker key).
+	PSUCQPN uint32
+	// UCTimeout (PathUC): a UC contribution without a result this long
+	// after it was sent is retransmitted (0: 25 µs; NewCluster derives it
+	// from the link, see UCTimeout); UCRetries: the UCRetries-th timeout
+	// sends the chunk raw over RC instead (0: 16, so the fallback waits
+	// several RC retransmission timeouts: a short fallback delay makes one
+	// slow RC-path chunk stall every window and fall back the next ones,
+	// measured in docs/freeina.md §11).
+	UCTimeout time.Duration
+	UCRetries int
 }
 
 func (c *WorkerConfig) fill() {
@@ -65,6 +81,12 @@ func (c *WorkerConfig) fill() {
 	if c.Quant.Workers == 0 {
 		c.Quant.Workers = c.Workers
 	}
+	if c.UCTimeout == 0 {
+		c.UCTimeout = 25 * time.Microsecond
+	}
+	if c.UCRetries == 0 {
+		c.UCRetries = 16
+	}
 }
 
 // Tensor is one all-reduce a worker performs.
@@ -85,6 +107,9 @@ type Report struct {
 	// UCResults came from the switch multicast; RCResults from the PS;
 	// Fetches asked the PS for a late result; Pulls were answered.
 	UCResults, RCResults, Dups, Fetches, Pulls, Grants int
+	// PathUC: UCRetx counts UC contributions resent after a timeout,
+	// Fallbacks chunks sent raw over RC after UCRetries timeouts.
+	UCRetx, Fallbacks int
 }
 
 // Worker is a FreeINA worker: an emu.Node with one RC QP to the PS that
@@ -106,6 +131,8 @@ type Worker struct {
 	armedQP time.Duration
 	armedRT bool
 	gapOn   bool
+	armedUC bool
+	ucPSN   uint32
 	now     time.Duration
 	qbuf    []int32
 }
@@ -127,6 +154,9 @@ type arState struct {
 	psOut    int
 	dl       []deadline
 	dlHead   int
+	ucTries  []uint8    // PathUC: timeouts per chunk
+	ucDL     []deadline // PathUC: retransmission deadlines, in time order
+	ucHead   int
 	rep      *Report
 }
 
@@ -146,6 +176,7 @@ const (
 	keyQP = iota
 	keyResult
 	keyGap
+	keyUC
 )
 
 var (
@@ -234,6 +265,9 @@ func (w *Worker) begin(env *emu.Env) {
 	rep := &Report{AllReduce: t.AllReduce, Start: w.now}
 	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: make([]bool, chunks), fetched: make([]bool, chunks),
 		ord: make([]int32, chunks), acked: make([]bool, chunks), rep: rep}
+	if w.cfg.INAPath == PathUC {
+		w.st.ucTries = make([]uint8, chunks)
+	}
 	w.postCtl(ctlMsg(OpBegin, w.cfg.Job, t.AllReduce, 0, uint16(min(w.cfg.WantSlots, 0xFFFF)), chunks))
 	if p, ok := w.plans[t.AllReduce]; ok {
 		w.setPlan(p)
@@ -255,12 +289,13 @@ func (w *Worker) postCtl(b []byte) {
 }
 
 // pump posts chunks while the windows allow.
-func (w *Worker) pump() {
+func (w *Worker) pump(env *emu.Env) {
 	st := w.st
 	if st == nil || !st.planned {
 		return
 	}
 	t := &w.tensors[w.cur]
+	uc := w.cfg.INAPath == PathUC
 	for st.next < st.chunks && w.ringN < len(w.ring) {
 		c := st.next
 		ina := st.plan.OnINA(c)
@@ -273,12 +308,27 @@ func (w *Worker) pump() {
 			// reused only after the chunk sent half a lease later has
 			// completed, i.e. after every RC retransmission of the slot's
 			// previous chunk has passed the switch (docs/freeina.md).
-			if h := (st.plan.INA + 1) / 2; len(st.inaSent) >= h && !st.have[st.inaSent[len(st.inaSent)-h]] {
+			// PathUC: ⌊n/2⌋ (at least 1), the SwitchML self-clocked window:
+			// a slot's next chunk is sent by anyone only after every worker
+			// holds the slot's previous result (docs/freeina.md §11).
+			h := (st.plan.INA + 1) / 2
+			if uc {
+				h = max(st.plan.INA/2, 1)
+			}
+			if len(st.inaSent) >= h && !st.have[st.inaSent[len(st.inaSent)-h]] {
 				return
 			}
 			st.slotBusy[s] = int64(c)
 			st.ord[c] = int32(len(st.inaSent))
 			st.inaSent = append(st.inaSent, c)
+			if uc {
+				if !st.have[c] { // a PS result (pull) may have come first
+					w.sendUC(env, t, c)
+					st.ucDL = append(st.ucDL, deadline{at: w.now + w.cfg.UCTimeout, chunk: c})
+				}
+				st.next++
+				continue
+			}
 		} else {
 			if st.psOut >= w.cfg.PSWindow {
 				return
@@ -295,6 +345,59 @@ func (w *Worker) pump() {
 		n := w.encodeChunk(buf, t, c, fl, st.rep)
 		_ = w.qp.PostSend(rdma.WorkRequest{ID: wrRing | wrData | uint64(st.ar)<<32 | uint64(c), Op: rdma.WRSend, Data: buf[:n]})
 		st.next++
+	}
+}
+
+// sendUC sends chunk c of t as a UC SEND Only from the worker's UC QP to
+// the PS's UC QP for this worker, through the switch (PathUC).
+func (w *Worker) sendUC(env *emu.Env, t *Tensor, c uint32) {
+	fh := rdma.FrameHeader{Src: w.cfg.Addr, Dst: w.cfg.PS.Addr, Opcode: rdma.OpSendOnly, DestQP: w.cfg.PSUCQPN,
+		PSN: w.ucPSN, SrcPort: rdma.SourcePort(w.cfg.UCQPN), TOS: w.cfg.QP.TOS}
+	w.ucPSN = (w.ucPSN + 1) & rdma.PSNMask
+	p := env.NewPacket()
+	p.SetLen(fh.Len(inahdr.Len + 4*w.cfg.Values))
+	off := fh.PayloadOffset()
+	n := w.encodeChunk(p.Bytes()[off:], t, c, 0, nil)
+	p.SetLen(fh.Len(n))
+	b := p.Bytes()
+	if _, err := fh.Encode(b, b[off:off+n]); err != nil {
+		env.Free(p)
+		return
+	}
+	b[rdma.HeadersLen] = 0x24 // UC SEND Only
+	_ = rdma.SetICRC(b)
+	env.Send(0, p)
+}
+
+// expireUC handles PathUC deadlines due at now: retransmit the UC
+// contribution, or after UCRetries timeouts send the chunk raw over RC
+// (FlagBypass); the PS then pulls the others and sums it in software.
+func (w *Worker) expireUC(env *emu.Env) {
+	st := w.st
+	if st == nil || st.ucTries == nil {
+		return
+	}
+	t := &w.tensors[w.cur]
+	for st.ucHead < len(st.ucDL) && st.ucDL[st.ucHead].at <= w.now {
+		k := st.ucDL[st.ucHead].chunk
+		st.ucHead++
+		if st.have[k] {
+			continue
+		}
+		st.ucTries[k]++
+		if int(st.ucTries[k]) >= w.cfg.UCRetries {
+			st.rep.Fallbacks++
+			buf := make([]byte, inahdr.Len+4*w.cfg.Values)
+			n := w.encodeChunk(buf, t, k, inahdr.FlagBypass, nil)
+			_ = w.qp.PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
+			continue
+		}
+		st.rep.UCRetx++
+		w.sendUC(env, t, k)
+		st.ucDL = append(st.ucDL, deadline{at: w.now + w.cfg.UCTimeout, chunk: k})
+	}
+	if st.ucHead == len(st.ucDL) {
+		st.ucDL, st.ucHead = st.ucDL[:0], 0
 	}
 }
 
@@ -377,7 +480,9 @@ func (w *Worker) result(h inahdr.Header, uc bool) {
 	st.nHave++
 	if uc {
 		st.rep.UCResults++
-		w.gapFetch(int(st.ord[k]))
+		if w.cfg.INAPath != PathUC {
+			w.gapFetch(int(st.ord[k]))
+		}
 	} else {
 		st.rep.RCResults++
 	}
@@ -462,6 +567,9 @@ func (w *Worker) Timer(env *emu.Env, key uint64) {
 	case keyResult:
 		w.armedRT = false
 		w.expire()
+	case keyUC:
+		w.armedUC = false
+		w.expireUC(env)
 	case keyGap:
 		w.gapOn = false
 		if w.st == nil && w.cur < len(w.tensors) {
@@ -515,7 +623,7 @@ func (w *Worker) expire() {
 // flush advances the all-reduce, sends frames and re-arms timers.
 func (w *Worker) flush(env *emu.Env) {
 	for i := 0; i < 4; i++ {
-		w.pump()
+		w.pump(env)
 		if st := w.st; st != nil && st.planned && st.nHave == st.chunks {
 			st.rep.End = w.now
 			w.reports = append(w.reports, *st.rep)
@@ -556,5 +664,9 @@ func (w *Worker) flush(env *emu.Env) {
 	if st := w.st; st != nil && !w.armedRT && st.dlHead < len(st.dl) {
 		env.SetTimer(st.dl[st.dlHead].at, keyResult)
 		w.armedRT = true
+	}
+	if st := w.st; st != nil && !w.armedUC && st.ucHead < len(st.ucDL) {
+		env.SetTimer(st.ucDL[st.ucHead].at, keyUC)
+		w.armedUC = true
 	}
 }

@@ -27,6 +27,14 @@ import (
 //     belongs to a newer chunk) raw to the PS, marked FlagCollision.
 //
 // The RC connection worker↔PS therefore sees every PSN: RC is never broken.
+//
+// A contribution that arrives as a UC SEND Only (opcode 0x24, the hosts'
+// "uc" INA path) is a best-effort datagram with no PSN to keep: the slot
+// stage then drops what it absorbs (and a retransmission of a counted,
+// incomplete contribution), multicasts the completing one to the group
+// only, and sends a retransmission that finds its chunk complete back to
+// its sender with the result. Without an aggregator it is still forwarded
+// raw to the PS (FlagCollision), which finishes the chunk.
 
 // FlagCtl marks FreeINA metadata. Alone, on a Count-0 header travelling
 // the RC path to the PS, it means "absorbed by the switch" (a trimmed
@@ -72,10 +80,14 @@ func (s *Switch) freeINASlotMeta(f *Frame, m *pmeta, h inahdr.Header) {
 	m.head = head
 	bit := uint32(1) << m.worker
 	own, st := r.owner[head], r.state[head]
+	uc := f.Data[offBTH] == 0x24
 	switch {
 	case own == m.tag && st == StateClaimed:
 		if r.bitmap[head]&bit != 0 { // counted already: trimmed again
 			m.emit, m.port, m.reason, m.trim, m.setFl = emPort, j.PSPort, ReasonDuplicate, true, FlagCtl
+			if uc { // UC: nothing to acknowledge, drop it
+				m.emit, m.trim, m.setFl = emDrop, false, 0
+			}
 			j.stats.Duplicates++
 			return
 		}
@@ -88,6 +100,9 @@ func (s *Switch) freeINASlotMeta(f *Frame, m *pmeta, h inahdr.Header) {
 	case own == m.tag: // complete: the retransmission carries the result
 		m.op, m.readout = opRead, true
 		m.emit, m.port, m.reason = emPort, j.PSPort, ReasonResent
+		if uc { // UC: the stored result back to the sender (its UC QP)
+			m.emit, m.port = emBack, f.InPort
+		}
 		m.setFl, m.bitmap, m.exp, m.ovf = inahdr.FlagResult, r.bitmap[head], r.exp[head], r.ovf[head] != 0
 		m.outTag = m.tag
 		j.stats.Resent++
@@ -112,6 +127,9 @@ func (s *Switch) freeINASlotMeta(f *Frame, m *pmeta, h inahdr.Header) {
 		m.setFl = inahdr.FlagResult
 		m.reason = ReasonResult
 		m.emit, m.port = emFwdMcast, j.PSPort
+		if uc { // UC: the workers only; the PS never sees the chunk
+			m.emit = emMcast
+		}
 		j.stats.Results++
 		pool.stats.Completions++
 		s.setState(head, StateComplete)
@@ -121,6 +139,9 @@ func (s *Switch) freeINASlotMeta(f *Frame, m *pmeta, h inahdr.Header) {
 		return
 	}
 	m.emit, m.port, m.reason, m.trim, m.setFl = emPort, j.PSPort, ReasonAbsorbed, true, FlagCtl
+	if uc { // UC: absorbed means consumed
+		m.emit, m.trim, m.setFl = emDrop, false, 0
+	}
 	j.stats.Absorbed++
 }
 

@@ -250,3 +250,72 @@ func TestFreeINAStride(t *testing.T) {
 		t.Fatalf("locate %d %v", slot, ok)
 	}
 }
+
+// TestFreeINAUC: contributions that arrive as UC SEND Only (the hosts' uc
+// INA path) are absorbed silently; the completing one is multicast to the
+// workers only; a retransmission to the completed slot gets the stored
+// result back to its sender; a duplicate before completion is dropped;
+// without a lease the contribution still goes raw to the PS.
+func TestFreeINAUC(t *testing.T) {
+	s, f := newFreeINASwitch(t, 3, 64)
+	if l := f.Alloc(0, 1, 7, 100, 16); l.Slots != 16 {
+		t.Fatalf("grant %+v", l)
+	}
+	uc := func(chunk uint32, w uint8, vals []int32) []byte {
+		p := workerPkt(1, 7, chunk, w, vals)
+		p.opcode = 0x24
+		return p.build()
+	}
+	var frames [][]byte
+	for w := 0; w < 3; w++ {
+		frames = append(frames, uc(21, uint8(w), []int32{int32(w + 1), -5, 1 << 20}))
+	}
+	if o := run(s, frames[:2]...); len(o) != 0 {
+		t.Fatalf("absorbed UC contributions left the switch: %+v", o)
+	}
+	o := run(s, frames[2])
+	if len(o) != 3 {
+		t.Fatalf("completion: %d outputs", len(o))
+	}
+	for _, x := range o {
+		checkFrame(t, x.frame)
+		bth := rdma.BTH(x.frame[offBTH:])
+		if x.port == 40 || bth.Opcode() != 0x24 || bth.DestQP() != qpFor(1, uint8(x.port-1)) || x.why != ReasonResult {
+			t.Fatalf("UC result to port %d: opcode %#x qp %#x %v", x.port, bth.Opcode(), bth.DestQP(), x.why)
+		}
+		if m, v := resultOf(t, x); m.Flags&inahdr.FlagResult == 0 || m.Chunk != 21 || v[0] != 6 || v[1] != -15 || v[2] != 3<<20 {
+			t.Fatalf("UC result %+v %v", m, v)
+		}
+	}
+	// A retransmission after completion: the stored result, back to the
+	// sender only.
+	o = run(s, frames[1])
+	if len(o) != 1 || o[0].port != 2 || o[0].why != ReasonResent {
+		t.Fatalf("retransmission after completion: %+v", o)
+	}
+	if m, v := resultOf(t, o[0]); m.Flags&inahdr.FlagResult == 0 || v[0] != 6 || rdma.BTH(o[0].frame[offBTH:]).DestQP() != qpFor(1, 1) {
+		t.Fatalf("resent result %+v %v", m, v)
+	}
+	// Before completion: a duplicate is dropped, never re-added.
+	p := uc(22, 0, []int32{1, 1, 1})
+	run(s, p)
+	if o := run(s, p); len(o) != 0 {
+		t.Fatalf("duplicate before completion: %+v", o)
+	}
+	run(s, uc(22, 1, []int32{1, 1, 1}))
+	if o := run(s, uc(22, 2, []int32{1, 1, 1})); len(o) != 3 {
+		t.Fatalf("chunk 22: %+v", o)
+	} else if _, v := resultOf(t, o[0]); v[0] != 3 {
+		t.Fatalf("chunk 22 counted twice: %v", v)
+	}
+	// No lease (all-reduce 8): raw to the PS, FlagCollision.
+	q := workerPkt(1, 8, 0, 0, []int32{5})
+	q.opcode = 0x24
+	o = run(s, q.build())
+	if len(o) != 1 || o[0].port != 40 || o[0].why != ReasonCollision {
+		t.Fatalf("no lease: %+v", o)
+	}
+	if m, v := resultOf(t, o[0]); m.Flags&inahdr.FlagCollision == 0 || v[0] != 5 || o[0].frame[offBTH] != 0x24 {
+		t.Fatalf("raw forward %+v %v", m, v)
+	}
+}

@@ -11,7 +11,8 @@ import (
 
 // BenchmarkFreeINAvsATP: one 8-worker all-reduce of the same tensor at
 // 100 Gb/s (every link), FreeINA (host.NewCluster) against the ATP-style
-// baseline. Metrics: both virtual completion times, atp/freeina (the
+// baseline, and FreeINA's UC INA path (host.PathUC: no per-chunk PS
+// traffic) as "freeina-uc". Metrics: both virtual completion times, atp/freeina (the
 // paper reports FreeINA 1.20× faster than ATP), and per chunk: bytes on the
 // switch→PS and PS→switch links for both, ATP collisions and
 // retransmissions.
@@ -43,7 +44,8 @@ func BenchmarkFreeINAvsATP(b *testing.B) {
 				return []host.Tensor{{AllReduce: 1, Data: inputs[rank]}}
 			}
 			chunks := float64((elems + v - 1) / v)
-			var fEnd, aEnd time.Duration
+			var fEnd, uEnd, aEnd time.Duration
+			var uDown, uUp float64
 			var fDown, fUp, aDown, aUp float64
 			var coll, retx float64
 			for i := 0; i < b.N; i++ {
@@ -54,6 +56,15 @@ func BenchmarkFreeINAvsATP(b *testing.B) {
 				if fEnd, err = f.Run(time.Second, time.Millisecond); err != nil {
 					b.Fatal(err)
 				}
+				u, err := host.NewCluster(host.ClusterConfig{Seed: 1, Jobs: []int{8}, Values: v, PSRate: bc.psRate, Impair: im, INAPath: host.PathUC}, tensors)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if uEnd, err = u.Run(time.Second, time.Millisecond); err != nil {
+					b.Fatal(err)
+				}
+				us, ur := u.Links[0].Stats(emu.AtoB), u.Links[0].Stats(emu.BtoA)
+				uDown, uUp = float64(us.SentBytes)/chunks, float64(ur.SentBytes)/chunks
 				a, err := New(KindATP, Config{Seed: 1, Jobs: []int{8}, Values: v, Window: bc.window, PSRate: bc.psRate, Impair: im}, tensors)
 				if err != nil {
 					b.Fatal(err)
@@ -73,6 +84,10 @@ func BenchmarkFreeINAvsATP(b *testing.B) {
 			b.ReportMetric(float64(fEnd.Microseconds()), "freeina-µs")
 			b.ReportMetric(float64(aEnd.Microseconds()), "atp-µs")
 			b.ReportMetric(float64(aEnd)/float64(fEnd), "atp/freeina")
+			b.ReportMetric(float64(uEnd.Microseconds()), "freeina-uc-µs")
+			b.ReportMetric(float64(aEnd)/float64(uEnd), "atp/freeina-uc")
+			b.ReportMetric(uDown, "freeina-uc-sw→ps-B/chunk")
+			b.ReportMetric(uUp, "freeina-uc-ps→sw-B/chunk")
 			b.ReportMetric(fDown, "freeina-sw→ps-B/chunk")
 			b.ReportMetric(fUp, "freeina-ps→sw-B/chunk")
 			b.ReportMetric(aDown, "atp-sw→ps-B/chunk")

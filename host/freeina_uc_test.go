@@ -1,0 +1,140 @@
+package host
+
+import (
+	"testing"
+	"time"
+
+	"inabox/emu"
+)
+
+// The PathUC acceptance matrix: the same scenarios as the trim path's
+// (8 workers, exact int32 against runScenario's own reference, the
+// dequantized bound), with INA chunks as UC datagrams the switch absorbs.
+
+// TestUCAllReduceClean: nothing but control reaches the PS.
+func TestUCAllReduceClean(t *testing.T) {
+	elems := 1 << 20 // 4 MB
+	if raceEnabled {
+		elems = 1 << 15
+	}
+	c, end := runScenario(t, scenario{name: "uc-clean", jobs: []int{8}, elems: elems, ars: 2, path: PathUC})
+	t.Logf("uc clean: %v for 2 × %d MB (%v per all-reduce bound)", end, elems*4>>20, allReduceBound(elems, 64, DefaultRate))
+	logReports(t, c)
+	st := c.PS.Stats()
+	if st.Pulls != 0 || st.SoftResults != 0 || st.Raw != 0 || st.Absorbed != 0 || st.SwitchResults != 0 {
+		t.Fatalf("clean uc run sent chunks to the PS: %+v", st)
+	}
+	if st.AllReduces != 2 || st.Frees != 2 {
+		t.Fatalf("all-reduces not finished at the PS: %+v", st)
+	}
+	// The PS link carried control only: BEGIN/PLAN/DONE/FREE/ALLOC/GRANT
+	// and their ACKs, a few hundred bytes per worker and all-reduce.
+	down, up := c.Links[0].Stats(emu.AtoB).SentBytes, c.Links[0].Stats(emu.BtoA).SentBytes
+	if down+up > 64<<10 {
+		t.Fatalf("PS link carried %d + %d bytes", down, up)
+	}
+	t.Logf("PS link: %d B down, %d B up", down, up)
+	for _, w := range c.Workers[0] {
+		for _, r := range w.Reports() {
+			if r.UCRetx != 0 || r.Fallbacks != 0 || r.RCResults != 0 {
+				t.Fatalf("clean uc run recovered: %+v", r)
+			}
+		}
+	}
+}
+
+// TestUCAllReduceFaults: loss, duplication, reordering and a switch
+// reboot in the middle of an all-reduce, on the UC path.
+func TestUCAllReduceFaults(t *testing.T) {
+	elems := 64 * 4000
+	if raceEnabled {
+		elems = 64 * 600
+	}
+	for _, sc := range []scenario{
+		{name: "loss1", impair: emu.Impairments{Loss: 0.01}},
+		{name: "loss5", impair: emu.Impairments{Loss: 0.05}},
+		{name: "dup", impair: emu.Impairments{Duplicate: 0.02}},
+		{name: "reorder", impair: emu.Impairments{Reorder: 0.02, ReorderDelay: 3 * time.Microsecond}},
+		{name: "reboot", reboot: 100 * time.Microsecond},
+		{name: "reboot+mix", reboot: 150 * time.Microsecond, impair: emu.Impairments{Loss: 0.01, Duplicate: 0.01,
+			Reorder: 0.01, ReorderDelay: time.Microsecond}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			sc.jobs, sc.elems, sc.ars, sc.path = []int{8}, elems, 2, PathUC
+			if raceEnabled {
+				sc.reboot /= 4
+			}
+			c, end := runScenario(t, sc)
+			t.Logf("uc %s: %v", sc.name, end)
+			logReports(t, c)
+			if sc.reboot > 0 {
+				st := c.PS.Stats()
+				if c.FreeINA.Stats().Reboots != 1 || st.SoftResults == 0 || st.Reallocs == 0 {
+					t.Fatalf("the reboot did not hit an all-reduce: %+v", st)
+				}
+			}
+			if _, err := c.Net.RunUntil(end + 10*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if ls := c.FreeINA.Leases(); len(ls) != 0 {
+				t.Fatalf("leases left: %+v", ls)
+			}
+		})
+	}
+}
+
+// TestUCFallback: with a fallback after 2 timeouts (too eager for 1 %
+// loss: one slow RC-path chunk stalls every window), many chunks take the
+// RC path — PS pulls and software sums — and the results stay exact.
+func TestUCFallback(t *testing.T) {
+	elems := 64 * 2000
+	if raceEnabled {
+		elems = 64 * 400
+	}
+	c, end := runScenario(t, scenario{name: "uc-fallback", jobs: []int{8}, elems: elems, ars: 2, path: PathUC,
+		impair: emu.Impairments{Loss: 0.01}, seed: 0, tune: func(cfg *ClusterConfig) { cfg.Worker.UCRetries = 2 }})
+	t.Logf("uc fallback: %v", end)
+	logReports(t, c)
+	fb := 0
+	for _, w := range c.Workers[0] {
+		for _, r := range w.Reports() {
+			fb += r.Fallbacks
+		}
+	}
+	if st := c.PS.Stats(); fb == 0 || st.Pulls == 0 || st.SoftResults == 0 {
+		t.Fatalf("no fallback: %d %+v", fb, st)
+	}
+}
+
+// TestUCMultiJob: three jobs with short switch memory (partial and zero
+// grants, PS-path chunks) on the UC path.
+func TestUCMultiJob(t *testing.T) {
+	elems := 64 * 3000
+	if raceEnabled {
+		elems = 64 * 500
+	}
+	c, end := runScenario(t, scenario{name: "uc-multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300, path: PathUC})
+	t.Logf("uc 3 jobs: %v", end)
+	for j := range c.Workers {
+		t.Logf("  job %d plans %+v", j+1, c.PS.Plans(uint16(j+1)))
+	}
+	logReports(t, c)
+	fs := c.FreeINA.Stats()
+	if fs.Partial+fs.Zero == 0 {
+		t.Fatalf("memory was never short: %+v", fs)
+	}
+	if c.PS.Stats().SoftResults == 0 {
+		t.Fatal("no chunk took the PS path")
+	}
+}
+
+// TestUCDeterministic: the same seed gives the same run on the UC path.
+func TestUCDeterministic(t *testing.T) {
+	sc := scenario{name: "uc-det", jobs: []int{4}, elems: 64 * 500, ars: 2, path: PathUC,
+		impair: emu.Impairments{Loss: 0.02, Reorder: 0.01, ReorderDelay: time.Microsecond}}
+	c1, e1 := runScenario(t, sc)
+	c2, e2 := runScenario(t, sc)
+	if e1 != e2 || c1.PS.Stats() != c2.PS.Stats() {
+		t.Fatalf("runs differ: %v %v\n%+v\n%+v", e1, e2, c1.PS.Stats(), c2.PS.Stats())
+	}
+}
