@@ -36,6 +36,11 @@ func clusterConfig(b *Build) host.ClusterConfig {
 	if cfg.Delay == 0 {
 		cfg.Delay = time.Nanosecond // 0 means the 1 µs default in host
 	}
+	if s.FreeINAPath == "trim" {
+		cfg.INAPath = host.PathTrim
+	} else {
+		cfg.INAPath = host.PathUC
+	}
 	if cfg.PassTime == 0 {
 		cfg.PassTime = -1
 	}
@@ -192,7 +197,12 @@ func (f *freeinaBed) Counters(job int) JobCounters {
 		c.SwitchChunks, c.Collisions = int64(st.Results), int64(st.Collisions)
 	}
 	for _, w := range f.c.Workers[job] {
+		// RC retransmissions, plus UC contributions resent after a timeout
+		// (the UC INA path's own loss recovery).
 		c.Retransmissions += int64(w.QP().Stats().TxRetransmits)
+		for _, r := range w.Reports() {
+			c.Retransmissions += int64(r.UCRetx)
+		}
 	}
 	return c
 }

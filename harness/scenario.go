@@ -75,11 +75,16 @@ import (
 // Links are named by their host: "h3" is the link between h3 and the switch,
 // "ps0" the link between ps0 and the switch.
 type Scenario struct {
-	Name        string           `yaml:"name" json:"name"`
-	Description string           `yaml:"description,omitempty" json:"description,omitempty"`
-	Seed        uint64           `yaml:"seed" json:"seed"`
-	TimeLimit   Duration         `yaml:"time_limit" json:"time_limit"`
-	Policy      string           `yaml:"policy" json:"policy"`
+	Name        string   `yaml:"name" json:"name"`
+	Description string   `yaml:"description,omitempty" json:"description,omitempty"`
+	Seed        uint64   `yaml:"seed" json:"seed"`
+	TimeLimit   Duration `yaml:"time_limit" json:"time_limit"`
+	Policy      string   `yaml:"policy" json:"policy"`
+	// FreeINAPath is how FreeINA and DynaINA workers send INA chunks:
+	// "uc" (default: best-effort UC through the switch, RC to the PS for
+	// recovery and the PS path) or "trim" (every chunk an RC message to the
+	// PS, trimmed by the switch); docs/freeina.md §1 and §11.
+	FreeINAPath string           `yaml:"freeina_path,omitempty" json:"freeina_path,omitempty"`
 	Scaling     Scaling          `yaml:"scaling" json:"scaling"`
 	Topology    Topology         `yaml:"topology" json:"topology"`
 	Jobs        []JobSpec        `yaml:"jobs" json:"jobs"`
@@ -366,6 +371,9 @@ func (s *Scenario) fillDefaults(file string) {
 	if !has("policy") {
 		s.Policy = DefaultPolicy
 	}
+	if !has("freeina_path") {
+		s.FreeINAPath = "uc"
+	}
 	if !has("scaling.tensor_scale") {
 		s.Scaling.TensorScale = 1
 	}
@@ -406,6 +414,7 @@ func (s *Scenario) Validate(models Models) error {
 	v.check("name", s.Name, namePattern.MatchString(s.Name), "must match [A-Za-z0-9_.-]+")
 	v.check("time_limit", s.TimeLimit, s.TimeLimit > 0, "must be > 0")
 	v.check("policy", s.Policy, slices.Contains(Policies, s.Policy), "must be one of "+strings.Join(Policies, ", "))
+	v.check("freeina_path", s.FreeINAPath, s.FreeINAPath == "uc" || s.FreeINAPath == "trim", "must be uc or trim")
 	v.check("scaling.tensor_scale", s.Scaling.TensorScale, s.Scaling.TensorScale > 0 && s.Scaling.TensorScale <= 1, "must be in (0, 1]")
 	v.check("scaling.rate_scale", s.Scaling.RateScale, s.Scaling.RateScale > 0 && s.Scaling.RateScale <= 1, "must be in (0, 1]")
 
