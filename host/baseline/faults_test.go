@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -21,6 +22,43 @@ func TestCombinedFaults(t *testing.T) {
 				impair: emu.Impairments{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, ReorderDelay: 3 * time.Microsecond}}
 			c, end := run(t, sc)
 			t.Logf("%s seed %d: %v %+v", kind, seed, end, c.Totals(1))
+		}
+	}
+}
+
+// TestBaselines100MBFaults is the full-size acceptance for every
+// baseline: 8 workers all-reduce a 100 MB tensor at 100 Gb/s, exact under 1%
+// and 5% loss, duplication, reordering and a switch reboot mid-all-reduce.
+// It takes minutes, so it runs with INABOX_LONG=1 (make soak); the suite runs
+// the same matrix on small tensors (TestFaults).
+func TestBaselines100MBFaults(t *testing.T) {
+	if os.Getenv("INABOX_LONG") == "" || raceEnabled {
+		t.Skip("100 MB fault matrix: set INABOX_LONG=1 (without -race)")
+	}
+	elems := 100 << 20 / 4
+	for _, kind := range Kinds {
+		for _, v := range []struct {
+			name   string
+			impair emu.Impairments
+			reboot bool
+		}{
+			{"clean", emu.Impairments{}, false},
+			{"loss1", emu.Impairments{Loss: 0.01}, false},
+			{"loss5", emu.Impairments{Loss: 0.05}, false},
+			{"dup", emu.Impairments{Duplicate: 0.02}, false},
+			{"reorder", emu.Impairments{Reorder: 0.02, ReorderDelay: 3 * time.Microsecond}, false},
+			{"reboot", emu.Impairments{}, true},
+		} {
+			t.Run(kind+"/"+v.name, func(t *testing.T) {
+				sc := scenario{name: v.name, kind: kind, jobs: []int{8}, elems: elems, ars: 1, impair: v.impair, deadline: 60 * time.Second}
+				if v.reboot {
+					// Mid-all-reduce: a third of the clean time of the
+					// fastest kinds (ATP/SwitchML need ~12 ms for 100 MB).
+					sc.reboot = 4 * time.Millisecond
+				}
+				_, end := run(t, sc)
+				t.Logf("%s 100 MB %s: %v", kind, v.name, end)
+			})
 		}
 	}
 }
