@@ -74,9 +74,9 @@ func destQP(b []byte) uint32 {
 	return rdma.BTH(b[rdma.HeadersLen:]).DestQP()
 }
 
-// satAdd adds src (big-endian int32 values) into dst with int32
+// SatAdd adds src (big-endian int32 values) into dst with int32
 // saturation, like the switch; it reports whether anything clipped.
-func satAdd(dst []int32, src []byte) bool {
+func SatAdd(dst []int32, src []byte) bool {
 	ovf := false
 	for i := range dst {
 		s := int64(dst[i]) + int64(int32(binary.BigEndian.Uint32(src[4*i:])))

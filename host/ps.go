@@ -149,7 +149,7 @@ func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
 		for r, w := range j.Workers {
 			qc := cfg.QP
 			qc.Local, qc.Remote, qc.QPN, qc.RemoteQPN = cfg.Addr, w.Addr, j.LocalQPN[r], w.QPN
-			qc.SendPSN, qc.RecvPSN = psnFor(j.LocalQPN[r]), psnFor(w.QPN)
+			qc.SendPSN, qc.RecvPSN = InitialPSN(j.LocalQPN[r]), InitialPSN(w.QPN)
 			q, err := rdma.NewQP(qc)
 			if err != nil {
 				return nil, err
@@ -168,8 +168,9 @@ func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
 	return p, nil
 }
 
-// psnFor is the initial PSN of a QP's requester (deterministic).
-func psnFor(qpn uint32) uint32 { return (qpn * 2654435761) & rdma.PSNMask }
+// InitialPSN is the initial PSN of a QP's requester, derived from its QP number
+// (deterministic, and shared by every client so peers agree on it).
+func InitialPSN(qpn uint32) uint32 { return (qpn * 2654435761) & rdma.PSNMask }
 
 // Stats returns the PS's counters.
 func (p *PS) Stats() PSStats { return p.stats }
@@ -356,7 +357,7 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 		if h.Exponent() > c.exp {
 			c.exp = h.Exponent()
 		}
-		if len(c.sum) == h.Count() && satAdd(c.sum, data[inahdr.Len:]) {
+		if len(c.sum) == h.Count() && SatAdd(c.sum, data[inahdr.Len:]) {
 			c.ovf = true
 		}
 	}

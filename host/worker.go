@@ -189,7 +189,7 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 	cfg.fill()
 	qc := cfg.QP
 	qc.Local, qc.Remote, qc.QPN, qc.RemoteQPN = cfg.Addr, cfg.PS.Addr, cfg.QPN, cfg.PS.QPN
-	qc.SendPSN, qc.RecvPSN = psnFor(cfg.QPN), psnFor(cfg.PS.QPN)
+	qc.SendPSN, qc.RecvPSN = InitialPSN(cfg.QPN), InitialPSN(cfg.PS.QPN)
 	if qc.SendQueueDepth == 0 {
 		qc.SendQueueDepth = cfg.Ring + 256
 	}

@@ -233,17 +233,6 @@ func inaHeader(pl []byte) (inahdr.Header, bool) {
 	return h, true
 }
 
-// addInto adds the big-endian int32 values src into dst with int32
-// saturation (like the switch; quantization clipping keeps every sum of N
-// values in range, so it never saturates).
-func addInto(dst []int32, src []byte) {
-	for i := range dst {
-		s := int64(dst[i]) + int64(int32(binary.BigEndian.Uint32(src[4*i:])))
-		s = min(max(s, -1<<31), 1<<31-1)
-		dst[i] = int32(s)
-	}
-}
-
 // deadline is a per-chunk retransmission deadline.
 type deadline struct {
 	at    time.Duration

@@ -20,8 +20,6 @@ type qpSet struct {
 
 const sqDepth = 1024
 
-func psnOf(qpn uint32) uint32 { return (qpn * 2654435761) & rdma.PSNMask }
-
 // rcQP returns an RC QP from local (qpn) to remote (rqpn) on template tpl
 // (host.DefaultQP when tpl.MTU is 0).
 func rcQP(tpl rdma.Config, local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma.QP, error) {
@@ -30,7 +28,7 @@ func rcQP(tpl rdma.Config, local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma
 		c = host.DefaultQP
 	}
 	c.Local, c.Remote, c.QPN, c.RemoteQPN = local, remote, qpn, rqpn
-	c.SendPSN, c.RecvPSN = psnOf(qpn), psnOf(rqpn)
+	c.SendPSN, c.RecvPSN = host.InitialPSN(qpn), host.InitialPSN(rqpn)
 	c.SendQueueDepth = sqDepth
 	return rdma.NewQP(c)
 }
@@ -347,7 +345,7 @@ func (p *PSOnlyServer) drain(i int) {
 		}
 		ch.got |= bit
 		ch.exp = max(ch.exp, h.Exponent())
-		addInto(ch.sum, h.ValueBytes())
+		host.SatAdd(ch.sum, h.ValueBytes())
 		if ch.got != j.mask {
 			continue
 		}
