@@ -353,6 +353,27 @@ func (d Dir) String() string {
 // Name returns the link's name, "a:0<->b:1".
 func (l *Link) Name() string { return l.name }
 
+// PortRef names one end of a link: a node's port, or an external port
+// (Node is then the backend's name and Port is -1).
+type PortRef struct {
+	Node string
+	Port int
+}
+
+// Ends returns the link's two ends, A (the first given to Connect) and B.
+func (l *Link) Ends() (a, b PortRef) {
+	ref := func(e endpoint) PortRef {
+		if e.node < 0 {
+			if e.ext != nil {
+				return PortRef{Node: e.ext.name, Port: -1}
+			}
+			return PortRef{Port: -1}
+		}
+		return PortRef{Node: l.net.nodes[e.node].name, Port: e.port}
+	}
+	return ref(l.dirs[0].from), ref(l.dirs[0].to)
+}
+
 // Stats returns the counters of one direction.
 func (l *Link) Stats(d Dir) LinkStats { return l.dirs[d&1].stats }
 

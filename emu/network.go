@@ -17,6 +17,13 @@ type Config struct {
 	// Headroom and MaxFrame size the packet buffers (defaults
 	// DefaultHeadroom and DefaultMaxFrame).
 	Headroom, MaxFrame int
+	// PreciseWake makes RunRealtime wake for the next event from a timerfd
+	// (Linux; elsewhere it has no effect) instead of a Go timer, whose
+	// waits under a millisecond last about a millisecond: every process a
+	// packet crosses would add that much to its links' delay. Leave it off
+	// inside a testing/synctest bubble, whose fake clock only Go timers
+	// follow.
+	PreciseWake bool
 }
 
 // NodePortStats are the counters of one node port.
@@ -194,6 +201,17 @@ func (n *Network) newLink(name string, ea, eb endpoint, nameAB, nameBA string, a
 
 // Links returns the network's links in the order they were made.
 func (n *Network) Links() []*Link { return n.links }
+
+// Node returns the node added under name and its number of ports (nil, 0
+// if there is none). The process runtime takes a node from a network built
+// for virtual time this way and runs it alone.
+func (n *Network) Node(name string) (Node, int) {
+	ns := n.byName[name]
+	if ns == nil {
+		return nil, 0
+	}
+	return ns.node, ns.nports
+}
 
 // Nodes returns the node names in the order they were added.
 func (n *Network) Nodes() []string {

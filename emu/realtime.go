@@ -43,6 +43,7 @@ type ExtStats struct {
 type ingress struct {
 	ext  *extPort
 	pkts []*Packet
+	at   int64 // when the reader got them, as run time
 }
 
 // RealtimeStats tell how well the machine kept up with a real-time run.
@@ -183,7 +184,7 @@ func (x *extPort) writer(pool *Pool, wg *sync.WaitGroup) {
 	}
 }
 
-func (x *extPort) reader(pool *Pool, in chan<- ingress, done <-chan struct{}, wg *sync.WaitGroup) {
+func (x *extPort) reader(pool *Pool, in chan<- ingress, start time.Time, done <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	bs := x.port.BatchSize()
 	bufs := make([][]byte, bs)
@@ -214,7 +215,7 @@ func (x *extPort) reader(pool *Pool, in chan<- ingress, done <-chan struct{}, wg
 			x.stats.ReadPackets += uint64(k)
 			x.mu.Unlock()
 			select {
-			case in <- ingress{ext: x, pkts: b}:
+			case in <- ingress{ext: x, pkts: b, at: int64(time.Since(start))}:
 			case <-done:
 				for _, p := range b {
 					pool.Put(p)
@@ -261,6 +262,15 @@ func (n *Network) RunRealtime(ctx context.Context, until time.Duration) (Realtim
 	if n.started {
 		return RealtimeStats{}, errors.New("emu: the network has already run")
 	}
+	var timer waker = newGoWaker()
+	if n.cfg.PreciseWake {
+		w, err := newPreciseWaker()
+		if err != nil {
+			return RealtimeStats{}, err
+		}
+		timer = w
+	}
+	defer timer.Close()
 	rt := &realtime{wallStart: time.Now(), ingress: make(chan ingress, 64), calls: make(chan func()), ended: make(chan struct{})}
 	n.rt = rt
 	n.rtp.Store(rt)
@@ -272,14 +282,16 @@ func (n *Network) RunRealtime(ctx context.Context, until time.Duration) (Realtim
 		x.freeR = make(chan []*Packet, 64)
 		wgR.Add(1)
 		wgW.Add(1)
-		go x.reader(n.pool, rt.ingress, done, &wgR)
+		go x.reader(n.pool, rt.ingress, rt.wallStart, done, &wgR)
 		go x.writer(n.pool, &wgW)
 	}
 	n.start()
 	n.flushExts()
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	// Arrivals wait in backlog (in arrival order) until every event due
+	// before them has run: after the process was descheduled, a timer due
+	// at t must not run before a frame that arrived before t.
+	var backlog []ingress
 	var err error
 loop:
 	for {
@@ -287,7 +299,28 @@ loop:
 		if until > 0 && now >= int64(until) {
 			now = int64(until)
 		}
-		for n.events.Len() > 0 && n.events.peek().at <= now {
+	collect:
+		for {
+			select {
+			case in := <-rt.ingress:
+				backlog = append(backlog, in)
+			default:
+				break collect
+			}
+		}
+		head := 0
+		for {
+			due := n.events.Len() > 0 && n.events.peek().at <= now
+			if head < len(backlog) && (!due || backlog[head].at <= n.events.peek().at) {
+				backlog[head].at = min(backlog[head].at, now) // read after now was taken
+				n.ingest(backlog[head])
+				backlog[head] = ingress{}
+				head++
+				continue
+			}
+			if !due {
+				break
+			}
 			e := n.events.pop()
 			if late := time.Duration(now - e.at); late > rt.stats.MaxLate {
 				rt.stats.MaxLate = late
@@ -298,6 +331,7 @@ loop:
 			n.now = max(n.now, e.at)
 			n.dispatch(&e)
 		}
+		backlog = backlog[:0]
 		n.flushExts()
 		if until > 0 && now >= int64(until) {
 			break
@@ -317,26 +351,17 @@ loop:
 		case <-ctx.Done():
 			err = ctx.Err()
 			break loop
-		case <-timer.C:
+		case <-timer.C():
 		case in := <-rt.ingress:
-			n.now = max(n.now, int64(time.Since(rt.wallStart)))
-			for i, p := range in.pkts {
-				n.enqueue(in.ext.in, p)
-				in.pkts[i] = nil
-			}
-			select {
-			case in.ext.freeR <- in.pkts[:0]:
-			default:
-			}
+			backlog = append(backlog, in)
 		case fn := <-rt.calls:
 			n.now = max(n.now, int64(time.Since(rt.wallStart)))
 			fn()
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+	}
+	for _, in := range backlog {
+		for _, p := range in.pkts {
+			n.pool.Put(p)
 		}
 	}
 	// Shut down the edges: close the ports (unblocking readers), let the
@@ -372,6 +397,20 @@ loop:
 		err = nil // stopping by context is the normal way to end a real-time run
 	}
 	return stats, err
+}
+
+// ingest puts frames a backend delivered on their link into the node,
+// at the time they arrived.
+func (n *Network) ingest(in ingress) {
+	n.now = max(n.now, in.at)
+	for i, p := range in.pkts {
+		n.enqueue(in.ext.in, p)
+		in.pkts[i] = nil
+	}
+	select {
+	case in.ext.freeR <- in.pkts[:0]:
+	default:
+	}
 }
 
 func (n *Network) flushExts() {

@@ -188,3 +188,53 @@ func TestRealtimeDo(t *testing.T) {
 		}
 	})
 }
+
+// stallNode stalls (sleeps in its Start, as a descheduled process would)
+// past a timer's due time while a frame arrives, and records the order in
+// which the frame and the timer reach it.
+type stallNode struct {
+	stall, timerAt time.Duration
+	order          []string
+	frameAt        time.Duration
+}
+
+func (s *stallNode) Start(env *emu.Env) {
+	env.SetTimer(s.timerAt, 1)
+	time.Sleep(s.stall)
+}
+func (s *stallNode) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	for _, p := range pkts {
+		s.order = append(s.order, "frame")
+		s.frameAt = env.Now()
+		env.Free(p)
+	}
+}
+func (s *stallNode) Timer(env *emu.Env, key uint64) { s.order = append(s.order, "timer") }
+
+// A frame that arrived while the driver was stalled is handed to the node
+// before a timer that fell due after the frame arrived, and at its arrival
+// time: being late must not reorder what happened.
+func TestRealtimeLateKeepsArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := emu.NewNetwork(emu.Config{Seed: 1})
+		node := &stallNode{stall: 10 * time.Millisecond, timerAt: 5 * time.Millisecond}
+		must(t, n.AddNode("s", 1, node))
+		in, out := emu.NewMemPipe(8, 8)
+		_, err := n.Attach("s", 0, in, emu.LinkConfig{})
+		must(t, err)
+		go func() {
+			time.Sleep(2 * time.Millisecond)
+			b := make([]byte, 64+emu.DefaultHeadroom)
+			out.Write([][]byte{b}, emu.DefaultHeadroom)
+		}()
+		if _, err := n.RunRealtime(context.Background(), 20*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if len(node.order) != 2 || node.order[0] != "frame" || node.order[1] != "timer" {
+			t.Fatalf("order %v; want [frame timer]", node.order)
+		}
+		if node.frameAt != 2*time.Millisecond {
+			t.Errorf("frame delivered at %v; want its arrival, 2ms", node.frameAt)
+		}
+	})
+}

@@ -146,6 +146,31 @@ var ErrUnfinished = errors.New("not finished by time_limit")
 // finished by the time limit it returns the results so far and an error
 // wrapping ErrUnfinished.
 func Run(s *Scenario, opts RunOptions) (*Results, error) {
+	r, err := prepare(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.faults(); err != nil {
+		return nil, err
+	}
+	if opts.PcapDir != "" {
+		closeAll, err := r.pcap(opts.PcapDir)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAll()
+	}
+	prog := opts.Progress
+	if prog == nil {
+		prog = nopProgress{}
+	}
+	defer prog.Done()
+	return r.run(r.step, prog)
+}
+
+// prepare builds scenario s's testbed for the policy of opts (or s) with
+// the impairments applied: everything up to the fault schedule.
+func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	policy := s.Policy
 	if opts.Policy != "" {
 		policy = opts.Policy
@@ -181,7 +206,8 @@ func Run(s *Scenario, opts RunOptions) (*Results, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: policy %s: %w", s.Name, policy, err)
 	}
-	r := &runner{s: s, tb: tb, plans: plans, gen: gen, hostLinks: map[string][]*emu.Link{}, hostNodes: map[string][]string{}}
+	r := &runner{s: s, tb: tb, plans: plans, gen: gen, policy: policy, seed: seed, step: step,
+		hostLinks: map[string][]*emu.Link{}, hostNodes: map[string][]string{}}
 	r.col = NewCollector(CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: s.Topology.Switch.Slots})
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
@@ -203,27 +229,15 @@ func Run(s *Scenario, opts RunOptions) (*Results, error) {
 	if err := r.impairments(); err != nil {
 		return nil, err
 	}
-	if err := r.faults(); err != nil {
-		return nil, err
-	}
-	if opts.PcapDir != "" {
-		closeAll, err := r.pcap(opts.PcapDir)
-		if err != nil {
-			return nil, err
-		}
-		defer closeAll()
-	}
-	prog := opts.Progress
-	if prog == nil {
-		prog = nopProgress{}
-	}
-	defer prog.Done()
-	return r.run(step, prog)
+	return r, nil
 }
 
 type runner struct {
 	s         *Scenario
 	tb        Testbed
+	policy    string
+	seed      uint64
+	step      time.Duration
 	plans     []JobPlan
 	gen       *tensorGen
 	col       *Collector

@@ -4,7 +4,7 @@
 //	inabox compare [FILE] [--json]                    run a scenario under every policy, one table
 //	inabox demo [--seed N] [--pcap DIR] [--messages N]  the RC demo over a learning switch
 //	inabox decode FILE.pcap                           RoCEv2 layers, ICRC verdict, INA header per frame
-//	inabox up [--pcap DIR] [FILE]                     processes over TAP in namespaces (root)
+//	inabox up [--seed N] [--policy NAME] [--pcap DIR] [FILE]  the scenario as processes over TAP in namespaces (root)
 //	inabox help                                       this text
 package main
 
@@ -35,10 +35,12 @@ usage:
   inabox decode FILE      print each frame of a pcap: RoCEv2 layers, ICRC verdict, INA header
   inabox validate [--print] FILE...
                           check scenario files; every error names the file, line and field
-  inabox up [--pcap DIR] [--json FILE] [--timeout D] [--clean] [FILE]
-                          real time: switch, PS and worker processes over TAP in network
-                          namespaces (root; needs inaswitch, inahost, inaps beside inabox:
-                          make bin); removes everything it made, also on failure
+  inabox up [flags] [FILE]
+                          run a scenario (default: up-multijob.yaml, embedded) in real
+                          time as processes: inaswitch, inaps and one inahost per worker
+                          over TAP and veth in network namespaces (root; needs the three
+                          beside inabox: make bin); removes everything it made, also on
+                          failure
   inabox help             show this text
 
 run flags:
@@ -47,6 +49,15 @@ run flags:
   --seed N       replace the scenario's seed
   --policy NAME  replace the scenario's policy (none, switchml, atp, esa, freeina, dynaina)
   --progress     draw the progress bar even when stderr is not a terminal
+
+up flags:
+  --seed N, --policy NAME   as for run
+  --pcap DIR     one pcap per switch TAP (swK.pcap) into DIR
+  --json FILE    the result (jobs, workers, per-iteration checks, counters) as JSON
+  --timeout D    bound on the whole run (default 2m)
+  --batch N      backend batch of every process
+  --keep         keep the work directory (reports, sockets)
+  --clean        only remove namespaces of runs whose orchestrator was killed
 
 demo flags:
   --seed N       seed of every random source (default 1)

@@ -18,23 +18,37 @@ import (
 //
 //	inabox up [flags] [scenario.yaml]
 //
-// Flags: --pcap DIR (one pcap per switch TAP), --json FILE (the Result),
+// The scenario is in `inabox run`'s format (default: DefaultScenario,
+// up-multijob.yaml). Flags: --seed and --policy (override the scenario's), --batch,
+// --pcap DIR (one pcap per switch TAP), --json FILE (the Result),
 // --timeout, --keep (keep the work directory), --clean (only remove what
 // runs killed with SIGKILL left behind). It prints a summary on stdout.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inabox up", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	seed := fs.Uint64("seed", 0, "seed (0 = the scenario's)")
+	policy := fs.String("policy", "", "policy (default: the scenario's)")
+	batch := fs.Int("batch", 0, "backend batch of every process (0 = defaults)")
 	pcap := fs.String("pcap", "", "directory for one pcap per switch TAP")
 	jsonOut := fs.String("json", "", "write the result as JSON to this file")
-	timeout := fs.Duration("timeout", 0, "bound on the whole run (default from the scenario, else 2m)")
+	timeout := fs.Duration("timeout", 0, "bound on the whole run (default 2m)")
 	keep := fs.Bool("keep", false, "keep the work directory (reports, sockets)")
+	profile := fs.String("profile", "", "directory for a CPU profile of every PS and worker process")
 	clean := fs.Bool("clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: inabox up [flags] [scenario.yaml]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 	if *clean {
 		removed, err := CleanStale()
@@ -43,25 +57,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return err
 	}
-	cfg := DefaultConfig
-	switch fs.NArg() {
-	case 0:
-	case 1:
-		c, err := LoadConfig(fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		cfg = c
-	default:
-		return errors.New("inabox up: at most one scenario file")
+	if len(positional) > 1 {
+		return fmt.Errorf("inabox up: at most one scenario file, got %d: %s", len(positional), strings.Join(positional, " "))
 	}
-	if *pcap != "" {
-		cfg.PcapDir = *pcap
+	cfg := Config{Seed: *seed, Policy: *policy, Batch: *batch, PcapDir: *pcap, Timeout: *timeout, KeepWorkDir: *keep, ProfileDir: *profile}
+	if len(positional) == 1 {
+		cfg.Scenario = positional[0]
 	}
-	if *timeout > 0 {
-		cfg.Timeout = *timeout
-	}
-	cfg.KeepWorkDir = cfg.KeepWorkDir || *keep
 	res, err := Up(ctx, cfg, stdout, stderr)
 	if *jsonOut != "" {
 		b, jerr := json.MarshalIndent(res, "", "  ")

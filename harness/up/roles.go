@@ -2,7 +2,7 @@ package up
 
 import (
 	"context"
-	"encoding/binary"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -21,8 +22,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"inabox/emu"
-	"inabox/harness/up/agg"
+	"inabox/harness"
 	"inabox/harness/up/swctl"
+	"inabox/host"
 	"inabox/internal/procnode"
 	sw "inabox/switch"
 )
@@ -35,28 +37,25 @@ type SwitchReport struct {
 	Error  string       `json:"error,omitempty"`
 }
 
-// HostReport is what an inahost process writes to its --report file.
-type HostReport struct {
+// PeerReport is what an inahost or inaps process writes to its --report
+// file: the process's counters, and for a worker every all-reduce it
+// finished, checked against the reference sum.
+type PeerReport struct {
 	procnode.Report
-	Worker agg.WorkerStats `json:"worker"`
-	Error  string          `json:"error,omitempty"`
-}
-
-// PSReport is what an inaps process writes to its --report file.
-type PSReport struct {
-	procnode.Report
-	PS    agg.PSStats `json:"ps"`
-	Error string      `json:"error,omitempty"`
-}
-
-// linkFlags registers --rate and --delay.
-func linkFlags(fs *flag.FlagSet) func() emu.LinkConfig {
-	rate := fs.Float64("rate", 0, "link rate in bits/s (0 = unlimited)")
-	delay := fs.Duration("delay", 0, "link propagation delay")
-	queue := fs.Int("queue", 0, "link queue bound in packets (0 = default)")
-	return func() emu.LinkConfig {
-		return emu.LinkConfig{BitsPerSecond: int64(*rate), Delay: *delay, QueuePackets: *queue, MTUBytes: 9000}
-	}
+	Node string `json:"node"`
+	Role string `json:"role"`
+	// StartUnixNano is the wall-clock time the node's clock started (its
+	// time 0), so runs of several processes can be lined up.
+	StartUnixNano int64 `json:"start_unix_ns"`
+	// Worker: Job (0-based) and Rank; Done is true if every iteration
+	// finished; Iterations are checked bit-exact.
+	Job        int                      `json:"job"`
+	Rank       int                      `json:"rank"`
+	Done       bool                     `json:"done"`
+	Iterations []harness.IterationCheck `json:"iterations,omitempty"`
+	// PS is a FreeINA/DynaINA parameter server's counters.
+	PS    *host.PSStats `json:"ps,omitempty"`
+	Error string        `json:"error,omitempty"`
 }
 
 // signalContext ends on SIGINT/SIGTERM, and when the parent process goes
@@ -97,22 +96,64 @@ func writeJSON(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
+// scenarioFlags registers --scenario, --seed and --policy and returns a
+// function that prepares the scenario they name.
+func scenarioFlags(fs *flag.FlagSet) func() (*harness.Prepared, error) {
+	file := fs.String("scenario", "", "scenario file (inabox run's format; \"\" = inabox up's embedded default, "+DefaultScenarioName+")")
+	seed := fs.Uint64("seed", 0, "seed (0 = the scenario's)")
+	policy := fs.String("policy", "", "policy (\"\" = the scenario's)")
+	return func() (*harness.Prepared, error) {
+		return prepareScenario(*file, *seed, *policy)
+	}
+}
+
+// DefaultScenario is the scenario `inabox up` runs when given none:
+// harness/up/testdata/up-multijob.yaml, two DynaINA jobs on links slow and
+// long enough for real time on a busy 2-core machine.
+//
+//go:embed testdata/up-multijob.yaml
+var DefaultScenario []byte
+
+// DefaultScenarioName names DefaultScenario in messages.
+const DefaultScenarioName = "up-multijob.yaml"
+
+// prepareScenario loads and prepares a scenario ("" = DefaultScenario); every process of a run
+// calls it with the same arguments and so builds the same testbed.
+func prepareScenario(file string, seed uint64, policy string) (*harness.Prepared, error) {
+	var s *harness.Scenario
+	var err error
+	if file == "" {
+		s, err = harness.ParseScenario(DefaultScenarioName, DefaultScenario, harness.DefaultModels())
+	} else {
+		s, err = harness.LoadScenario(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return harness.Prepare(s, harness.RunOptions{Seed: seed, Policy: policy})
+}
+
 // SwitchMain is the inaswitch process: the aggregation switch serving one
 // TAP device per port in a network namespace, with the control API on a
-// unix socket or loopback TCP. It runs until SIGINT/SIGTERM.
+// unix socket or loopback TCP. With --scenario it runs that scenario's
+// switch node (policy, pools and jobs as the emulator builds them);
+// without, a bare switch configured by --slots and --config. It runs until
+// SIGINT/SIGTERM.
 func SwitchMain(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inaswitch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	netns := fs.String("netns", "", "named network namespace to create the TAP devices in")
-	ports := fs.Int("ports", 2, "number of switch ports")
+	ports := fs.Int("ports", 2, "number of switch ports (without --scenario)")
 	taps := fs.String("taps", "", "comma-separated TAP names, one per port (default sw0,sw1,...)")
 	control := fs.String("control", "", "control API address: unix socket path, unix:PATH or tcp:127.0.0.1:PORT (required)")
-	slots := fs.Int("slots", 0, "aggregator slots (0 = default)")
-	passTime := fs.Duration("pass-time", 0, "pipeline time per pass (0 = infinitely fast)")
+	slots := fs.Int("slots", 0, "aggregator slots (without --scenario; 0 = default)")
+	passTime := fs.Duration("pass-time", 0, "pipeline time per pass (without --scenario; 0 = infinitely fast)")
 	batch := fs.Int("batch", 0, "TAP read batch (0 = default)")
 	cfgFile := fs.String("config", "", "YAML/JSON control-plane entries to install at start (swctl.Config)")
 	pcapDir := fs.String("pcap", "", "directory for one pcap per port (<tap>.pcap)")
 	report := fs.String("report", "", "file to write the final JSON report to")
+	prepare := scenarioFlags(fs)
+	sync := syncFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -124,6 +165,28 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	if *control == "" {
 		return fail(errors.New("--control is required"))
 	}
+	var s *sw.Switch
+	var node emu.Node
+	if flagGiven(fs, "scenario") || flagGiven(fs, "policy") || flagGiven(fs, "seed") {
+		prep, err := prepare()
+		if err != nil {
+			return fail(err)
+		}
+		if s = prep.Switch(); s == nil {
+			return fail(fmt.Errorf("policy %s: its testbed exposes no switch data plane", prep.Policy()))
+		}
+		n, np, err := prep.Node(prep.SwitchName())
+		if err != nil {
+			return fail(err)
+		}
+		node, *ports = n, np
+	} else {
+		var err error
+		if s, err = sw.New(sw.Config{Slots: *slots, Ports: *ports}); err != nil {
+			return fail(err)
+		}
+		node = sw.NewTimedNode(s, sw.NodeConfig{PassTime: *passTime})
+	}
 	names := make([]string, *ports)
 	for i := range names {
 		names[i] = "sw" + strconv.Itoa(i)
@@ -131,13 +194,9 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	if *taps != "" {
 		t := strings.Split(*taps, ",")
 		if len(t) != *ports {
-			return fail(fmt.Errorf("--taps lists %d names for %d ports", len(t), *ports))
+			return fail(fmt.Errorf("--taps lists %d names for the switch's %d ports", len(t), *ports))
 		}
 		names = t
-	}
-	s, err := sw.New(sw.Config{Slots: *slots, Ports: *ports})
-	if err != nil {
-		return fail(err)
 	}
 	if *cfgFile != "" {
 		b, err := os.ReadFile(*cfgFile)
@@ -152,10 +211,14 @@ func SwitchMain(args []string, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
-	node := sw.NewTimedNode(s, sw.NodeConfig{PassTime: *passTime})
-	var overruns atomic.Uint64 // node counters for the control API, copied on the run goroutine
+	// The adapter's counters, copied on the run goroutine for the API.
+	nodeStats := func() sw.NodeStats { return sw.NodeStats{} }
+	if ns, ok := node.(interface{ Stats() sw.NodeStats }); ok {
+		nodeStats = ns.Stats
+	}
+	var overruns atomic.Uint64
 	spec := procnode.Spec{Name: "switch", Node: node, Ports: *ports, Netns: *netns,
-		AfterEvent: func() { overruns.Store(node.Stats().Overruns) }}
+		AfterEvent: func() { overruns.Store(nodeStats().Overruns) }}
 	var portIdx []int
 	for i, n := range names {
 		a := procnode.Attachment{Port: i, Backend: procnode.BackendTAP, Dev: n, Batch: *batch, MTU: 9000, Link: emu.LinkConfig{MTUBytes: 9000}}
@@ -180,11 +243,16 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(ln)
+	if err := sync(ctx); err != nil {
+		proc.Run(cancelled())
+		hs.Close()
+		return fail(err)
+	}
 	rep, err := proc.Run(ctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	hs.Shutdown(sctx)
 	scancel()
-	out := SwitchReport{Report: rep, Switch: srv.Snapshot(), Node: node.Stats()}
+	out := SwitchReport{Report: rep, Switch: srv.Snapshot(), Node: nodeStats()}
 	if err != nil {
 		out.Error = err.Error()
 	}
@@ -198,108 +266,186 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// syncFlags registers --ready and --start: a process that has its ports
+// open creates the --ready file, then waits for the --start file, which
+// holds the wall-clock time (Unix ns) at which every process of a run
+// starts its clock, so their time 0s agree as they do in virtual time.
+func syncFlags(fs *flag.FlagSet) func(ctx context.Context) error {
+	ready := fs.String("ready", "", "file to create once the ports are open")
+	start := fs.String("start", "", "file to wait for: the wall-clock start time in Unix ns")
+	return func(ctx context.Context) error {
+		if *ready != "" {
+			if err := os.WriteFile(*ready, []byte("ready\n"), 0o644); err != nil {
+				return err
+			}
+		}
+		if *start == "" {
+			return nil
+		}
+		tick := time.NewTicker(500 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			b, err := os.ReadFile(*start)
+			if err == nil {
+				ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+				if err != nil {
+					return fmt.Errorf("--start %s: %q is not a Unix time in ns", *start, b)
+				}
+				select {
+				case <-time.After(time.Until(time.Unix(0, ns))):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return fmt.Errorf("stopped while waiting for %s: %w", *start, ctx.Err())
+			}
+		}
+	}
+}
+
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 func cancelled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
 }
 
-// HostMain is the inahost process: one aggregation worker sending and
-// receiving RoCEv2 frames on its own interface (AF_PACKET) inside a network
-// namespace. It exits 0 once it holds every chunk's sum (the tensor goes to
-// --result as little-endian int32), or on SIGINT/SIGTERM with status 1.
+// HostMain is the inahost process: one worker node of a scenario, sending
+// and receiving RoCEv2 frames on its own interface (AF_PACKET) inside a
+// network namespace, its link to the switch emulated in the process. When
+// the worker has finished every iteration it creates the --done file and
+// keeps serving its peers (a late PULL) until SIGINT/SIGTERM; it then
+// checks each result against the reference sum and writes --report.
 func HostMain(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inahost", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	netns := fs.String("netns", "", "named network namespace of the interface")
-	dev := fs.String("dev", "eth0", "interface for RoCEv2 frames (AF_PACKET)")
-	backend := fs.String("backend", procnode.BackendPacket, "packet (AF_PACKET on --dev) or tap (create TAP --dev)")
-	job := fs.Uint("job", 1, "job id")
-	ar := fs.Uint("allreduce", 1, "all-reduce id")
-	worker := fs.Uint("worker", 0, "worker rank")
-	values := fs.Int("values", 1<<20, "tensor length in int32 values")
-	per := fs.Int("per-packet", 256, "values per packet")
-	window := fs.Int("window", 64, "chunks in flight")
-	rto := fs.Duration("rto", 20*time.Millisecond, "retransmission timeout")
-	seed := fs.Uint64("seed", 1, "tensor seed (agg.Value)")
-	batch := fs.Int("batch", 0, "backend batch (0 = default)")
-	pcap := fs.String("pcap", "", "pcap file of the port")
-	report := fs.String("report", "", "file to write the final JSON report to")
-	result := fs.String("result", "", "file to write the all-reduced tensor to")
-	link := linkFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	name := fmt.Sprintf("worker%d", *worker)
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "inahost %s: %v\n", name, err)
-		writeJSON(*report, HostReport{Error: err.Error()})
-		return 1
-	}
-	w := agg.NewWorker(agg.WorkerConfig{Job: uint16(*job), AllReduce: uint16(*ar), Worker: uint8(*worker), Seed: *seed,
-		Values: *values, PerPacket: *per, Window: *window, RTO: *rto})
-	proc, err := procnode.Open(procnode.Spec{Name: name, Node: w, Ports: 1, Netns: *netns, Done: w.Done,
-		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: link(), Pcap: *pcap}}})
-	if err != nil {
-		return fail(err)
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	rep, err := proc.Run(ctx)
-	out := HostReport{Report: rep, Worker: w.Stats()}
-	if err == nil && !out.Worker.Done {
-		err = fmt.Errorf("stopped before the all-reduce finished (%d of %d chunks)", out.Worker.Results, out.Worker.Chunks)
-	}
-	if err == nil && *result != "" {
-		b := make([]byte, 4*len(w.Result))
-		for i, v := range w.Result {
-			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
-		}
-		err = os.WriteFile(*result, b, 0o644)
-	}
-	if err != nil {
-		out.Error = err.Error()
-	}
-	if werr := writeJSON(*report, out); werr != nil && err == nil {
-		err = werr
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "inahost %s: %v\n", name, err)
-		return 1
-	}
-	return 0
+	return peerMain("inahost", "worker", args, stderr)
 }
 
-// PSMain is the inaps process: the parameter server on its own interface
-// in a namespace, until SIGINT/SIGTERM.
-func PSMain(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inaps", flag.ContinueOnError)
+// PSMain is the inaps process: a scenario's parameter server node on its
+// own interface in a namespace, until SIGINT/SIGTERM.
+func PSMain(args []string, stderr io.Writer) int { return peerMain("inaps", "ps", args, stderr) }
+
+func peerMain(cmd, role string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	netns := fs.String("netns", "", "named network namespace of the interface")
-	dev := fs.String("dev", "eth0", "interface (AF_PACKET)")
-	backend := fs.String("backend", procnode.BackendPacket, "packet or tap")
-	pcap := fs.String("pcap", "", "pcap file of the port")
+	dev := fs.String("dev", "eth0", "interface for RoCEv2 frames")
+	backend := fs.String("backend", procnode.BackendPacket, "packet (AF_PACKET on --dev), ring (AF_PACKET rings) or tap (create TAP --dev)")
+	nodeName := fs.String("node", "", "the scenario's node to run (e.g. w1.0, ps; required)")
 	batch := fs.Int("batch", 0, "backend batch (0 = default)")
+	pcap := fs.String("pcap", "", "pcap file of the port")
 	report := fs.String("report", "", "file to write the final JSON report to")
-	link := linkFlags(fs)
+	doneFile := fs.String("done", "", "worker: file created once every iteration finished")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	prepare := scenarioFlags(fs)
+	sync := syncFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	out := PeerReport{Node: *nodeName, Role: role}
 	fail := func(err error) int {
-		fmt.Fprintln(stderr, "inaps:", err)
-		writeJSON(*report, PSReport{Error: err.Error()})
+		fmt.Fprintf(stderr, "%s %s: %v\n", cmd, *nodeName, err)
+		out.Error = err.Error()
+		writeJSON(*report, out)
 		return 1
 	}
-	ps := &agg.PS{}
-	proc, err := procnode.Open(procnode.Spec{Name: "ps", Node: ps, Ports: 1, Netns: *netns,
-		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: link(), Pcap: *pcap}}})
+	if *nodeName == "" {
+		return fail(errors.New("--node is required"))
+	}
+	prep, err := prepare()
+	if err != nil {
+		return fail(err)
+	}
+	peers, err := prep.Peers()
+	if err != nil {
+		return fail(err)
+	}
+	var me *harness.Peer
+	for i := range peers {
+		if peers[i].Node == *nodeName {
+			me = &peers[i]
+		}
+	}
+	if me == nil || me.Role != role {
+		var names []string
+		for _, p := range peers {
+			if p.Role == role {
+				names = append(names, p.Node)
+			}
+		}
+		return fail(fmt.Errorf("--node %q: not a %s of the scenario (its %ss: %s)", *nodeName, role, role, strings.Join(names, ", ")))
+	}
+	out.Job, out.Rank = me.Job, me.Rank
+	node, nports, err := prep.Node(me.Node)
+	if err != nil {
+		return fail(err)
+	}
+	spec := procnode.Spec{Name: me.Node, Node: node, Ports: nports, Netns: *netns, Seed: prep.Seed(),
+		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: me.ToSwitch, Pcap: *pcap}}}
+	finished := make(chan struct{})
+	if role == "worker" {
+		var once bool
+		spec.AfterEvent = func() {
+			if !once && prep.WorkerDone(me.Job, me.Rank) {
+				once = true
+				close(finished)
+			}
+		}
+	}
+	proc, err := procnode.Open(spec)
 	if err != nil {
 		return fail(err)
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if *doneFile != "" {
+		go func() {
+			select {
+			case <-finished:
+				os.WriteFile(*doneFile, []byte("done\n"), 0o644)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if err := sync(ctx); err != nil {
+		proc.Run(cancelled())
+		return fail(err)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	out.StartUnixNano = time.Now().UnixNano()
 	rep, err := proc.Run(ctx)
-	out := PSReport{Report: rep, PS: ps.Stats()}
+	out.Report = rep
+	switch role {
+	case "worker":
+		out.Done = prep.WorkerDone(me.Job, me.Rank)
+		out.Iterations = prep.CheckWorker(me.Job, me.Rank)
+		if err == nil && !out.Done {
+			err = fmt.Errorf("stopped after %d of %d iterations", len(out.Iterations), prep.Plans()[me.Job].Iterations)
+		}
+	case "ps":
+		if ps, ok := node.(*host.PS); ok {
+			st := ps.Stats()
+			out.PS = &st
+		}
+	}
 	if err != nil {
 		out.Error = err.Error()
 	}
@@ -307,7 +453,7 @@ func PSMain(args []string, stderr io.Writer) int {
 		err = werr
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "inaps:", err)
+		fmt.Fprintf(stderr, "%s %s: %v\n", cmd, *nodeName, err)
 		return 1
 	}
 	return 0

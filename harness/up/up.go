@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,133 +35,69 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"go.yaml.in/yaml/v3"
 
-	"inabox/harness/up/agg"
+	"inabox/harness"
 	"inabox/harness/up/swctl"
 	"inabox/internal/procnode"
 )
 
-// LinkSpec is the emulated link between a host and its switch port. It is
-// applied in the host process (both directions), so each link is modelled
-// exactly once.
-type LinkSpec struct {
-	BitsPerSecond float64       `yaml:"bits_per_second" json:"bits_per_second"`
-	Delay         time.Duration `yaml:"delay" json:"delay"`
-	QueuePackets  int           `yaml:"queue_packets" json:"queue_packets"`
-}
-
-// Config is a scenario for Up (the YAML file of `inabox up`).
+// Config is an `inabox up` run: a scenario (the format of `inabox run`)
+// and how to run it as processes.
 type Config struct {
-	Workers   int    `yaml:"workers"`
-	Job       uint16 `yaml:"job"`
-	AllReduce uint16 `yaml:"allreduce"`
-	// TensorBytes is the all-reduced tensor's size (int32 elements ×4).
-	TensorBytes int           `yaml:"tensor_bytes"`
-	PerPacket   int           `yaml:"per_packet"` // values per packet
-	Window      int           `yaml:"window"`     // chunks in flight per worker
-	RTO         time.Duration `yaml:"rto"`
-	Policy      string        `yaml:"policy"` // static, hashed, preemptive
-	Seed        uint64        `yaml:"seed"`
-	Link        LinkSpec      `yaml:"link"`
-	// SwitchSlots and PassTime configure the switch (0: defaults).
-	SwitchSlots int           `yaml:"switch_slots"`
-	PassTime    time.Duration `yaml:"pass_time"`
+	// Scenario is the scenario file; "" runs DefaultScenario. Its faults
+	// are refused (inject them with `inabox run`); its impairments apply
+	// to the emulated links.
+	Scenario string
+	// Seed and Policy override the scenario's (0, "": keep).
+	Seed   uint64
+	Policy string
 	// Batch is the backend batch size of every process (0: defaults).
-	Batch int `yaml:"batch"`
+	Batch int
 	// PcapDir, if set, receives one pcap per switch TAP (swK.pcap).
-	PcapDir string `yaml:"pcap_dir"`
+	PcapDir string
 	// Timeout bounds the whole run (default 2 minutes).
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration
 	// LateTolerance: a process whose events ran later than this did not
-	// keep up with real time (default 100 µs).
-	LateTolerance time.Duration `yaml:"late_tolerance"`
+	// keep up with real time (default 1 ms).
+	LateTolerance time.Duration
 	// KeepWorkDir keeps the directory with reports and sockets.
-	KeepWorkDir bool `yaml:"keep_work_dir"`
+	KeepWorkDir bool
+	// ProfileDir, if set, receives a CPU profile of every PS and worker
+	// process (<node>.pprof).
+	ProfileDir string
 
 	// Command builds the command for a role ("switch", "host", "ps");
 	// the default runs inaswitch, inahost or inaps found next to the
 	// running executable or in $PATH.
-	Command func(role string, args []string) *exec.Cmd `yaml:"-"`
+	Command func(role string, args []string) *exec.Cmd
 	// OnRunning, if set, is called once every process has started, with
-	// their pids by name (switch, ps, worker0, ...). For tests.
-	OnRunning func(pids map[string]int) `yaml:"-"`
+	// their pids by name (switch and the scenario's node names: ps, w1.0,
+	// ...). For tests.
+	OnRunning func(pids map[string]int)
 }
 
-// DefaultConfig is the default scenario: 4 workers, one job, a 16 MB tensor.
-var DefaultConfig = Config{Workers: 4, Job: 1, AllReduce: 1, TensorBytes: 16 << 20, PerPacket: 256, Window: 128,
-	RTO: 20 * time.Millisecond, Policy: "static", Seed: 1,
-	Link: LinkSpec{BitsPerSecond: 10e9, Delay: 5 * time.Microsecond}}
-
-// LoadConfig reads a scenario file; fields it does not set keep
-// DefaultConfig's values.
-func LoadConfig(path string) (Config, error) {
-	c := DefaultConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("up: %s: %w", path, err)
-	}
-	return c, nil
-}
-
-func (c *Config) check() error {
-	d := DefaultConfig
-	if c.Workers == 0 {
-		c.Workers = d.Workers
-	}
-	if c.Job == 0 {
-		c.Job = d.Job
-	}
-	if c.AllReduce == 0 {
-		c.AllReduce = d.AllReduce
-	}
-	if c.TensorBytes == 0 {
-		c.TensorBytes = d.TensorBytes
-	}
-	if c.PerPacket == 0 {
-		c.PerPacket = d.PerPacket
-	}
-	if c.Window == 0 {
-		c.Window = d.Window
-	}
-	if c.RTO == 0 {
-		c.RTO = d.RTO
-	}
-	if c.Policy == "" {
-		c.Policy = d.Policy
-	}
+func (c *Config) check() (*harness.Prepared, error) {
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
 	}
 	if c.LateTolerance == 0 {
-		c.LateTolerance = 100 * time.Microsecond
+		c.LateTolerance = time.Millisecond
 	}
-	switch {
-	case c.Workers < 1 || c.Workers > 32:
-		return fmt.Errorf("up: workers = %d: must be in [1, 32]", c.Workers)
-	case c.TensorBytes%4 != 0 || c.TensorBytes < 4:
-		return fmt.Errorf("up: tensor_bytes = %d: must be a positive multiple of 4", c.TensorBytes)
-	case c.PerPacket < 1 || c.PerPacket > 1024:
-		return fmt.Errorf("up: per_packet = %d: must be in [1, 1024]", c.PerPacket)
+	prep, err := prepareScenario(c.Scenario, c.Seed, c.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("up: %w", err)
 	}
-	if _, ok := swctl.PolicyByName[c.Policy]; !ok {
-		return fmt.Errorf("up: policy = %q: want static, hashed or preemptive", c.Policy)
+	s := prep.Scenario()
+	if len(s.Faults) > 0 {
+		return nil, fmt.Errorf("up: scenario %s has %d faults: inabox up does not inject faults (run it with inabox run, or remove them)", s.Name, len(s.Faults))
 	}
-	l := c.layout()
-	if c.Policy == "static" && c.Window > l.Aggregators()/2 {
-		return fmt.Errorf("up: window = %d: the static policy needs at most half of the %d aggregators in flight", c.Window, l.Aggregators())
+	if prep.Switch() == nil {
+		return nil, fmt.Errorf("up: policy %s: its testbed has no switch data plane to run as inaswitch", prep.Policy())
 	}
-	return nil
-}
-
-func (c *Config) layout() agg.Layout {
-	return agg.Layout{Job: c.Job, Workers: c.Workers, PerPacket: c.PerPacket, Window: c.Window,
-		Policy: swctl.PolicyByName[c.Policy], Slots: c.SwitchSlots}
+	if _, err := prep.Peers(); err != nil {
+		return nil, fmt.Errorf("up: %w", err)
+	}
+	return prep, nil
 }
 
 // ProcResult is one process's outcome.
@@ -181,28 +116,48 @@ type ProcResult struct {
 // WorkerResult is one worker's outcome.
 type WorkerResult struct {
 	ProcResult
-	Stats agg.WorkerStats `json:"stats"`
-	// Exact reports that every element equals the reference sum;
-	// Mismatches counts those that do not.
-	Exact      bool `json:"exact"`
-	Mismatches int  `json:"mismatches"`
-	// Gbps is the worker's tensor bytes over its all-reduce time.
+	Job  string `json:"job"`
+	Rank int    `json:"rank"`
+	// Iterations are the worker's all-reduces (times on its own clock),
+	// each checked element by element against the reference sum.
+	Iterations []harness.IterationCheck `json:"iterations"`
+	// Exact: every iteration finished and equals the reference.
+	Exact bool `json:"exact"`
+	// Gbps is the worker's all-reduced bytes over the time its
+	// all-reduces took (compute phases excluded).
 	Gbps float64 `json:"gbps"`
+}
+
+// JobResult is one job's outcome.
+type JobResult struct {
+	Name       string `json:"name"`
+	Workers    int    `json:"workers"`
+	Iterations int    `json:"iterations"`
+	// JCT is the job completion time: its last all-reduce's end minus its
+	// arrival, on its workers' clocks (each starts with its process).
+	JCT   time.Duration `json:"jct_ns"`
+	Exact bool          `json:"exact"`
 }
 
 // Result is what Up measured.
 type Result struct {
-	ID      string         `json:"id"`
-	Elapsed time.Duration  `json:"elapsed_ns"`
-	Workers []WorkerResult `json:"workers"`
-	Switch  ProcResult     `json:"switch"`
-	PS      ProcResult     `json:"ps"`
+	ID       string         `json:"id"`
+	Scenario string         `json:"scenario"`
+	Policy   string         `json:"policy"`
+	Seed     uint64         `json:"seed"`
+	Elapsed  time.Duration  `json:"elapsed_ns"`
+	Jobs     []JobResult    `json:"jobs"`
+	Workers  []WorkerResult `json:"workers"`
+	Switch   ProcResult     `json:"switch"`
+	PSs      []ProcResult   `json:"ps"`
 	// Counters are the switch's, read through its control API when the
-	// workers finished; SwitchReport and PSReport are the processes' final
-	// reports.
+	// workers finished; SwitchReport and PSReports are the processes'
+	// final reports.
 	Counters     swctl.Stats  `json:"counters"`
 	SwitchReport SwitchReport `json:"switch_report"`
-	PSReport     PSReport     `json:"ps_report"`
+	PSReports    []PeerReport `json:"ps_reports"`
+	// StartSkew is how far apart the worker processes' clocks started.
+	StartSkew time.Duration `json:"start_skew_ns"`
 	// KeptUp is false if any process fell behind real time; Warnings say
 	// which and by how much (link rates and delays did not hold then).
 	KeptUp   bool     `json:"kept_up"`
@@ -224,6 +179,8 @@ type device struct{ ns, name string }
 
 type run struct {
 	cfg     Config
+	prep    *harness.Prepared
+	peers   []harness.Peer
 	id      string
 	dir     string
 	ownDir  bool
@@ -243,8 +200,14 @@ const NamePrefix = "inabox-"
 // error naming the process if one dies, and stops on ctx, SIGINT or SIGTERM.
 // Progress and the processes' output go to stderr; stdout gets a summary.
 func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, err error) {
-	if err := cfg.check(); err != nil {
+	prep, err := cfg.check()
+	if err != nil {
 		return res, err
+	}
+	if cfg.Scenario != "" {
+		if cfg.Scenario, err = filepath.Abs(cfg.Scenario); err != nil {
+			return res, err
+		}
 	}
 	if cfg.Command == nil {
 		cfg.Command = defaultCommand
@@ -258,8 +221,9 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	defer cancel()
 	var idb [4]byte
 	rand.Read(idb[:])
-	r := &run{cfg: cfg, id: hex.EncodeToString(idb[:]), stderr: stderr, exits: make(chan *proc, 64)}
-	res.ID = r.id
+	r := &run{cfg: cfg, prep: prep, id: hex.EncodeToString(idb[:]), stderr: stderr, exits: make(chan *proc, 64)}
+	r.peers, _ = prep.Peers() // checked
+	res.ID, res.Scenario, res.Policy, res.Seed = r.id, prep.Scenario().Name, prep.Policy(), prep.Seed()
 	defer func() {
 		if cerr := r.cleanup(); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -295,17 +259,10 @@ func defaultCommand(role string, args []string) *exec.Cmd {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func (r *run) swNS() string        { return NamePrefix + "sw-" + r.id }
-func (r *run) psNS() string        { return NamePrefix + "ps-" + r.id }
-func (r *run) hostNS(w int) string { return NamePrefix + "h" + strconv.Itoa(w) + "-" + r.id }
+func (r *run) swNS() string { return NamePrefix + "sw-" + r.id }
 
-// portNS returns the namespace at the far end of switch port p.
-func (r *run) portNS(p int) string {
-	if p == r.cfg.Workers {
-		return r.psNS()
-	}
-	return r.hostNS(p)
-}
+// peerNS returns the namespace of switch peer i (a worker or PS node).
+func (r *run) peerNS(i int) string { return NamePrefix + r.peers[i].Node + "-" + r.id }
 
 func (r *run) logf(format string, a ...any) {
 	fmt.Fprintf(r.stderr, "inabox up %s: "+format+"\n", append([]any{r.id}, a...)...)
@@ -324,10 +281,9 @@ func (r *run) setup() error {
 		return err
 	}
 	r.dir, r.ownDir = dir, true
-	ports := r.cfg.Workers + 1
 	names := []string{r.swNS()}
-	for p := 0; p < ports; p++ {
-		names = append(names, r.portNS(p))
+	for i := range r.peers {
+		names = append(names, r.peerNS(i))
 	}
 	for _, n := range names {
 		if procnode.NetnsExists(n) {
@@ -346,8 +302,9 @@ func (r *run) setup() error {
 		return err
 	}
 	defer swh.Close()
-	for p := 0; p < ports; p++ {
-		fns, err := netns.GetFromName(r.portNS(p))
+	for i, pe := range r.peers {
+		p := pe.SwitchPort
+		fns, err := netns.GetFromName(r.peerNS(i))
 		if err != nil {
 			return err
 		}
@@ -379,14 +336,14 @@ func (r *run) setup() error {
 				return fmt.Errorf("up: %s up: %w", l.Attrs().Name, err)
 			}
 		}
-		hh, err := handleAt(r.portNS(p))
+		hh, err := handleAt(r.peerNS(i))
 		if err != nil {
 			return err
 		}
 		err = setUp(hh, "eth0", 9000)
 		hh.Close()
 		if err != nil {
-			return fmt.Errorf("up: eth0 in %s: %w", r.portNS(p), err)
+			return fmt.Errorf("up: eth0 in %s: %w", r.peerNS(i), err)
 		}
 	}
 	return nil
@@ -455,19 +412,27 @@ func (p *proc) died() error {
 
 func (r *run) runAll(ctx context.Context, res *Result) error {
 	cfg := r.cfg
-	l := cfg.layout()
-	ports := l.Ports()
+	_, ports, err := r.prep.Node(r.prep.SwitchName())
+	if err != nil {
+		return err
+	}
+	scen := []string{"--scenario", cfg.Scenario, "--seed", strconv.FormatUint(r.prep.Seed(), 10), "--policy", r.prep.Policy()}
 	// 1. The switch, with one TAP per port.
 	ctl := "unix:" + filepath.Join(r.dir, "sw.sock")
 	var taps []string
 	for p := 0; p < ports; p++ {
 		taps = append(taps, "sw"+strconv.Itoa(p))
 	}
-	swArgs := []string{"--netns", r.swNS(), "--ports", strconv.Itoa(ports), "--taps", strings.Join(taps, ","),
-		"--control", ctl, "--slots", strconv.Itoa(cfg.SwitchSlots), "--pass-time", cfg.PassTime.String(), "--batch", strconv.Itoa(cfg.Batch)}
+	swArgs := append([]string{"--netns", r.swNS(), "--taps", strings.Join(taps, ","),
+		"--control", ctl, "--batch", strconv.Itoa(cfg.Batch)}, scen...)
 	if cfg.PcapDir != "" {
 		swArgs = append(swArgs, "--pcap", cfg.PcapDir)
 	}
+	startFile := filepath.Join(r.dir, "start")
+	sync := func(name string) []string {
+		return []string{"--ready", filepath.Join(r.dir, name+".ready"), "--start", startFile}
+	}
+	swArgs = append(swArgs, sync("switch")...)
 	swp, err := r.start("switch", "switch", swArgs)
 	if err != nil {
 		return err
@@ -488,13 +453,15 @@ func (r *run) runAll(ctx context.Context, res *Result) error {
 		}
 		return fmt.Errorf("up: switch control API: %w", err)
 	}
-	// 2. Join each TAP to its port's bridge, then program the switch.
+	// 2. Join each TAP to its port's bridge (the switch is programmed as
+	// the scenario says already).
 	swh, err := handleAt(r.swNS())
 	if err != nil {
 		return err
 	}
-	for p, t := range taps {
-		tl, err := swh.LinkByName(t)
+	for _, pe := range r.peers {
+		p := pe.SwitchPort
+		tl, err := swh.LinkByName(taps[p])
 		if err == nil {
 			var bl netlink.Link
 			if bl, err = swh.LinkByName("br" + strconv.Itoa(p)); err == nil {
@@ -505,32 +472,54 @@ func (r *run) runAll(ctx context.Context, res *Result) error {
 		}
 		if err != nil {
 			swh.Close()
-			return fmt.Errorf("up: joining %s to br%d: %w", t, p, err)
+			return fmt.Errorf("up: joining %s to br%d: %w", taps[p], p, err)
 		}
 	}
 	swh.Close()
-	if err := client.Configure(ctx, l.SwitchConfig()); err != nil {
-		return err
-	}
-	// 3. The PS and the workers.
-	link := []string{"--rate", strconv.FormatFloat(cfg.Link.BitsPerSecond, 'g', -1, 64), "--delay", cfg.Link.Delay.String(),
-		"--queue", strconv.Itoa(cfg.Link.QueuePackets), "--batch", strconv.Itoa(cfg.Batch)}
-	psp, err := r.start("ps", "ps", append([]string{"--netns", r.psNS(), "--dev", "eth0"}, link...))
-	if err != nil {
-		return err
-	}
-	values := cfg.TensorBytes / 4
-	workers := make([]*proc, cfg.Workers)
-	for w := range workers {
-		args := append([]string{"--netns", r.hostNS(w), "--dev", "eth0", "--job", strconv.Itoa(int(cfg.Job)),
-			"--allreduce", strconv.Itoa(int(cfg.AllReduce)), "--worker", strconv.Itoa(w), "--values", strconv.Itoa(values),
-			"--per-packet", strconv.Itoa(cfg.PerPacket), "--window", strconv.Itoa(cfg.Window), "--rto", cfg.RTO.String(),
-			"--seed", strconv.FormatUint(cfg.Seed, 10), "--result", filepath.Join(r.dir, fmt.Sprintf("worker%d.bin", w))}, link...)
-		if workers[w], err = r.start(fmt.Sprintf("worker%d", w), "host", args); err != nil {
-			return err
+	// 3. The PSs, then the workers.
+	var psProcs, workers []*proc
+	var workerPeers []harness.Peer
+	for _, role := range []string{"ps", "worker"} {
+		for i, pe := range r.peers {
+			if pe.Role != role {
+				continue
+			}
+			args := append([]string{"--netns", r.peerNS(i), "--dev", "eth0", "--node", pe.Node, "--batch", strconv.Itoa(cfg.Batch)}, scen...)
+			args = append(args, sync(pe.Node)...)
+			if cfg.ProfileDir != "" {
+				args = append(args, "--cpuprofile", filepath.Join(cfg.ProfileDir, pe.Node+".pprof"))
+			}
+			if role == "ps" {
+				p, err := r.start(pe.Node, "ps", args)
+				if err != nil {
+					return err
+				}
+				psProcs = append(psProcs, p)
+				continue
+			}
+			args = append(args, "--done", filepath.Join(r.dir, pe.Node+".done"))
+			p, err := r.start(pe.Node, "host", args)
+			if err != nil {
+				return err
+			}
+			workers = append(workers, p)
+			workerPeers = append(workerPeers, pe)
 		}
 	}
-	r.logf("running: switch, ps and %d workers in namespaces %s", cfg.Workers, strings.Join(r.nsNames, " "))
+	// 4. Once every process has its ports open, start all their clocks
+	// at the same wall-clock instant.
+	if err := r.waitFiles(ctx, ".ready", "ready"); err != nil {
+		return err
+	}
+	at := time.Now().Add(20 * time.Millisecond).UnixNano()
+	if err := os.WriteFile(startFile+".tmp", []byte(strconv.FormatInt(at, 10)+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(startFile+".tmp", startFile); err != nil {
+		return err
+	}
+	r.logf("running %s (policy %s): switch, %d PS and %d worker processes in namespaces %s",
+		r.prep.Scenario().Name, r.prep.Policy(), len(psProcs), len(workers), strings.Join(r.nsNames, " "))
 	if cfg.OnRunning != nil {
 		pids := map[string]int{}
 		for _, p := range r.procs {
@@ -538,34 +527,20 @@ func (r *run) runAll(ctx context.Context, res *Result) error {
 		}
 		cfg.OnRunning(pids)
 	}
-	// 4. Watchdog: every worker must finish; any other exit is fatal.
-	left := cfg.Workers
-	for left > 0 {
-		select {
-		case <-ctx.Done():
-			var pending []string
-			for _, w := range workers {
-				if !isDone(w) {
-					pending = append(pending, w.name)
-				}
-			}
-			return fmt.Errorf("up: stopped (%v) with %s unfinished", context.Cause(ctx), strings.Join(pending, ", "))
-		case p := <-r.exits:
-			if p.role == "host" && p.err == nil {
-				left--
-				continue
-			}
-			return p.died()
-		}
+	// 5. Watchdog: every worker must finish (it says so with its done
+	// file and keeps running for its peers); any exit is fatal.
+	if err := r.waitFiles(ctx, ".done", "unfinished", workers...); err != nil {
+		return err
 	}
-	// 5. Counters, then stop the switch and the PS and read their reports.
+	// 6. Counters, then stop every process and read the reports.
 	if res.Counters, err = client.Stats(ctx); err != nil {
 		return fmt.Errorf("up: reading switch counters: %w", err)
 	}
-	for _, p := range []*proc{swp, psp} {
+	all := append(append([]*proc{swp}, psProcs...), workers...)
+	for _, p := range all {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for _, p := range []*proc{swp, psp} {
+	for _, p := range all {
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
@@ -578,58 +553,104 @@ func (r *run) runAll(ctx context.Context, res *Result) error {
 	if err := readJSON(swp.report, &res.SwitchReport); err != nil {
 		return err
 	}
-	if err := readJSON(psp.report, &res.PSReport); err != nil {
-		return err
-	}
 	res.Switch = r.procResult(swp, res.SwitchReport.Report)
-	res.PS = r.procResult(psp, res.PSReport.Report)
-	// 6. Check every worker's tensor against the reference sum.
-	ref := make([]int32, values)
-	for i := range ref {
-		var s int32
-		for w := 0; w < cfg.Workers; w++ {
-			s += agg.Value(cfg.Seed, w, i)
+	for _, p := range psProcs {
+		var pr PeerReport
+		if err := readJSON(p.report, &pr); err != nil {
+			return err
 		}
-		ref[i] = s
+		res.PSReports = append(res.PSReports, pr)
+		res.PSs = append(res.PSs, r.procResult(p, pr.Report))
 	}
-	for w, p := range workers {
-		var hr HostReport
+	// 7. Every worker's all-reduces, checked in its process against the
+	// reference sum; jobs' completion times.
+	plans := r.prep.Plans()
+	jobs := make([]JobResult, len(plans))
+	for j, pl := range plans {
+		jobs[j] = JobResult{Name: pl.Name, Workers: pl.Workers, Iterations: pl.Iterations, Exact: true}
+	}
+	var firstStart, lastStart int64
+	for i, p := range workers {
+		pe := workerPeers[i]
+		var hr PeerReport
 		if err := readJSON(p.report, &hr); err != nil {
 			return err
 		}
-		wr := WorkerResult{ProcResult: r.procResult(p, hr.Report), Stats: hr.Worker}
-		b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("worker%d.bin", w)))
-		if err != nil {
-			return fmt.Errorf("up: %s result: %w", p.name, err)
+		pl := plans[pe.Job]
+		wr := WorkerResult{ProcResult: r.procResult(p, hr.Report), Job: pl.Name, Rank: pe.Rank, Iterations: hr.Iterations}
+		wr.Exact = hr.Done && len(hr.Iterations) == pl.Iterations
+		var busy time.Duration
+		for _, it := range hr.Iterations {
+			wr.Exact = wr.Exact && it.Exact
+			busy += it.End - it.Start
 		}
-		if len(b) != 4*values {
-			return fmt.Errorf("up: %s result has %d bytes, want %d", p.name, len(b), 4*values)
+		if n := len(hr.Iterations); n > 0 {
+			jobs[pe.Job].JCT = max(jobs[pe.Job].JCT, hr.Iterations[n-1].End-pl.Arrival)
 		}
-		for i, v := range ref {
-			if int32(binary.LittleEndian.Uint32(b[4*i:])) != v {
-				wr.Mismatches++
-			}
+		if busy > 0 {
+			wr.Gbps = float64(pl.Bytes) * float64(len(hr.Iterations)) * 8 / busy.Seconds() / 1e9
 		}
-		wr.Exact = wr.Mismatches == 0
-		if d := hr.Worker.DoneAt - hr.Worker.FirstSendAt; d > 0 {
-			wr.Gbps = float64(cfg.TensorBytes) * 8 / d.Seconds() / 1e9
+		jobs[pe.Job].Exact = jobs[pe.Job].Exact && wr.Exact
+		if i == 0 || hr.StartUnixNano < firstStart {
+			firstStart = hr.StartUnixNano
 		}
+		lastStart = max(lastStart, hr.StartUnixNano)
 		res.Workers = append(res.Workers, wr)
 	}
+	res.Jobs = jobs
+	res.StartSkew = time.Duration(lastStart - firstStart)
 	res.KeptUp = true
-	for _, pr := range append([]ProcResult{res.Switch, res.PS}, workerProcs(res.Workers)...) {
+	for _, pr := range append(append([]ProcResult{res.Switch}, res.PSs...), workerProcs(res.Workers)...) {
 		if !pr.KeptUp {
 			res.KeptUp = false
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s did not keep up with real time: events ran up to %v late (%d more than 100µs late); link rate %.3g b/s and delay %v did not hold",
-				pr.Name, pr.MaxLate, pr.Late, cfg.Link.BitsPerSecond, cfg.Link.Delay))
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s did not keep up with real time: events ran up to %v late (%d events late); the links' rates and delays did not hold then",
+				pr.Name, pr.MaxLate, pr.Late))
 		}
 	}
-	for _, wr := range res.Workers {
+	for i, wr := range res.Workers {
 		if !wr.Exact {
-			return fmt.Errorf("up: %s: %d of %d values differ from the reference sum", wr.Name, wr.Mismatches, values)
+			var bad []string
+			for _, it := range wr.Iterations {
+				if !it.Exact {
+					bad = append(bad, fmt.Sprintf("iteration %d: %d of %d values differ", it.Iteration, it.Mismatches, it.Elements))
+				}
+			}
+			if len(wr.Iterations) < plans[workerPeers[i].Job].Iterations && len(bad) == 0 {
+				bad = append(bad, fmt.Sprintf("%d iterations finished", len(wr.Iterations)))
+			}
+			return fmt.Errorf("up: %s (job %s rank %d) does not hold the reference sum: %s", wr.Name, wr.Job, wr.Rank, strings.Join(bad, "; "))
 		}
 	}
 	return nil
+}
+
+// waitFiles waits until every process of procs (all if none are given)
+// has created its file <work dir>/<name><suffix>; a process exiting first
+// is fatal, and ctx ending names those still pending.
+func (r *run) waitFiles(ctx context.Context, suffix, pendingWord string, procs ...*proc) error {
+	if len(procs) == 0 {
+		procs = r.procs
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var pending []string
+		for _, p := range procs {
+			if !fileExists(filepath.Join(r.dir, p.name+suffix)) {
+				pending = append(pending, p.name)
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("up: stopped (%v) with %s %s", context.Cause(ctx), strings.Join(pending, ", "), pendingWord)
+		case p := <-r.exits:
+			return p.died()
+		case <-tick.C:
+		}
+	}
 }
 
 func workerProcs(ws []WorkerResult) []ProcResult {
@@ -671,7 +692,19 @@ func readJSON(path string, v any) error {
 // devices and namespaces the run created and its work directory.
 func (r *run) cleanup() error {
 	var errs []error
+	// SIGTERM first, so processes flush their captures and reports (kept
+	// with --keep); SIGKILL whatever has not exited within 3 s.
 	for _, p := range r.procs {
+		if !isDone(p) {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	grace := time.After(3 * time.Second)
+	for _, p := range r.procs {
+		select {
+		case <-p.done:
+		case <-grace:
+		}
 		if !isDone(p) {
 			// The whole process group: a role may have children of its own.
 			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
@@ -715,10 +748,14 @@ func (r *run) cleanup() error {
 
 // Print writes a summary.
 func (res *Result) Print(w io.Writer) {
-	fmt.Fprintf(w, "inabox up %s: %d workers, done in %v\n", res.ID, len(res.Workers), res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "inabox up %s: scenario %s, policy %s, seed %d: %d workers done in %v\n",
+		res.ID, res.Scenario, res.Policy, res.Seed, len(res.Workers), res.Elapsed.Round(time.Millisecond))
+	for _, j := range res.Jobs {
+		fmt.Fprintf(w, "  job %-12s workers=%d iterations=%d exact=%v JCT=%v\n", j.Name, j.Workers, j.Iterations, j.Exact, j.JCT.Round(time.Microsecond))
+	}
 	for _, wr := range res.Workers {
-		fmt.Fprintf(w, "  %-8s exact=%v chunks=%d sent=%d resent=%d dup-results=%d  %.3f Gb/s  max-late=%v late=%d\n",
-			wr.Name, wr.Exact, wr.Stats.Chunks, wr.Stats.Sent, wr.Stats.Resent, wr.Stats.DupResults, wr.Gbps, wr.MaxLate, wr.Late)
+		fmt.Fprintf(w, "  %-8s %s/%d exact=%v iterations=%d  %.3f Gb/s while all-reducing  max-late=%v late=%d\n",
+			wr.Name, wr.Job, wr.Rank, wr.Exact, len(wr.Iterations), wr.Gbps, wr.MaxLate, wr.Late)
 	}
 	c := res.Counters
 	fmt.Fprintf(w, "  switch   packets=%d ina=%d passes=%d recirc=%d  max-late=%v late=%d\n",
@@ -727,7 +764,12 @@ func (res *Result) Print(w io.Writer) {
 	for _, j := range c.Jobs {
 		fmt.Fprintf(w, "  job %-4d %+v\n", j.ID, j.JobStats)
 	}
-	fmt.Fprintf(w, "  ps       %+v\n", res.PSReport.PS)
+	for i, p := range res.PSReports {
+		if p.PS != nil {
+			fmt.Fprintf(w, "  %-8s %+v\n", res.PSs[i].Name, *p.PS)
+		}
+	}
+	fmt.Fprintf(w, "  worker clocks started within %v of each other\n", res.StartSkew.Round(time.Microsecond))
 	if res.KeptUp {
 		fmt.Fprintln(w, "  real time: every process kept up")
 	}

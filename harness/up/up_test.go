@@ -72,20 +72,16 @@ func goroutinesSettle(t *testing.T, before int) {
 	}
 }
 
-func testConfig(tensor int) Config {
-	c := DefaultConfig
-	c.TensorBytes = tensor
-	c.Command = testCommand
-	c.Timeout = 50 * time.Second
-	return c
+func testConfig() Config {
+	return Config{Scenario: "testdata/up-16mb.yaml", Command: testCommand, Timeout: 50 * time.Second}
 }
 
-// TestUpExactSum is the acceptance run: 4 worker processes, one job, a
-// 16 MB int32 tensor through the switch process over TAP; every worker gets
+// TestUpExactSum is the acceptance run: 4 FreeINA worker processes, one job,
+// a 16 MiB tensor through the switch process over TAP; every worker gets
 // the exact sum, tshark decodes the captures as RoCEv2, nothing is left.
 func TestUpExactSum(t *testing.T) {
 	needRoot(t)
-	cfg := testConfig(16 << 20)
+	cfg := testConfig()
 	cfg.PcapDir = t.TempDir()
 	if d := os.Getenv("INABOX_UP_KEEP_PCAP"); d != "" {
 		cfg.PcapDir = d
@@ -103,31 +99,65 @@ func TestUpExactSum(t *testing.T) {
 		t.Fatalf("Up: %v\nstderr:\n%s", err, stderr.String())
 	}
 	checkNothingLeft(t, res, pids)
-	if len(res.Workers) != 4 {
-		t.Fatalf("%d worker results", len(res.Workers))
+	if len(res.Workers) != 4 || len(res.Jobs) != 1 || res.Policy != "freeina" {
+		t.Fatalf("%d worker results, %d jobs, policy %s", len(res.Workers), len(res.Jobs), res.Policy)
 	}
+	const elements = 16 << 20 / 4
 	for _, w := range res.Workers {
-		if !w.Exact || !w.Stats.Done {
-			t.Errorf("%s: exact=%v done=%v", w.Name, w.Exact, w.Stats.Done)
+		if !w.Exact || len(w.Iterations) != 1 || w.Iterations[0].Elements != elements {
+			t.Errorf("%s: exact=%v iterations=%+v", w.Name, w.Exact, w.Iterations)
 		}
 	}
-	if len(res.Counters.Jobs) != 1 || res.Counters.Jobs[0].Results < uint64(res.Workers[0].Stats.Chunks) {
-		t.Errorf("switch job counters: %+v", res.Counters.Jobs)
+	if !res.Jobs[0].Exact || res.Jobs[0].JCT <= 0 {
+		t.Errorf("job: %+v", res.Jobs[0])
 	}
-	checkPcaps(t, cfg.PcapDir, cfg.Workers)
+	// Every chunk went through the switch's INA pipeline at least once
+	// per worker (256 values a packet).
+	if c := res.Counters.Switch.INAPackets; c < 4*elements/256 {
+		t.Errorf("switch INA packets = %d, want ≥ %d", c, 4*elements/256)
+	}
+	// Port 0 is the PS's (a few control frames: ALLOC, GRANT, plan);
+	// ports 1-4 the workers'.
+	checkPcaps(t, cfg.PcapDir, []int{0}, 1)
+	checkPcaps(t, cfg.PcapDir, []int{1, 2, 3, 4}, 2*elements/256) // a contribution and a result per chunk
+}
+
+// TestUpMultiJob runs inabox up's default scenario (DynaINA, two jobs of
+// two workers, three all-reduces each, staggered arrivals) as processes:
+// every all-reduce of every worker is exact.
+func TestUpMultiJob(t *testing.T) {
+	needRoot(t)
+	cfg := Config{Command: testCommand, Timeout: 50 * time.Second}
+	var pids map[string]int
+	cfg.OnRunning = func(p map[string]int) { pids = p }
+	var stdout, stderr bytes.Buffer
+	res, err := Up(context.Background(), cfg, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if err != nil {
+		t.Fatalf("Up: %v\nstderr:\n%s", err, stderr.String())
+	}
+	checkNothingLeft(t, res, pids)
+	if res.Policy != "dynaina" || len(res.Jobs) != 2 || len(res.Workers) != 4 {
+		t.Fatalf("policy %s, %d jobs, %d workers", res.Policy, len(res.Jobs), len(res.Workers))
+	}
+	for _, w := range res.Workers {
+		if !w.Exact || len(w.Iterations) != 3 {
+			t.Errorf("%s: exact=%v, %d iterations", w.Name, w.Exact, len(w.Iterations))
+		}
+	}
 }
 
 // TestUpWorkerKilled kills a worker mid-run: Up must fail naming it and
 // remove every namespace and process.
 func TestUpWorkerKilled(t *testing.T) {
 	needRoot(t)
-	cfg := testConfig(16 << 20)
+	cfg := testConfig()
 	var pids map[string]int
 	cfg.OnRunning = func(p map[string]int) {
 		pids = p
 		go func() {
 			time.Sleep(300 * time.Millisecond)
-			syscall.Kill(p["worker2"], syscall.SIGKILL)
+			syscall.Kill(p["w1.2"], syscall.SIGKILL)
 		}()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
@@ -137,10 +167,10 @@ func TestUpWorkerKilled(t *testing.T) {
 	res, err := Up(ctx, cfg, nil, &stderr)
 	goroutinesSettle(t, before)
 	if err == nil {
-		t.Fatalf("Up succeeded although worker2 was killed")
+		t.Fatalf("Up succeeded although w1.2 was killed")
 	}
 	t.Logf("error: %v", err)
-	if !strings.Contains(err.Error(), "worker2") || !strings.Contains(err.Error(), "died") {
+	if !strings.Contains(err.Error(), "w1.2") || !strings.Contains(err.Error(), "died") {
 		t.Errorf("error does not name the dead worker: %v", err)
 	}
 	checkNothingLeft(t, res, pids)
@@ -150,7 +180,7 @@ func TestUpWorkerKilled(t *testing.T) {
 // and removes everything.
 func TestUpInterrupted(t *testing.T) {
 	needRoot(t)
-	cfg := testConfig(16 << 20)
+	cfg := testConfig()
 	var pids map[string]int
 	cfg.OnRunning = func(p map[string]int) {
 		pids = p
@@ -172,7 +202,7 @@ func TestUpInterrupted(t *testing.T) {
 // TestUpSwitchKilled: the switch dying is named too.
 func TestUpSwitchKilled(t *testing.T) {
 	needRoot(t)
-	cfg := testConfig(16 << 20)
+	cfg := testConfig()
 	var pids map[string]int
 	cfg.OnRunning = func(p map[string]int) {
 		pids = p
@@ -194,7 +224,7 @@ func TestUpSwitchKilled(t *testing.T) {
 // TestUpBadBinary: a process that cannot start fails the run cleanly.
 func TestUpBadBinary(t *testing.T) {
 	needRoot(t)
-	cfg := testConfig(1 << 20)
+	cfg := testConfig()
 	cfg.Command = func(role string, args []string) *exec.Cmd { return exec.Command("/nonexistent/ina" + role) }
 	res, err := Up(context.Background(), cfg, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "starting switch") {
@@ -240,24 +270,30 @@ func TestCleanStale(t *testing.T) {
 	}
 }
 
-func TestLoadConfig(t *testing.T) {
-	c, err := LoadConfig("testdata/scenario.yaml")
+// TestConfigErrors: what inabox up cannot run is refused before anything
+// is created, with an error naming the problem.
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	withFaults := filepath.Join(dir, "faults.yaml")
+	b, err := os.ReadFile("testdata/up-16mb.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Workers != 4 || c.TensorBytes != 16<<20 || c.Link.Delay != 5*time.Microsecond || c.Link.BitsPerSecond != 10e9 || c.Policy != "static" {
-		t.Fatalf("%+v", c)
-	}
-	if err := c.check(); err != nil {
-		t.Fatal(err)
-	}
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	os.WriteFile(bad, []byte("workers: 4\nwokers: 3\n"), 0o644)
-	if _, err := LoadConfig(bad); err == nil || !strings.Contains(err.Error(), "wokers") {
-		t.Fatalf("unknown field: %v", err)
-	}
-	c.Window = 5000
-	if err := c.check(); err == nil || !strings.Contains(err.Error(), "window") {
-		t.Fatalf("window beyond half the aggregators: %v", err)
+	os.WriteFile(withFaults, append(b, []byte("faults:\n  - {at: 1ms, kind: switch_reboot, target: sw}\n")...), 0o644)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"faults", Config{Scenario: withFaults}, "does not inject faults"},
+		{"missing file", Config{Scenario: filepath.Join(dir, "nope.yaml")}, "nope.yaml"},
+		{"unknown policy", Config{Scenario: "testdata/up-16mb.yaml", Policy: "bogus"}, `policy "bogus"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Up(context.Background(), tc.cfg, nil, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Up: %v; want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -132,7 +132,7 @@ func Open(spec Spec) (_ *Proc, err error) {
 	if spec.Name == "" || spec.Node == nil || spec.Ports < 1 {
 		return nil, errors.New("procnode: Spec needs Name, Node and Ports")
 	}
-	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed})}
+	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true})}
 	var node emu.Node = spec.Node
 	if spec.Done != nil || spec.AfterEvent != nil {
 		p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package emu
+
+func newPreciseWaker() (waker, error) { return newGoWaker(), nil }

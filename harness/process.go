@@ -1,0 +1,167 @@
+package harness
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"inabox/emu"
+	sw "inabox/switch"
+)
+
+// Prepared is a scenario's testbed built for one policy and not run: the
+// network the virtual-time runner drives, from which the process runtime
+// (`inabox up`) takes one node per process. Every process prepares the same
+// scenario with the same seed and policy, so each runs the very node the
+// emulator would run — no forked logic.
+type Prepared struct {
+	r *runner
+}
+
+// Peer is a node attached to the switch: a worker or a PS, the switch port
+// it is on and its link (both directions as the emulator models them).
+type Peer struct {
+	Node string
+	// Role is "worker" or "ps"; Job (0-based) and Rank say which worker,
+	// Index which PS.
+	Role       string
+	Job, Rank  int
+	Index      int
+	SwitchPort int
+	// ToSwitch and FromSwitch are the link's two directions.
+	ToSwitch, FromSwitch emu.LinkConfig
+}
+
+// Prepare builds scenario s under opts (seed and policy) with its
+// impairments applied, for running node by node. opts.PcapDir, Progress and
+// Step do not apply.
+func Prepare(s *Scenario, opts RunOptions) (*Prepared, error) {
+	r, err := prepare(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Prepared{r: r}, nil
+}
+
+// Scenario returns the scenario.
+func (p *Prepared) Scenario() *Scenario { return p.r.s }
+
+// Policy and Seed are the ones in force (options applied).
+func (p *Prepared) Policy() string { return p.r.policy }
+func (p *Prepared) Seed() uint64   { return p.r.seed }
+
+// Plans returns the jobs as planned.
+func (p *Prepared) Plans() []JobPlan { return p.r.plans }
+
+// Network returns the built, never-run network.
+func (p *Prepared) Network() *emu.Network { return p.r.tb.Network() }
+
+// SwitchName is the switch node's name.
+func (p *Prepared) SwitchName() string { return p.r.tb.SwitchNode() }
+
+// Switch returns the switch's data plane (for its control API), or nil if
+// the policy's testbed does not expose one.
+func (p *Prepared) Switch() *sw.Switch {
+	if o, ok := p.r.tb.(interface{ DataPlane() *sw.Switch }); ok {
+		return o.DataPlane()
+	}
+	return nil
+}
+
+// DataPlane returns the FreeINA testbed's switch.
+func (f *freeinaBed) DataPlane() *sw.Switch { return f.c.Switch }
+
+// DataPlane returns the baseline testbed's switch.
+func (f *baselineBed) DataPlane() *sw.Switch { return f.c.Switch }
+
+// Node returns the node named name and its port count.
+func (p *Prepared) Node(name string) (emu.Node, int, error) {
+	n, ports := p.Network().Node(name)
+	if n == nil {
+		return nil, 0, fmt.Errorf("%s: policy %s has no node %q (nodes: %v)", p.r.s.Name, p.r.policy, name, p.Network().Nodes())
+	}
+	return n, ports, nil
+}
+
+// Peers lists every node linked to the switch, in switch port order. It
+// fails if a link does not touch the switch or a node is neither a worker
+// nor a PS (the process runtime gives each peer its own namespace and one
+// veth to the switch).
+func (p *Prepared) Peers() ([]Peer, error) {
+	roles := map[string]Peer{}
+	for i, pl := range p.r.plans {
+		for w := range pl.Workers {
+			name, _ := p.r.tb.WorkerNode(i, w)
+			roles[name] = Peer{Node: name, Role: "worker", Job: i, Rank: w}
+		}
+	}
+	for i := range p.r.s.PSNames() {
+		if name, l := p.r.tb.PSNode(i); l != nil {
+			roles[name] = Peer{Node: name, Role: "ps", Index: i}
+		}
+	}
+	swName := p.SwitchName()
+	var out []Peer
+	for _, l := range p.Network().Links() {
+		a, b := l.Ends()
+		toSw, fromSw := l.Config(emu.AtoB), l.Config(emu.BtoA)
+		if a.Node == swName {
+			a, b = b, a
+			toSw, fromSw = fromSw, toSw
+		}
+		if b.Node != swName {
+			return nil, fmt.Errorf("%s: policy %s: link %s does not touch the switch", p.r.s.Name, p.r.policy, l.Name())
+		}
+		pe, ok := roles[a.Node]
+		if !ok || a.Port != 0 {
+			return nil, fmt.Errorf("%s: policy %s: node %s port %d on the switch is neither a worker nor a PS", p.r.s.Name, p.r.policy, a.Node, a.Port)
+		}
+		pe.SwitchPort, pe.ToSwitch, pe.FromSwitch = b.Port, toSw, fromSw
+		out = append(out, pe)
+	}
+	slices.SortFunc(out, func(x, y Peer) int { return x.SwitchPort - y.SwitchPort })
+	return out, nil
+}
+
+// WorkerDone reports whether worker rank of job (0-based) has finished all
+// its iterations. Call it on the goroutine that runs the worker's node.
+func (p *Prepared) WorkerDone(job, rank int) bool {
+	return p.r.tb.Ranks(job)[rank].Finished() >= p.r.plans[job].Iterations
+}
+
+// IterationCheck is one all-reduce of one worker: its span on the worker's
+// clock and whether its result equals the reference sum.
+type IterationCheck struct {
+	Iteration  int           `json:"iteration"`
+	Start      time.Duration `json:"start_ns"`
+	End        time.Duration `json:"end_ns"`
+	Exact      bool          `json:"exact"`
+	Mismatches int           `json:"mismatches"`
+	Elements   int64         `json:"elements"`
+}
+
+// CheckWorker compares every all-reduce worker rank of job (0-based) has
+// finished with the reference sum, element by element, and frees the
+// results. Call it after the worker's node stopped running.
+func (p *Prepared) CheckWorker(job, rank int) []IterationCheck {
+	w := p.r.tb.Ranks(job)[rank]
+	var out []IterationCheck
+	for k := 0; k < w.Finished(); k++ {
+		ref := p.r.gen.reference(job, k)
+		got := w.Result(k)
+		c := IterationCheck{Iteration: k, Elements: int64(len(ref))}
+		c.Start, c.End = w.Span(k)
+		if len(got) != len(ref) {
+			c.Mismatches = len(ref)
+		} else {
+			for e := range ref {
+				if got[e] != ref[e] {
+					c.Mismatches++
+				}
+			}
+		}
+		c.Exact = c.Mismatches == 0
+		out = append(out, c)
+	}
+	return out
+}
