@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"inabox/emu"
+	"inabox/host"
 	sw "inabox/switch"
 )
 
@@ -73,6 +74,46 @@ func (f *freeinaBed) DataPlane() *sw.Switch { return f.c.Switch }
 
 // DataPlane returns the baseline testbed's switch.
 func (f *baselineBed) DataPlane() *sw.Switch { return f.c.Switch }
+
+// failer is a testbed that can tell why it will not finish.
+type failer interface {
+	// Failed returns the first transport failure of any node (a queue
+	// pair that gave up, e.g. its retry count exceeded), naming the node,
+	// or nil.
+	Failed() error
+}
+
+// Failed returns why the testbed can no longer finish — a queue pair in
+// the error state, with its node — or nil. In a process (inabox up) only
+// the process's own node runs, so it names that node's failure.
+func (p *Prepared) Failed() error {
+	if f, ok := p.r.tb.(failer); ok {
+		return f.Failed()
+	}
+	return nil
+}
+
+// Failed implements failer: the PSs' and the workers' RC queue pairs.
+func (f *freeinaBed) Failed() error {
+	for i, ps := range f.c.PSs {
+		for _, q := range ps.QPs() {
+			if err := q.Err(); err != nil {
+				c := q.Config()
+				return fmt.Errorf("%s: RC QP %#x to %v QP %#x: %w", host.PSNodeName(i), c.QPN, c.Remote.IP, c.RemoteQPN, err)
+			}
+		}
+	}
+	for j, ws := range f.c.Workers {
+		for r, w := range ws {
+			if err := w.QP().Err(); err != nil {
+				c := w.QP().Config()
+				name, _ := f.WorkerNode(j, r)
+				return fmt.Errorf("%s: RC QP %#x to the PS (%v QP %#x): %w", name, c.QPN, c.Remote.IP, c.RemoteQPN, err)
+			}
+		}
+	}
+	return nil
+}
 
 // Node returns the node named name and its port count.
 func (p *Prepared) Node(name string) (emu.Node, int, error) {

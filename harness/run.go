@@ -396,6 +396,11 @@ func (r *runner) run(step time.Duration, prog Progress) (*Results, error) {
 			return nil, err
 		}
 		prog.Update(now, total)
+		if f, ok := r.tb.(failer); ok {
+			if err := f.Failed(); err != nil {
+				return nil, fmt.Errorf("%s: policy %s: at %v: %w", r.s.Name, r.policy, now, err)
+			}
+		}
 		if all(r.done) || now >= limit {
 			end = now
 			break

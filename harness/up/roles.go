@@ -390,6 +390,9 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	}
 	spec := procnode.Spec{Name: me.Node, Node: node, Ports: nports, Netns: *netns, Seed: prep.Seed(),
 		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: me.ToSwitch, Pcap: *pcap}}}
+	// A node whose transport gave up (an RC queue pair out of retries) can
+	// never finish: end the run at once and say why.
+	spec.Done = func() bool { return prep.Failed() != nil }
 	finished := make(chan struct{})
 	if role == "worker" {
 		var once bool
@@ -433,6 +436,9 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	out.StartUnixNano = time.Now().UnixNano()
 	rep, err := proc.Run(ctx)
 	out.Report = rep
+	if ferr := prep.Failed(); ferr != nil && err == nil {
+		err = ferr
+	}
 	switch role {
 	case "worker":
 		out.Done = prep.WorkerDone(me.Job, me.Rank)

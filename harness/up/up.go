@@ -1,17 +1,20 @@
 // Package up is `inabox up`: it runs a scenario as real processes over TAP
-// devices and AF_PACKET sockets in network namespaces it creates, on the
-// same state machines as the virtual-time emulator.
+// devices and AF_PACKET sockets in network namespaces it creates. Every
+// process prepares the same scenario (harness.Prepare) and runs its one
+// node of it — the switch, a PS or a worker — so the processes run the
+// state machines of the virtual-time emulator, unchanged.
 //
-//	inabox-sw-ID namespace                         inabox-hK-ID namespace
-//	┌───────────────────────────────────┐          ┌─────────────────────┐
-//	│ inaswitch ══ TAP swK ─ bridge brK ─ vK ══veth══ eth0 ══ inahost K   │
-//	│   (sw.Node, RunRealtime)          │          │ (AF_PACKET, agg.Worker)
-//	└───────────────────────────────────┘          └─────────────────────┘
+//	inabox-sw-ID namespace                         inabox-w1.0-ID namespace
+//	┌───────────────────────────────────┐          ┌─────────────────────────┐
+//	│ inaswitch ══ TAP swK ─ bridge brK ─ vK ══veth══ eth0 ══ inahost w1.0    │
+//	│   (switch node, RunRealtime)      │          │ (AF_PACKET, node w1.0)  │
+//	└───────────────────────────────────┘          └─────────────────────────┘
 //
-// One port per worker and one for the PS (namespace inabox-ps-ID). The
-// switch process owns its TAPs (they vanish with it); Up owns the
-// namespaces, bridges and veth pairs and removes all of them — on success,
-// on error, on Ctrl-C and when a process dies. See docs/processes.md.
+// One switch port per peer the scenario links to the switch (PSs and
+// workers). The switch process owns its TAPs (they vanish with it); Up owns
+// the namespaces, bridges and veth pairs and removes all of them — on
+// success, on error, on Ctrl-C and when a process dies. See
+// docs/processes.md.
 package up
 
 import (

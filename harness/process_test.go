@@ -1,0 +1,74 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+)
+
+// A PS that crashes for good leaves its workers' RC queue pairs without
+// ACKs: the run ends as soon as one gives up, naming it, instead of
+// running into the time limit.
+func TestRunEndsOnTransportFailure(t *testing.T) {
+	s := loadEmbedded(t, "default.yaml")
+	s.Faults = append(s.Faults, FaultSpec{At: Duration(350e6), Kind: FaultNodeCrash, Target: "ps0"})
+	_, err := Run(s, RunOptions{Policy: "freeina"})
+	if err == nil {
+		t.Fatal("Run succeeded with the PS gone")
+	}
+	if !strings.Contains(err.Error(), "retry counter exceeded") || !strings.Contains(err.Error(), "RC QP") {
+		t.Fatalf("error does not name the failed queue pair: %v", err)
+	}
+	t.Log(err)
+}
+
+// Prepare builds the testbed without running it; its peers are the nodes
+// linked to the switch, in port order, each worker and PS exactly once.
+func TestPreparePeers(t *testing.T) {
+	s := loadEmbedded(t, "default.yaml")
+	for _, policy := range RunnablePolicies() {
+		p, err := Prepare(s, RunOptions{Policy: policy})
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		peers, err := p.Peers()
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		workers, pss := 0, 0
+		for i, pe := range peers {
+			if i > 0 && pe.SwitchPort <= peers[i-1].SwitchPort {
+				t.Errorf("%s: peers not in port order: %+v", policy, peers)
+			}
+			if n, ports, err := p.Node(pe.Node); err != nil || n == nil || ports < 1 {
+				t.Errorf("%s: node %s: %v", policy, pe.Node, err)
+			}
+			switch pe.Role {
+			case "worker":
+				workers++
+				if pe.ToSwitch.BitsPerSecond != s.LinkBitsPerSecond() {
+					t.Errorf("%s: %s link %d b/s, want %d", policy, pe.Node, pe.ToSwitch.BitsPerSecond, s.LinkBitsPerSecond())
+				}
+			case "ps":
+				pss++
+			}
+		}
+		if workers != 4 || pss > 1 {
+			t.Errorf("%s: %d workers and %d PSs among the peers, want 4 and at most 1", policy, workers, pss)
+		}
+		if p.Switch() == nil {
+			t.Errorf("%s: no switch data plane", policy)
+		}
+		if _, _, err := p.Node("nope"); err == nil {
+			t.Errorf("%s: Node(nope) did not fail", policy)
+		}
+	}
+}
+
+func loadEmbedded(t *testing.T, name string) *Scenario {
+	t.Helper()
+	s, err := EmbeddedScenario(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
