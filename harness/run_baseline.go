@@ -38,12 +38,14 @@ func baselineBuilder(kind string) Builder {
 			return nil, fmt.Errorf("topology.ps.count = %d: the %s baseline has one parameter server", t.PS.Count, kind)
 		}
 		fc := clusterConfig(b)
-		qp, tmo := scaledQP(fc.Rate, fc.Delay)
+		tmo := timerUnit(fc.Rate, fc.Delay)
+		// The ring's RC QPs (QP zero) get the ACK timeout baseline.New
+		// derives from these links, like FreeINA's; the INA clients'
+		// timeout follows the time scale (1.5 units ↔ ATP's 100 µs at
+		// 100 Gb/s).
 		cfg := baseline.Config{Seed: b.Seed, Jobs: fc.Jobs, Rate: fc.Rate, PSRate: fc.PSRate, Delay: fc.Delay,
 			QueuePackets: fc.QueuePackets, Values: fc.Values, Slots: fc.Slots, PassTime: fc.PassTime, Latency: fc.Latency,
-			// The INA clients' timeout follows the time scale like the RC
-			// ACK timeout (host.DefaultQP's 65.5 µs ↔ ATP's 100 µs).
-			RTO: tmo * 3 / 2, QP: qp}
+			RTO: tmo * 3 / 2}
 		for _, p := range b.Plans {
 			cfg.Priority = append(cfg.Priority, uint8(p.Priority))
 			cfg.Start = append(cfg.Start, p.Arrival)

@@ -54,9 +54,13 @@ func clusterConfig(b *Build) host.ClusterConfig {
 	// (FreeINA's path control needs no PS share then); DynaINA's demand is
 	// the same number (host.DemandRTT).
 	want := host.PipeSlots(cfg.Rate, cfg.Delay, max(cfg.Latency, 0), values)
-	qp, tmo := scaledQP(cfg.Rate, cfg.Delay)
-	cfg.PS.QP = qp
-	cfg.PS.QP.MaxUnacked = 64 // host.NewCluster's PS default
+	// The RC QPs are host.NewCluster's: host.DefaultQP with the ACK timeout
+	// derived from these links (host.RCTimeoutExp). The PSN window stays
+	// host.DefaultQP's 128: a window of twice the scaled RC round trip
+	// (≈570 packets at 1 Gb/s and 200 µs links) made 16 workers overflow
+	// the PS port's queue, and the go-back-N storms exhausted RC's retry
+	// count (measured on freeina-multi: a stall).
+	tmo := timerUnit(cfg.Rate, cfg.Delay)
 	cfg.PS.GrantTimeout = tmo
 	cfg.LeaseIdle = 2*time.Millisecond + 10*cfg.Delay + tmo
 	cfg.Tune = func(job uint16, rank int, wc *host.WorkerConfig) {
@@ -64,34 +68,29 @@ func clusterConfig(b *Build) host.ClusterConfig {
 		wc.Gap = p.Compute
 		wc.Delay = p.Arrival + p.Compute
 		wc.WantSlots = want
-		wc.QP = qp
 		wc.ResultTimeout = 3 * tmo
 	}
 	return cfg
 }
 
-// scaledQP returns the RC QP template for links of rate and delay: the local
-// ACK timeout is host.DefaultQP's (65.5 µs at 100 Gb/s, above the worst
-// queueing delay at the PS port) times the time scale 100 Gb/s / rate (a
-// queue of the same packets drains that much slower), plus two round trips
-// of propagation (a scaled scenario lengthens the links to keep the
-// bandwidth-delay product). It also returns that timeout, which the PS's
-// ALLOC retransmission and the workers' result timeout (3×) follow.
-func scaledQP(rate int64, delay time.Duration) (rdmaConfig, time.Duration) {
-	qp := host.DefaultQP
+// timerUnit is the unit of the protocol timers a scenario's time scale
+// stretches: the PS's ALLOC retransmission (1 unit), the workers' result
+// timeout (3), ATP's and ESA's retransmission timeout (1.5) and
+// SwitchML's (0.75). It is 65.5 µs at 100 Gb/s times the time scale
+// 100 Gb/s / rate (a queue of the same packets drains that much slower),
+// plus two round trips of propagation (a scaled scenario lengthens the
+// links to keep the bandwidth-delay product), rounded up to a power-of-two
+// multiple of 4.096 µs like an RC ACK timeout.
+func timerUnit(rate int64, delay time.Duration) time.Duration {
+	const exp100G = 4 // 4.096 µs × 2^4 = 65.5 µs
 	k := max(1, float64(host.DefaultRate)/float64(rate))
-	need := time.Duration(float64(rdma.LocalACKTimeout(qp.Timeout))*k) + 4*delay
-	for qp.Timeout < 31 && rdma.LocalACKTimeout(qp.Timeout) < need {
-		qp.Timeout++
+	need := time.Duration(float64(rdma.LocalACKTimeout(exp100G))*k) + 4*delay
+	exp := uint8(exp100G)
+	for exp < 31 && rdma.LocalACKTimeout(exp) < need {
+		exp++
 	}
-	// The PSN window stays host.DefaultQP's 128: a window of twice the
-	// scaled RC round trip (≈570 packets at 1 Gb/s and 200 µs links) made
-	// 16 workers overflow the PS port's queue, and the go-back-N storms
-	// exhausted RC's retry count (measured on freeina-multi: a stall).
-	return qp, rdma.LocalACKTimeout(qp.Timeout)
+	return rdma.LocalACKTimeout(exp)
 }
-
-type rdmaConfig = rdma.Config
 
 func strideOf(b *Build) int {
 	return (b.Scenario.Topology.Switch.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass

@@ -7,20 +7,22 @@ import (
 )
 
 // BenchmarkAllReduce: one 8-worker all-reduce of a 16 MB tensor at
-// 100 Gb/s. Metrics: x-bound = virtual completion time / analytic bound
-// (2 × bytes / rate with per-packet headers, allReduceBound); x-bound-data
-// the same against 2 × payload bytes / rate; ns/chunk = wall time per
-// chunk (all workers, switch and PS). ps=200G gives the PS link twice the
-// workers' rate (the PS link carries N trimmed headers plus one result per
+// 100 Gb/s, on the UC INA path (the default) and the trim path. Metrics:
+// x-bound = virtual completion time / analytic bound (2 × bytes / rate
+// with per-packet headers, allReduceBound); x-bound-data the same against
+// 2 × payload bytes / rate; ns/chunk = wall time per chunk (all workers,
+// switch and PS). ps=200G gives the PS link twice the workers' rate (on
+// the trim path the PS link carries N trimmed headers plus one result per
 // INA chunk: at 64 values per packet it, not the workers' links, is the
 // bottleneck at equal rates).
 func BenchmarkAllReduce(b *testing.B) {
 	for _, bc := range []struct {
+		path   INAPath
 		v      int
 		psRate int64
-	}{{64, 0}, {256, 0}, {64, 200e9}} {
+	}{{PathUC, 64, 0}, {PathUC, 256, 0}, {PathTrim, 64, 0}, {PathTrim, 256, 0}, {PathTrim, 64, 200e9}} {
 		v := bc.v
-		name := fmt.Sprintf("values=%d", v)
+		name := fmt.Sprintf("%s/values=%d", bc.path, v)
 		if bc.psRate != 0 {
 			name += fmt.Sprintf("/ps=%dG", bc.psRate/1e9)
 		}
@@ -34,7 +36,7 @@ func BenchmarkAllReduce(b *testing.B) {
 			chunks := (elems + v - 1) / v
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				c, err := NewCluster(ClusterConfig{Seed: 1, Jobs: []int{8}, Values: v, PSRate: bc.psRate}, func(job uint16, rank int) []Tensor {
+				c, err := NewCluster(ClusterConfig{Seed: 1, Jobs: []int{8}, Values: v, PSRate: bc.psRate, INAPath: bc.path}, func(job uint16, rank int) []Tensor {
 					return []Tensor{{AllReduce: 1, Data: inputs[rank]}}
 				})
 				if err != nil {

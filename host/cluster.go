@@ -62,8 +62,8 @@ type ClusterConfig struct {
 	// Tune, if set, adjusts each worker's configuration after the template
 	// is filled in (per-job compute gap, first all-reduce time).
 	Tune func(job uint16, rank int, wc *WorkerConfig)
-	// INAPath selects the INA path of every job: PathTrim (default) or
-	// PathUC (docs/freeina.md §11).
+	// INAPath selects the INA path of every job: PathUC (the default,
+	// docs/freeina.md §11) or PathTrim (§1–§10).
 	INAPath INAPath
 	// WrapSwitch, if set, returns the node that runs as the switch in place
 	// of the FreeINA node (e.g. the DynaINA control plane wrapping it).
@@ -120,12 +120,49 @@ func WorkerUCQPN(job uint16, rank int) uint32 {
 // PSUCQPN is the PS's UC QP for worker rank of job (PathUC contributions).
 func PSUCQPN(job uint16, rank int) uint32 { return 0x500000 | uint32(job&0xFFF)<<8 | uint32(rank) }
 
-// DefaultQP is the RC QP template: 4 KiB MTU, 65.5 µs local ACK timeout
-// (above the worst queueing delay at the PS port), 7 retries, 128 PSNs in
-// flight (≥ 2 × the bandwidth-delay product of a worker link at 256
-// values per packet; a larger window makes every go-back-N after a loss or
-// a reordering longer).
-var DefaultQP = rdma.Config{MTU: 4096, Timeout: 4, RetryCount: 7, MaxUnacked: 128, TOS: 2}
+// DefaultQP is the RC QP template: 4 KiB MTU, 7 retries, 128 PSNs in
+// flight (≥ 2 × the bandwidth-delay product of a worker link at 256 values
+// per packet; a larger window makes every go-back-N after a loss or a
+// reordering longer, and puts more duplicates into the queue it resends
+// into), and the local ACK timeout RCTimeoutExp gives for the default
+// testbed (100 Gb/s, 1 µs, 4096-packet queues, 64 values per packet):
+// exponent 7, 524 µs. NewCluster and the baselines derive the timeout from
+// their own links instead (RCTimeoutExp).
+var DefaultQP = rdma.Config{MTU: 4096, RetryCount: 7, MaxUnacked: 128, TOS: 2,
+	Timeout: RCTimeoutExp(DefaultRate, DefaultDelay, DefaultQueuePackets, ChunkWireBytes(64), RCHops)}
+
+// DefaultQueuePackets bounds every link queue (per direction) unless a
+// testbed says otherwise.
+const DefaultQueuePackets = 4096
+
+// RCHops is the number of links an RC round trip crosses in the testbeds'
+// star: requester → switch → responder, then the ACK back.
+const RCHops = 4
+
+// RCTimeoutExp returns the local ACK timeout exponent (rdma.Config.Timeout,
+// 4.096 µs × 2^exp) for an RC connection over hops links of rate bit/s
+// (the slowest on the path) and delay each, whose drop-tail queues hold
+// queuePackets frames of at most frameBytes on the wire: the smallest
+// exponent whose timeout exceeds by 1/16 (switch latency and reordering
+// delays, not in the bound) the longest round trip,
+//
+//	hops × (delay + (queuePackets + 1) × frameBytes × 8 / rate),
+//
+// every queue on the way full when the request and then its ACK reach it.
+// A shorter timeout fires while the ACK is still queued: go-back-N then
+// resends the whole window into the queues that are already full, they
+// drop, and the retransmissions feed on themselves until the retry count
+// is exhausted (8 PS-only workers on one 100 Gb/s PS port with 2 %
+// reordering: exponent 4, 65.5 µs, failed with 2 M queue drops).
+func RCTimeoutExp(rate int64, delay time.Duration, queuePackets, frameBytes, hops int) uint8 {
+	perHop := float64(delay) + float64(queuePackets+1)*float64(frameBytes)*8/float64(rate)*1e9
+	need := time.Duration(float64(hops) * perHop * 17 / 16)
+	exp := uint8(1)
+	for exp < 31 && rdma.LocalACKTimeout(exp) <= need {
+		exp++
+	}
+	return exp
+}
 
 // NewCluster builds the testbed; tensors(job, rank) gives each worker's
 // all-reduces.
@@ -140,11 +177,13 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 		cfg.Delay = DefaultDelay
 	}
 	if cfg.QueuePackets == 0 {
-		cfg.QueuePackets = 4096
+		cfg.QueuePackets = DefaultQueuePackets
 	}
 	if cfg.Values == 0 {
 		cfg.Values = 64
 	}
+	qpTpl := DefaultQP
+	qpTpl.Timeout = RCTimeoutExp(min(cfg.Rate, cfg.PSRate), cfg.Delay, cfg.QueuePackets, ChunkWireBytes(cfg.Values), RCHops)
 	if cfg.PassTime == 0 {
 		cfg.PassTime = DefaultPassTime
 	}
@@ -244,7 +283,7 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 			pcfg.Control.PipeSlots = PipeSlots(cfg.Rate, cfg.Delay, cfg.Latency, cfg.Values)
 		}
 		if pcfg.QP.MTU == 0 {
-			pcfg.QP = DefaultQP
+			pcfg.QP = qpTpl
 			// The PS's requester sends plans, pulls and results: short bursts;
 			// a small window keeps a go-back-N after reordering short.
 			pcfg.QP.MaxUnacked = 64
@@ -276,7 +315,7 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 			wc.Values = cfg.Values
 			wc.INAPath, wc.PSUCQPN = cfg.INAPath, PSUCQPN(job, r)
 			if wc.QP.MTU == 0 {
-				wc.QP = DefaultQP
+				wc.QP = qpTpl
 			}
 			wc.Quant.Workers = n
 			if cfg.Tune != nil {
@@ -284,6 +323,9 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 			}
 			if wc.UCTimeout == 0 && wc.INAPath == PathUC {
 				wc.UCTimeout = UCTimeout(cfg.Rate, cfg.Delay, max(cfg.Latency, 0), cfg.Values, wc.WantSlots)
+			}
+			if wc.UCRetries == 0 && wc.INAPath == PathUC && wc.QP.Timeout != 0 {
+				wc.UCRetries = UCRetries(wc.UCTimeout, rdma.LocalACKTimeout(wc.QP.Timeout))
 			}
 			w, err := NewWorker(wc, tensors(job, r)...)
 			if err != nil {
@@ -331,6 +373,21 @@ func UCTimeout(rate int64, delay, latency time.Duration, values, want int) time.
 	ser := float64(ChunkWireBytes(values)*8) / float64(rate) * 1e9
 	rtt := 2*delay + latency + time.Duration(ser*float64(want/2+1))
 	return max(3*rtt/2, 10*time.Microsecond)
+}
+
+// UCRetries is how many PathUC timeouts of ucTimeout a worker waits before
+// it sends the chunk over RC instead: enough to span four RC ACK timeouts
+// of ackTimeout, at least 16. A fallback that comes sooner than RC
+// recovers a loss (a PLAN or a pull lost twice) puts chunks on the RC path
+// while it is stalled: they hold every worker's window, the next chunks
+// time out and fall back too, and the all-reduce ends on the PS path
+// (measured in docs/freeina.md §11.4: two timeouts' worth still cascaded
+// at 5 % loss, four did not).
+func UCRetries(ucTimeout, ackTimeout time.Duration) int {
+	if ucTimeout <= 0 {
+		return 16
+	}
+	return min(maxUCRetries, max(16, int((4*ackTimeout+ucTimeout-1)/ucTimeout)))
 }
 
 // Done reports whether every worker has finished every all-reduce.

@@ -32,7 +32,7 @@ type scenario struct {
 	slots    int
 	seed     uint64
 	deadline time.Duration
-	path     INAPath
+	path     INAPath // zero: PathUC, the default
 	tune     func(*ClusterConfig)
 }
 
@@ -146,6 +146,9 @@ func logReports(t testing.TB, c *Cluster) {
 	t.Logf("  freeina %+v", c.FreeINA.Stats())
 }
 
+// The trim path's acceptance tests (§1–§10 of docs/freeina.md); the UC
+// path's, the default, are in freeina_uc_test.go.
+
 // TestAllReduceClean: 8 workers, 100 Gb/s, 64 values per packet, two
 // all-reduces back to back.
 func TestAllReduceClean(t *testing.T) {
@@ -153,7 +156,7 @@ func TestAllReduceClean(t *testing.T) {
 	if raceEnabled {
 		elems = 1 << 15
 	}
-	c, end := runScenario(t, scenario{name: "clean", jobs: []int{8}, elems: elems, ars: 2})
+	c, end := runScenario(t, scenario{name: "clean", jobs: []int{8}, elems: elems, ars: 2, path: PathTrim})
 	t.Logf("clean: %v for 2 × %d MB", end, elems*4>>20)
 	logReports(t, c)
 	if st := c.PS.Stats(); st.Pulls != 0 || st.SoftResults != 0 {
@@ -170,7 +173,7 @@ func TestAllReduce100MB(t *testing.T) {
 	}
 	elems := 100 << 20 / 4
 	for _, v := range []int{64, 256} {
-		c, end := runScenario(t, scenario{name: "100MB", jobs: []int{8}, values: v, elems: elems})
+		c, end := runScenario(t, scenario{name: "100MB", jobs: []int{8}, values: v, elems: elems, path: PathTrim})
 		b := allReduceBound(elems, v, DefaultRate)
 		t.Logf("100 MB, %d values/packet: %v, analytic bound %v, ratio %.3f", v, end, b, float64(end)/float64(b))
 		logReports(t, c)
@@ -194,7 +197,7 @@ func TestAllReduceFaults(t *testing.T) {
 			Reorder: 0.01, ReorderDelay: time.Microsecond}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			sc.jobs, sc.elems, sc.ars = []int{8}, elems, 2
+			sc.jobs, sc.elems, sc.ars, sc.path = []int{8}, elems, 2, PathTrim
 			if raceEnabled {
 				sc.reboot /= 4
 			}
@@ -226,7 +229,7 @@ func TestMultiJob(t *testing.T) {
 	if raceEnabled {
 		elems = 64 * 500
 	}
-	c, end := runScenario(t, scenario{name: "multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300})
+	c, end := runScenario(t, scenario{name: "multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300, path: PathTrim})
 	t.Logf("3 jobs: %v", end)
 	for j := range c.Workers {
 		t.Logf("  job %d plans %+v φ=%.3f", j+1, c.PS.Plans(uint16(j+1)), c.PS.jobs[uint16(j+1)].ctl.Phi())
@@ -243,7 +246,8 @@ func TestMultiJob(t *testing.T) {
 
 // TestDeterministic: the same seed gives the same run.
 func TestDeterministic(t *testing.T) {
-	sc := scenario{name: "det", jobs: []int{4}, elems: 64 * 500, ars: 2, impair: emu.Impairments{Loss: 0.02, Reorder: 0.01, ReorderDelay: time.Microsecond}}
+	sc := scenario{name: "det", jobs: []int{4}, elems: 64 * 500, ars: 2, path: PathTrim,
+		impair: emu.Impairments{Loss: 0.02, Reorder: 0.01, ReorderDelay: time.Microsecond}}
 	c1, e1 := runScenario(t, sc)
 	c2, e2 := runScenario(t, sc)
 	if e1 != e2 || c1.PS.Stats() != c2.PS.Stats() {
@@ -251,10 +255,10 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestExponentMode: SwitchML-like per-packet exponents. Every worker uses
-// the same per-chunk exponents (derived here from a bound all of them
-// know); results are exact in int32 and within N·2^-(B−e+1) of the float
-// sum after dequantization.
+// TestExponentMode: SwitchML-like per-packet exponents, on both INA
+// paths. Every worker uses the same per-chunk exponents (derived here from
+// a bound all of them know); results are exact in int32 and within
+// N·2^-(B−e+1) of the float sum after dequantization.
 func TestExponentMode(t *testing.T) {
 	const n, elems = 4, 64 * 300
 	inputs := make([][]float32, n)
@@ -267,40 +271,48 @@ func TestExponentMode(t *testing.T) {
 		}
 	}
 	exps := ExponentsFrom(bound, 64, 0)
-	cfg := ClusterConfig{Seed: 3, Jobs: []int{n}, Worker: WorkerConfig{Quant: Quantizer{Mode: QuantExponent}}}
-	c, err := NewCluster(cfg, func(job uint16, rank int) []Tensor {
-		return []Tensor{{AllReduce: 1, Data: inputs[rank], Exps: exps}}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Run(time.Second, 0); err != nil {
-		t.Fatal(err)
-	}
-	q := Quantizer{Mode: QuantExponent, Workers: n}
-	for r, w := range c.Workers[0] {
-		got, deq := w.Result(0), w.Dequantized(0)
-		for i := 0; i < elems; i++ {
-			e := exps[i/64]
-			s := math.Ldexp(1, q.Headroom()-int(e))
-			var ref int64
-			var sum float64
-			for k := 0; k < n; k++ {
-				ref += int64(math.RoundToEven(float64(inputs[k][i]) * s))
-				sum += float64(inputs[k][i])
+	for _, path := range []INAPath{PathUC, PathTrim} {
+		t.Run(path.String(), func(t *testing.T) {
+			cfg := ClusterConfig{Seed: 3, Jobs: []int{n}, INAPath: path, Worker: WorkerConfig{Quant: Quantizer{Mode: QuantExponent}}}
+			c, err := NewCluster(cfg, func(job uint16, rank int) []Tensor {
+				return []Tensor{{AllReduce: 1, Data: inputs[rank], Exps: exps}}
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if int64(got[i]) != ref {
-				t.Fatalf("worker %d value %d: %d want %d", r, i, got[i], ref)
+			if _, err := c.Run(time.Second, 0); err != nil {
+				t.Fatal(err)
 			}
-			if w.ResultExps(0)[i/64] != e {
-				t.Fatalf("result exponent %d want %d", w.ResultExps(0)[i/64], e)
+			// Trimmed notices reach the PS on the trim path only.
+			if a := c.PS.Stats().Absorbed; (a == 0) != (path == PathUC) {
+				t.Fatalf("%s path: the PS saw %d absorbed notices", path, a)
 			}
-			if d := math.Abs(deq[i] - sum); d > q.Bound(e) {
-				t.Fatalf("value %d: error %g > %g", i, d, q.Bound(e))
+			q := Quantizer{Mode: QuantExponent, Workers: n}
+			for r, w := range c.Workers[0] {
+				got, deq := w.Result(0), w.Dequantized(0)
+				for i := 0; i < elems; i++ {
+					e := exps[i/64]
+					s := math.Ldexp(1, q.Headroom()-int(e))
+					var ref int64
+					var sum float64
+					for k := 0; k < n; k++ {
+						ref += int64(math.RoundToEven(float64(inputs[k][i]) * s))
+						sum += float64(inputs[k][i])
+					}
+					if int64(got[i]) != ref {
+						t.Fatalf("worker %d value %d: %d want %d", r, i, got[i], ref)
+					}
+					if w.ResultExps(0)[i/64] != e {
+						t.Fatalf("result exponent %d want %d", w.ResultExps(0)[i/64], e)
+					}
+					if d := math.Abs(deq[i] - sum); d > q.Bound(e) {
+						t.Fatalf("value %d: error %g > %g", i, d, q.Bound(e))
+					}
+				}
+				if w.Reports()[0].Clipped != 0 {
+					t.Fatal("clipped")
+				}
 			}
-		}
-		if w.Reports()[0].Clipped != 0 {
-			t.Fatal("clipped")
-		}
+		})
 	}
 }

@@ -9,21 +9,23 @@ import (
 type INAPath uint8
 
 const (
-	// PathTrim: every chunk is an RC SEND Only to the PS; the switch
-	// aggregates it and forwards it trimmed (the default).
-	PathTrim INAPath = iota
 	// PathUC: INA-path chunks are UC SEND Only frames the switch absorbs;
 	// nothing reaches the PS in the clean case. Loss recovery: UC
 	// retransmission after a timeout, then the chunk raw over RC to the PS.
-	PathUC
+	// The default: the path the experiments run.
+	PathUC INAPath = iota
+	// PathTrim: every chunk is an RC SEND Only to the PS; the switch
+	// aggregates it and forwards it trimmed. RC-pure, but the PS link
+	// carries every contribution's headers (docs/freeina.md §8).
+	PathTrim
 )
 
-// String returns "trim" or "uc".
+// String returns "uc" or "trim".
 func (p INAPath) String() string {
-	if p == PathUC {
-		return "uc"
+	if p == PathTrim {
+		return "trim"
 	}
-	return "trim"
+	return "uc"
 }
 
 // Plan is the partition of one all-reduce's chunks between the two paths.

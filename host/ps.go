@@ -49,7 +49,7 @@ type PSConfig struct {
 	QP rdma.Config
 	// Control is the template of each job's path control law.
 	Control PathControl
-	// INAPath is the workers' INA path (PathTrim or PathUC).
+	// INAPath is the workers' INA path (PathUC, the default, or PathTrim).
 	INAPath INAPath
 }
 
@@ -65,14 +65,14 @@ type PSStats struct {
 // PS is the parameter server: an emu.Node hosting one RC QP per worker of
 // every job it serves.
 type PS struct {
-	cfg   PSConfig
-	jobs  map[uint16]*psJob
-	qps   []*rdma.QP
-	byQPN map[uint32]psRef
-	byUC  map[uint32]psRef
-	armed []time.Duration
-	dirty []bool
-	stats PSStats
+	cfg    PSConfig
+	jobs   map[uint16]*psJob
+	qps    []*rdma.QP
+	byQPN  map[uint32]psRef
+	byUC   map[uint32]psRef
+	timers []rdma.QPTimer // per QP (index = timer key)
+	dirty  []bool
+	stats  PSStats
 
 	allocArmed bool
 	now        time.Duration
@@ -163,7 +163,7 @@ func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
 		}
 		p.jobs[j.Job] = pj
 	}
-	p.armed = make([]time.Duration, len(p.qps))
+	p.timers = make([]rdma.QPTimer, len(p.qps))
 	p.dirty = make([]bool, len(p.qps))
 	return p, nil
 }
@@ -196,9 +196,7 @@ func (p *PS) Reset() {
 
 // Start implements emu.Node.
 func (p *PS) Start(env *emu.Env) {
-	for i := range p.armed {
-		p.armed[i] = -1
-	}
+	clear(p.timers)
 }
 
 // Receive implements emu.Node.
@@ -241,7 +239,7 @@ func (p *PS) Timer(env *emu.Env, key uint64) {
 		p.allocArmed = false
 		p.allocTimer(env)
 	} else if key < uint64(len(p.qps)) {
-		p.armed[key] = -1
+		p.timers[key].Expired()
 		p.qps[key].HandleTimeout(p.now)
 		p.dirty[key] = true
 		p.drain(env, p.byQPN[p.qps[key].Config().QPN], p.qps[key])
@@ -267,27 +265,7 @@ func (p *PS) flush(env *emu.Env) {
 			continue
 		}
 		p.dirty[i] = false
-		q := p.qps[i]
-		for {
-			pk := env.NewPacket()
-			pk.SetLen(q.MaxFrameLen())
-			n := q.PollTransmit(p.now, pk.Bytes())
-			if n == 0 {
-				env.Free(pk)
-				break
-			}
-			pk.SetLen(n)
-			env.Send(0, pk)
-		}
-		at, ok := q.NextTimeout()
-		switch {
-		case ok && at != p.armed[i]:
-			env.SetTimer(at, uint64(i))
-			p.armed[i] = at
-		case !ok && p.armed[i] >= 0:
-			env.StopTimer(uint64(i))
-			p.armed[i] = -1
-		}
+		rdma.FlushQP(env, 0, p.qps[i], uint64(i), &p.timers[i])
 	}
 }
 

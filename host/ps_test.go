@@ -15,7 +15,7 @@ func testPS(t *testing.T, n int) (*PS, *psJob) {
 		j.Workers = append(j.Workers, Peer{Addr: WorkerAddr(1, r), QPN: WorkerQPN(1, r)})
 		j.LocalQPN = append(j.LocalQPN, PSQPN(1, r))
 	}
-	p, err := NewPS(PSConfig{Addr: PSAddr, CtlQPN: PSCtlQPN, Switch: SwitchAddr, QP: DefaultQP}, j)
+	p, err := NewPS(PSConfig{Addr: PSAddr, CtlQPN: PSCtlQPN, Switch: SwitchAddr, QP: DefaultQP, INAPath: PathTrim}, j)
 	if err != nil {
 		t.Fatal(err)
 	}

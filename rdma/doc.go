@@ -29,7 +29,9 @@
 //	         PollCompletion() -> completion
 //
 // It never reads a clock, starts a goroutine or uses global randomness.
-// Host adapts a set of QPs to the emulator's emu.Node interface.
+// Host adapts a set of QPs to the emulator's emu.Node interface; FlushQP,
+// its output half (transmit, then re-arm the QP's timer), serves nodes
+// that host QPs among other state.
 //
 // # Tools
 //

@@ -18,15 +18,16 @@ type Host struct {
 	// OnStart, if set, runs when the emulator starts the node, before the
 	// first transmissions are drained; it may post work requests.
 	OnStart func(env *emu.Env, h *Host)
-	// OnCompletion, if set, receives every completion. c.Data is valid only
-	// during the call. It may post work requests.
+	// OnCompletion, if set, receives every completion. c and c.Data are
+	// valid only during the call. It may post work requests.
 	OnCompletion func(env *emu.Env, qp *QP, c *Completion)
 
 	// UnknownQP counts frames for no hosted QP; Dropped counts frames a QP
 	// refused (bad ICRC, malformed, ...; see each QP's Stats).
 	UnknownQP, Dropped uint64
 
-	armed []time.Duration // timer deadline armed per QP, -1 if none
+	timers []QPTimer  // per QP
+	comp   Completion // the completion OnCompletion is handed
 }
 
 var _ emu.Node = (*Host)(nil)
@@ -36,10 +37,7 @@ func NewHost(qps ...*QP) *Host { return &Host{QPs: qps} }
 
 // Start implements emu.Node.
 func (h *Host) Start(env *emu.Env) {
-	h.armed = make([]time.Duration, len(h.QPs))
-	for i := range h.armed {
-		h.armed[i] = -1
-	}
+	h.timers = make([]QPTimer, len(h.QPs))
 	if h.OnStart != nil {
 		h.OnStart(env, h)
 	}
@@ -68,7 +66,7 @@ func (h *Host) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 // Timer implements emu.Node.
 func (h *Host) Timer(env *emu.Env, key uint64) {
 	if key < uint64(len(h.QPs)) {
-		h.armed[key] = -1
+		h.timers[key].Expired()
 		qp := h.QPs[key]
 		qp.HandleTimeout(env.Now())
 		h.drain(env, qp)
@@ -96,35 +94,58 @@ func (h *Host) drain(env *emu.Env, qp *QP) {
 			return
 		}
 		if h.OnCompletion != nil {
-			h.OnCompletion(env, qp, &c)
+			h.comp = c // not &c: it would escape, one allocation per completion
+			h.OnCompletion(env, qp, &h.comp)
 		}
 	}
 }
 
 // flush sends every QP's pending frames and re-arms timers.
 func (h *Host) flush(env *emu.Env) {
-	now := env.Now()
 	for i, qp := range h.QPs {
-		for {
-			p := env.NewPacket()
-			p.SetLen(qp.MaxFrameLen())
-			n := qp.PollTransmit(now, p.Bytes())
-			if n == 0 {
-				env.Free(p)
-				break
-			}
-			p.SetLen(n)
-			env.Send(h.Port, p)
+		FlushQP(env, h.Port, qp, uint64(i), &h.timers[i])
+	}
+}
+
+// QPTimer is the emulator timer an emu.Node keeps for one QP's timeouts
+// (FlushQP): the deadline it is set to, if any. The zero value is not set;
+// a node resets it in Start (a restart cancels every timer).
+type QPTimer struct {
+	at time.Duration
+	on bool
+}
+
+// Expired records that the timer has fired, so that FlushQP sets it again
+// even for the same deadline.
+func (t *QPTimer) Expired() { t.on = false }
+
+// FlushQP is the output half of driving a QP from an emu.Node: it sends on
+// port every frame qp has to send at env.Now(), then sets the node's timer
+// key to qp's next timeout, or stops it when qp has none; t is that timer's
+// state. Call it after every input (PostSend, Receive, HandleTimeout) once
+// the completions those produced are drained: PollTransmit completes
+// nothing, so no completion is pending afterwards. It allocates nothing
+// (frames go into the emulator's pooled packets).
+func FlushQP(env *emu.Env, port int, qp *QP, key uint64, t *QPTimer) {
+	now := env.Now()
+	for {
+		p := env.NewPacket()
+		p.SetLen(qp.MaxFrameLen())
+		n := qp.PollTransmit(now, p.Bytes())
+		if n == 0 {
+			env.Free(p)
+			break
 		}
-		h.drain(env, qp)
-		at, ok := qp.NextTimeout()
-		switch {
-		case ok && at != h.armed[i]:
-			env.SetTimer(at, uint64(i))
-			h.armed[i] = at
-		case !ok && h.armed[i] >= 0:
-			env.StopTimer(uint64(i))
-			h.armed[i] = -1
-		}
+		p.SetLen(n)
+		env.Send(port, p)
+	}
+	at, ok := qp.NextTimeout()
+	switch {
+	case ok && (!t.on || at != t.at):
+		env.SetTimer(at, key)
+		t.at, t.on = at, true
+	case !ok && t.on:
+		env.StopTimer(key)
+		t.on = false
 	}
 }

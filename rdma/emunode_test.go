@@ -141,3 +141,66 @@ func runEmuPair(t testing.TB, cfg emuPairConfig) emuPairResult {
 	}
 	return emuPairResult{end: end, reqStats: qa.Stats(), respStats: qb.Stats(), finalPSN: qa.SendPSN(), bytes: int64(cfg.messages) * int64(cfg.size)}
 }
+
+// TestHostZeroAllocsPerPacket: two Hosts moving RC traffic in steady state
+// (transmission, ACKs, completions and timer re-arming through FlushQP)
+// allocate nothing per packet.
+func TestHostZeroAllocsPerPacket(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race (sync.Pool drops objects on purpose)")
+	}
+	ca, cb := qpConfigs(1024, 100, 200)
+	ca.Timeout, cb.Timeout = 4, 4
+	ca.Memory, cb.Memory = nil, nil
+	qa, err := NewQP(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := NewQP(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 512)
+	received := 0
+	post := func() {
+		for qa.Outstanding() < 64 {
+			if err := qa.PostSend(WorkRequest{Data: payload}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	ha, hb := NewHost(qa), NewHost(qb)
+	ha.OnStart = func(*emu.Env, *Host) { post() }
+	ha.OnCompletion = func(*emu.Env, *QP, *Completion) { post() }
+	hb.OnCompletion = func(*emu.Env, *QP, *Completion) { received++ }
+	net := emu.NewNetwork(emu.Config{Seed: 1})
+	if err := net.AddNode("a", 1, ha); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.AddNode("b", 1, hb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Connect("a", 0, "b", 0, emu.LinkConfig{BitsPerSecond: 100e9, Delay: time.Microsecond, QueuePackets: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	step := time.Millisecond
+	if _, err := net.RunUntil(step); err != nil { // warm up pools and slices
+		t.Fatal(err)
+	}
+	before := received
+	allocs := testing.AllocsPerRun(20, func() {
+		step += 200 * time.Microsecond
+		if _, err := net.RunUntil(step); err != nil {
+			t.Fatal(err)
+		}
+	})
+	perRun := float64(received-before) / 21
+	if perRun < 1000 {
+		t.Fatalf("only %.0f messages per run: the pair is not moving", perRun)
+	}
+	// sync.Pool may drop its cache at a GC; allow a handful per 1000s of packets.
+	if allocs/perRun > 0.001 {
+		t.Errorf("%.1f allocs per run of %.0f messages (%.4f per message)", allocs, perRun, allocs/perRun)
+	}
+}

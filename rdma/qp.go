@@ -19,8 +19,9 @@ import (
 //	PollCompletion()        next work completion
 //
 // After any input, the caller drains PollTransmit until it returns 0, drains
-// PollCompletion, and re-reads NextTimeout. A QP is not safe for concurrent
-// use. It allocates nothing in steady state.
+// PollCompletion, and re-reads NextTimeout (an emu.Node does the first and
+// the last with FlushQP). A QP is not safe for concurrent use. It allocates
+// nothing in steady state.
 //
 // Reliability follows IBA chapter 9 as rxe implements it: 24-bit PSNs with
 // wrap; AckReq on the last packet of each message (and every AckEvery

@@ -93,7 +93,7 @@ func run(t testing.TB, sc scenario) (*Cluster, time.Duration) {
 	}
 	end, err := c.Run(sc.deadline)
 	if err != nil {
-		t.Fatalf("%s/%s: %v (totals %+v)", sc.kind, sc.name, err, c.Totals(1))
+		t.Fatalf("%s/%s: %v (totals %+v; %s)", sc.kind, sc.name, err, c.Totals(1), netSummary(c))
 	}
 	if sc.reboot > 0 && c.Node.Reboots != 1 {
 		t.Fatalf("reboots = %d", c.Node.Reboots)

@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -56,9 +57,27 @@ func TestBaselines100MBFaults(t *testing.T) {
 					// fastest kinds (ATP/SwitchML need ~12 ms for 100 MB).
 					sc.reboot = 4 * time.Millisecond
 				}
-				_, end := run(t, sc)
-				t.Logf("%s 100 MB %s: %v", kind, v.name, end)
+				c, end := run(t, sc)
+				t.Logf("%s 100 MB %s: %v; %s", kind, v.name, end, netSummary(c))
 			})
 		}
 	}
+}
+
+// netSummary counts queue drops on every link and, for the RC kinds (ps,
+// ring), local ACK timeouts, go-back-N restarts and retransmitted packets
+// over every QP.
+func netSummary(c *Cluster) string {
+	var drops uint64
+	for _, l := range c.Links {
+		drops += l.Stats(emu.AtoB).Drops.Queue + l.Stats(emu.BtoA).Drops.Queue
+	}
+	var tmo, gbn, retx uint64
+	for _, s := range c.qpSets() {
+		for _, q := range s.qps {
+			st := q.Stats()
+			tmo, gbn, retx = tmo+st.Timeouts, gbn+st.GoBackN, retx+st.TxRetransmits
+		}
+	}
+	return fmt.Sprintf("queue drops %d, RC timeouts %d, go-back-N %d, retransmitted packets %d", drops, tmo, gbn, retx)
 }

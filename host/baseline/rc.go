@@ -15,18 +15,14 @@ import (
 type qpSet struct {
 	qps     []*rdma.QP
 	backlog [][]rdma.WorkRequest
-	armed   []time.Duration
+	timers  []rdma.QPTimer
 }
 
 const sqDepth = 1024
 
-// rcQP returns an RC QP from local (qpn) to remote (rqpn) on template tpl
-// (host.DefaultQP when tpl.MTU is 0).
+// rcQP returns an RC QP from local (qpn) to remote (rqpn) on template tpl.
 func rcQP(tpl rdma.Config, local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma.QP, error) {
 	c := tpl
-	if c.MTU == 0 {
-		c = host.DefaultQP
-	}
 	c.Local, c.Remote, c.QPN, c.RemoteQPN = local, remote, qpn, rqpn
 	c.SendPSN, c.RecvPSN = host.InitialPSN(qpn), host.InitialPSN(rqpn)
 	c.SendQueueDepth = sqDepth
@@ -36,16 +32,14 @@ func rcQP(tpl rdma.Config, local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma
 func (s *qpSet) add(q *rdma.QP) int {
 	s.qps = append(s.qps, q)
 	s.backlog = append(s.backlog, nil)
-	s.armed = append(s.armed, -1)
+	s.timers = append(s.timers, rdma.QPTimer{})
 	return len(s.qps) - 1
 }
 
 func (s *qpSet) post(i int, wr rdma.WorkRequest) { s.backlog[i] = append(s.backlog[i], wr) }
 
 func (s *qpSet) start() {
-	for i := range s.armed {
-		s.armed[i] = -1
-	}
+	clear(s.timers)
 }
 
 // receive hands a frame to the QP it is addressed to; it returns the QP's
@@ -68,14 +62,13 @@ func (s *qpSet) timer(now time.Duration, key uint64) int {
 	if key >= uint64(len(s.qps)) {
 		return -1
 	}
-	s.armed[key] = -1
+	s.timers[key].Expired()
 	s.qps[key].HandleTimeout(now)
 	return int(key)
 }
 
 // flush posts backlogs, sends every QP's frames and re-arms timers.
 func (s *qpSet) flush(env *emu.Env) {
-	now := env.Now()
 	for i, q := range s.qps {
 		bl := s.backlog[i]
 		k := 0
@@ -89,26 +82,7 @@ func (s *qpSet) flush(env *emu.Env) {
 			clear(bl[:k])
 			s.backlog[i] = bl[k:]
 		}
-		for {
-			p := env.NewPacket()
-			p.SetLen(q.MaxFrameLen())
-			n := q.PollTransmit(now, p.Bytes())
-			if n == 0 {
-				env.Free(p)
-				break
-			}
-			p.SetLen(n)
-			env.Send(0, p)
-		}
-		at, ok := q.NextTimeout()
-		switch {
-		case ok && at != s.armed[i]:
-			env.SetTimer(at, uint64(i))
-			s.armed[i] = at
-		case !ok && s.armed[i] >= 0:
-			env.StopTimer(uint64(i))
-			s.armed[i] = -1
-		}
+		rdma.FlushQP(env, 0, q, uint64(i), &s.timers[i])
 	}
 }
 
