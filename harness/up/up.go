@@ -218,6 +218,9 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	// The processes' output (one copying goroutine each) and the
+	// orchestrator's log lines share stderr.
+	stderr = &lockedWriter{w: stderr}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -779,6 +782,18 @@ func (res *Result) Print(w io.Writer) {
 	for _, s := range res.Warnings {
 		fmt.Fprintln(w, "  WARNING:", s)
 	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // tailWriter forwards a child's output line by line with a prefix and keeps
