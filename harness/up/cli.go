@@ -42,6 +42,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil // the usage was printed
+			}
 			return err
 		}
 		if fs.NArg() == 0 {

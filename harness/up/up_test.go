@@ -297,3 +297,19 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandArgs: the command line's own errors, before anything runs.
+func TestCommandArgs(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := Command(context.Background(), []string{"-h"}, &out, &errb); err != nil || !strings.Contains(errb.String(), "usage: inabox up") {
+		t.Errorf("-h: %v, %q", err, errb.String())
+	}
+	err := Command(context.Background(), []string{"a.yaml", "--seed", "2", "b.yaml"}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "at most one scenario file") {
+		t.Errorf("two scenario files: %v", err)
+	}
+	err = Command(context.Background(), []string{"--policy", "bogus", "testdata/up-16mb.yaml"}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), `policy "bogus"`) {
+		t.Errorf("unknown policy: %v", err)
+	}
+}
