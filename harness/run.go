@@ -48,6 +48,11 @@ type RunOptions struct {
 	// Step is the virtual time between two samples of the testbed (switch
 	// occupancy, finished all-reduces); 0 means 100 µs.
 	Step time.Duration
+	// Realtime builds the testbed for real-time processes (inabox up):
+	// FreeINA workers adapt their UC retransmission timeout to measured
+	// round trips, which there include how late each process runs
+	// (host.WorkerConfig.AdaptUCTimeout). Virtual-time runs leave it off.
+	Realtime bool
 }
 
 // RankWorker is one worker of a job as the runner sees it.
@@ -107,6 +112,8 @@ type Build struct {
 	// Tensors returns worker rank of job's all-reduces (job is 1-based),
 	// one per iteration.
 	Tensors func(job uint16, rank int) []host.Tensor
+	// Realtime is RunOptions.Realtime.
+	Realtime bool
 }
 
 // Builder builds a policy's testbed.
@@ -201,7 +208,8 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	}
 	plans := s.Plan(models)
 	gen := newTensorGen(seed, s, plans)
-	b := &Build{Scenario: s, Seed: seed, Plans: plans, Rate: s.LinkBitsPerSecond(), PSRate: s.PSLinkBitsPerSecond(), Tensors: gen.tensors}
+	b := &Build{Scenario: s, Seed: seed, Plans: plans, Rate: s.LinkBitsPerSecond(), PSRate: s.PSLinkBitsPerSecond(), Tensors: gen.tensors,
+		Realtime: opts.Realtime}
 	tb, err := build(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: policy %s: %w", s.Name, policy, err)

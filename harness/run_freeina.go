@@ -64,6 +64,7 @@ func clusterConfig(b *Build) host.ClusterConfig {
 	cfg.PS.GrantTimeout = tmo
 	cfg.LeaseIdle = 2*time.Millisecond + 10*cfg.Delay + tmo
 	cfg.Tune = func(job uint16, rank int, wc *host.WorkerConfig) {
+		wc.AdaptUCTimeout = b.Realtime
 		p := b.Plans[job-1]
 		wc.Gap = p.Compute
 		wc.Delay = p.Arrival + p.Compute

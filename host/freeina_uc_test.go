@@ -169,3 +169,37 @@ func TestUC100MBFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestUCAdaptiveTimeout: with a configured UC timeout far below the real
+// round trip (as when processes run late in real time), an adaptive
+// worker's round-trip estimate lifts its retransmission timeout: only the chunks
+// sent before the first results came back are resent, not every chunk
+// (with the configured 1 µs alone every chunk would be resent at least
+// once).
+func TestUCAdaptiveTimeout(t *testing.T) {
+	elems := 64 * 4000
+	if raceEnabled {
+		elems = 64 * 600
+	}
+	sc := scenario{name: "uc-rto", jobs: []int{4}, elems: elems, ars: 2, path: PathUC,
+		tune: func(c *ClusterConfig) { c.Worker.UCTimeout, c.Worker.AdaptUCTimeout = time.Microsecond, true }}
+	c, end := runScenario(t, sc)
+	t.Logf("uc with a 1 µs configured timeout: %v", end)
+	chunks := elems / 64
+	for r, w := range c.Workers[0] {
+		retx := 0
+		for _, rep := range w.Reports() {
+			retx += rep.UCRetx
+			if rep.Fallbacks != 0 {
+				t.Errorf("worker %d fell back to RC: %+v", r, rep)
+			}
+		}
+		if retx >= chunks/4 {
+			t.Errorf("worker %d resent %d of 2 × %d UC contributions: the timeout did not adapt", r, retx, chunks)
+		}
+		if !w.rttOK || w.ucRTO() <= time.Microsecond {
+			t.Errorf("worker %d: RTO %v (srtt %v, rttvar %v)", r, w.ucRTO(), w.srtt, w.rttvar)
+		}
+		t.Logf("worker %d: %d resent, srtt %v rttvar %v → RTO %v", r, retx, w.srtt, w.rttvar, w.ucRTO())
+	}
+}

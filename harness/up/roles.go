@@ -130,7 +130,7 @@ func prepareScenario(file string, seed uint64, policy string) (*harness.Prepared
 	if err != nil {
 		return nil, err
 	}
-	return harness.Prepare(s, harness.RunOptions{Seed: seed, Policy: policy})
+	return harness.Prepare(s, harness.RunOptions{Seed: seed, Policy: policy, Realtime: true})
 }
 
 // SwitchMain is the inaswitch process: the aggregation switch serving one
