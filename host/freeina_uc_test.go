@@ -177,10 +177,9 @@ func TestUC100MBFaults(t *testing.T) {
 // (with the configured 1 µs alone every chunk would be resent at least
 // once).
 func TestUCAdaptiveTimeout(t *testing.T) {
+	// The learning costs about two windows of resends whatever the size;
+	// 4000 chunks a worker make that small (also under -race: ~2 s).
 	elems := 64 * 4000
-	if raceEnabled {
-		elems = 64 * 600
-	}
 	sc := scenario{name: "uc-rto", jobs: []int{4}, elems: elems, ars: 2, path: PathUC,
 		tune: func(c *ClusterConfig) { c.Worker.UCTimeout, c.Worker.AdaptUCTimeout = time.Microsecond, true }}
 	c, end := runScenario(t, sc)
