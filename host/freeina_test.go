@@ -181,8 +181,15 @@ func TestAllReduce100MB(t *testing.T) {
 }
 
 // TestAllReduceFaults: exact and finishing under loss, duplication,
-// reordering and a switch reboot in the middle of an all-reduce.
-func TestAllReduceFaults(t *testing.T) {
+// reordering and a switch reboot in the middle of an all-reduce (trim
+// path; TestUCAllReduceFaults runs the same matrix on the UC path).
+func TestAllReduceFaults(t *testing.T) { faultMatrix(t, PathTrim) }
+
+// faultMatrix runs 8 workers, 2 all-reduces, under each fault on path:
+// every result exact (runScenario), a reboot that hits an all-reduce, and
+// every lease ended afterwards (FREE, or the idle timeout if FREE was
+// lost).
+func faultMatrix(t *testing.T, path INAPath) {
 	elems := 64 * 4000
 	if raceEnabled {
 		elems = 64 * 600
@@ -197,12 +204,12 @@ func TestAllReduceFaults(t *testing.T) {
 			Reorder: 0.01, ReorderDelay: time.Microsecond}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			sc.jobs, sc.elems, sc.ars, sc.path = []int{8}, elems, 2, PathTrim
+			sc.jobs, sc.elems, sc.ars, sc.path = []int{8}, elems, 2, path
 			if raceEnabled {
 				sc.reboot /= 4
 			}
 			c, end := runScenario(t, sc)
-			t.Logf("%s: %v", sc.name, end)
+			t.Logf("%v %s: %v", path, sc.name, end)
 			logReports(t, c)
 			if sc.reboot > 0 {
 				st := c.PS.Stats()
@@ -210,7 +217,6 @@ func TestAllReduceFaults(t *testing.T) {
 					t.Fatalf("the reboot did not hit an all-reduce: %+v", st)
 				}
 			}
-			// Every lease ends: FREE, or the idle timeout if FREE was lost.
 			if _, err := c.Net.RunUntil(end + 10*time.Millisecond); err != nil {
 				t.Fatal(err)
 			}

@@ -46,43 +46,7 @@ func TestUCAllReduceClean(t *testing.T) {
 
 // TestUCAllReduceFaults: loss, duplication, reordering and a switch
 // reboot in the middle of an all-reduce, on the UC path.
-func TestUCAllReduceFaults(t *testing.T) {
-	elems := 64 * 4000
-	if raceEnabled {
-		elems = 64 * 600
-	}
-	for _, sc := range []scenario{
-		{name: "loss1", impair: emu.Impairments{Loss: 0.01}},
-		{name: "loss5", impair: emu.Impairments{Loss: 0.05}},
-		{name: "dup", impair: emu.Impairments{Duplicate: 0.02}},
-		{name: "reorder", impair: emu.Impairments{Reorder: 0.02, ReorderDelay: 3 * time.Microsecond}},
-		{name: "reboot", reboot: 100 * time.Microsecond},
-		{name: "reboot+mix", reboot: 150 * time.Microsecond, impair: emu.Impairments{Loss: 0.01, Duplicate: 0.01,
-			Reorder: 0.01, ReorderDelay: time.Microsecond}},
-	} {
-		t.Run(sc.name, func(t *testing.T) {
-			sc.jobs, sc.elems, sc.ars, sc.path = []int{8}, elems, 2, PathUC
-			if raceEnabled {
-				sc.reboot /= 4
-			}
-			c, end := runScenario(t, sc)
-			t.Logf("uc %s: %v", sc.name, end)
-			logReports(t, c)
-			if sc.reboot > 0 {
-				st := c.PS.Stats()
-				if c.FreeINA.Stats().Reboots != 1 || st.SoftResults == 0 || st.Reallocs == 0 {
-					t.Fatalf("the reboot did not hit an all-reduce: %+v", st)
-				}
-			}
-			if _, err := c.Net.RunUntil(end + 10*time.Millisecond); err != nil {
-				t.Fatal(err)
-			}
-			if ls := c.FreeINA.Leases(); len(ls) != 0 {
-				t.Fatalf("leases left: %+v", ls)
-			}
-		})
-	}
-}
+func TestUCAllReduceFaults(t *testing.T) { faultMatrix(t, PathUC) }
 
 // TestUCFallback: with a fallback after 2 timeouts (too eager for 1 %
 // loss: one slow RC-path chunk stalls every window), many chunks take the
