@@ -147,17 +147,19 @@ func TestUpMultiJob(t *testing.T) {
 	}
 }
 
-// TestUpWorkerKilled kills a worker mid-run: Up must fail naming it and
-// remove every namespace and process.
-func TestUpWorkerKilled(t *testing.T) {
-	needRoot(t)
+// upDisrupted runs the test scenario and, once every process runs, does
+// act after the given delay (mid-run: the all-reduce takes seconds). It
+// returns Up's result and error, checks that nothing is left behind and
+// that no goroutine leaks.
+func upDisrupted(t *testing.T, after time.Duration, act func(pids map[string]int)) (Result, error) {
+	t.Helper()
 	cfg := testConfig()
 	var pids map[string]int
 	cfg.OnRunning = func(p map[string]int) {
 		pids = p
 		go func() {
-			time.Sleep(300 * time.Millisecond)
-			syscall.Kill(p["w1.2"], syscall.SIGKILL)
+			time.Sleep(after)
+			act(p)
 		}()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
@@ -166,59 +168,39 @@ func TestUpWorkerKilled(t *testing.T) {
 	before := runtime.NumGoroutine()
 	res, err := Up(ctx, cfg, nil, &stderr)
 	goroutinesSettle(t, before)
-	if err == nil {
-		t.Fatalf("Up succeeded although w1.2 was killed")
-	}
 	t.Logf("error: %v", err)
-	if !strings.Contains(err.Error(), "w1.2") || !strings.Contains(err.Error(), "died") {
-		t.Errorf("error does not name the dead worker: %v", err)
-	}
 	checkNothingLeft(t, res, pids)
+	return res, err
 }
 
-// TestUpInterrupted sends SIGINT (Ctrl-C) mid-run: Up stops with an error
-// and removes everything.
-func TestUpInterrupted(t *testing.T) {
+// TestUpDisrupted: a worker killed mid-run, the switch killed mid-run, and
+// SIGINT (Ctrl-C) mid-run each end Up with an error that says what
+// happened (naming the dead process), and remove every namespace and
+// process.
+func TestUpDisrupted(t *testing.T) {
 	needRoot(t)
-	cfg := testConfig()
-	var pids map[string]int
-	cfg.OnRunning = func(p map[string]int) {
-		pids = p
-		go func() {
-			time.Sleep(200 * time.Millisecond)
-			syscall.Kill(os.Getpid(), syscall.SIGINT)
-		}()
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		act   func(pids map[string]int)
+		want  []string
+	}{
+		{"worker killed", 300 * time.Millisecond, func(p map[string]int) { syscall.Kill(p["w1.2"], syscall.SIGKILL) }, []string{"w1.2", "died"}},
+		{"switch killed", 200 * time.Millisecond, func(p map[string]int) { syscall.Kill(p["switch"], syscall.SIGKILL) }, []string{"switch (pid", "died"}},
+		{"SIGINT", 200 * time.Millisecond, func(map[string]int) { syscall.Kill(os.Getpid(), syscall.SIGINT) }, []string{"stopped"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := upDisrupted(t, tc.after, tc.act)
+			if err == nil {
+				t.Fatal("Up succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q: %v", w, err)
+				}
+			}
+		})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	defer cancel()
-	res, err := Up(ctx, cfg, nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "stopped") {
-		t.Fatalf("Up after SIGINT: %v", err)
-	}
-	t.Logf("error: %v", err)
-	checkNothingLeft(t, res, pids)
-}
-
-// TestUpSwitchKilled: the switch dying is named too.
-func TestUpSwitchKilled(t *testing.T) {
-	needRoot(t)
-	cfg := testConfig()
-	var pids map[string]int
-	cfg.OnRunning = func(p map[string]int) {
-		pids = p
-		go func() {
-			time.Sleep(200 * time.Millisecond)
-			syscall.Kill(p["switch"], syscall.SIGKILL)
-		}()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	defer cancel()
-	res, err := Up(ctx, cfg, nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "switch (pid") {
-		t.Fatalf("Up after killing the switch: %v", err)
-	}
-	t.Logf("error: %v", err)
-	checkNothingLeft(t, res, pids)
 }
 
 // TestUpBadBinary: a process that cannot start fails the run cleanly.
