@@ -351,8 +351,15 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 		return 2
 	}
 	out := PeerReport{Node: *nodeName, Role: role}
+	say := func(err error) { // "inahost w1.0: why", the node named once
+		msg := err.Error()
+		if !strings.HasPrefix(msg, *nodeName+": ") {
+			msg = *nodeName + ": " + msg
+		}
+		fmt.Fprintf(stderr, "%s %s\n", cmd, msg)
+	}
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s %s: %v\n", cmd, *nodeName, err)
+		say(err)
 		out.Error = err.Error()
 		writeJSON(*report, out)
 		return 1
@@ -459,7 +466,7 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 		err = werr
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s %s: %v\n", cmd, *nodeName, err)
+		say(err)
 		return 1
 	}
 	return 0
