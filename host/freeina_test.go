@@ -229,14 +229,17 @@ func faultMatrix(t *testing.T, path INAPath) {
 
 // TestMultiJob: three jobs (8, 4 and 6 workers) on one switch and one PS,
 // with switch memory for fewer aggregators than they ask for: partial and
-// zero grants, and PS-path chunks, stay exact.
-func TestMultiJob(t *testing.T) {
+// zero grants, and PS-path chunks, stay exact (trim path; TestUCMultiJob
+// runs it on the UC path).
+func TestMultiJob(t *testing.T) { multiJob(t, PathTrim) }
+
+func multiJob(t *testing.T, path INAPath) {
 	elems := 64 * 3000
 	if raceEnabled {
 		elems = 64 * 500
 	}
-	c, end := runScenario(t, scenario{name: "multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300, path: PathTrim})
-	t.Logf("3 jobs: %v", end)
+	c, end := runScenario(t, scenario{name: path.String() + "-multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300, path: path})
+	t.Logf("%v, 3 jobs: %v", path, end)
 	for j := range c.Workers {
 		t.Logf("  job %d plans %+v φ=%.3f", j+1, c.PS.Plans(uint16(j+1)), c.PS.jobs[uint16(j+1)].ctl.Phi())
 	}
@@ -250,9 +253,12 @@ func TestMultiJob(t *testing.T) {
 	}
 }
 
-// TestDeterministic: the same seed gives the same run.
-func TestDeterministic(t *testing.T) {
-	sc := scenario{name: "det", jobs: []int{4}, elems: 64 * 500, ars: 2, path: PathTrim,
+// TestDeterministic: the same seed gives the same run (trim path;
+// TestUCDeterministic: UC path).
+func TestDeterministic(t *testing.T) { deterministic(t, PathTrim) }
+
+func deterministic(t *testing.T, path INAPath) {
+	sc := scenario{name: path.String() + "-det", jobs: []int{4}, elems: 64 * 500, ars: 2, path: path,
 		impair: emu.Impairments{Loss: 0.02, Reorder: 0.01, ReorderDelay: time.Microsecond}}
 	c1, e1 := runScenario(t, sc)
 	c2, e2 := runScenario(t, sc)

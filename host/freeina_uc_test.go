@@ -73,36 +73,10 @@ func TestUCFallback(t *testing.T) {
 
 // TestUCMultiJob: three jobs with short switch memory (partial and zero
 // grants, PS-path chunks) on the UC path.
-func TestUCMultiJob(t *testing.T) {
-	elems := 64 * 3000
-	if raceEnabled {
-		elems = 64 * 500
-	}
-	c, end := runScenario(t, scenario{name: "uc-multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300, path: PathUC})
-	t.Logf("uc 3 jobs: %v", end)
-	for j := range c.Workers {
-		t.Logf("  job %d plans %+v", j+1, c.PS.Plans(uint16(j+1)))
-	}
-	logReports(t, c)
-	fs := c.FreeINA.Stats()
-	if fs.Partial+fs.Zero == 0 {
-		t.Fatalf("memory was never short: %+v", fs)
-	}
-	if c.PS.Stats().SoftResults == 0 {
-		t.Fatal("no chunk took the PS path")
-	}
-}
+func TestUCMultiJob(t *testing.T) { multiJob(t, PathUC) }
 
 // TestUCDeterministic: the same seed gives the same run on the UC path.
-func TestUCDeterministic(t *testing.T) {
-	sc := scenario{name: "uc-det", jobs: []int{4}, elems: 64 * 500, ars: 2, path: PathUC,
-		impair: emu.Impairments{Loss: 0.02, Reorder: 0.01, ReorderDelay: time.Microsecond}}
-	c1, e1 := runScenario(t, sc)
-	c2, e2 := runScenario(t, sc)
-	if e1 != e2 || c1.PS.Stats() != c2.PS.Stats() {
-		t.Fatalf("runs differ: %v %v\n%+v\n%+v", e1, e2, c1.PS.Stats(), c2.PS.Stats())
-	}
-}
+func TestUCDeterministic(t *testing.T) { deterministic(t, PathUC) }
 
 // TestUC100MBFaults is the full-size acceptance: 8 workers all-reduce
 // a 100 MB tensor at 100 Gb/s over the UC INA path, exact under 1% and 5%
