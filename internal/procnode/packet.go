@@ -76,33 +76,46 @@ var _ emu.Port = (*PacketPort)(nil)
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// NewPacketPort opens an AF_PACKET socket on cfg.Dev. It needs CAP_NET_RAW.
-func NewPacketPort(cfg PacketConfig) (*PacketPort, error) {
+// openPacketSocket opens a non-blocking AF_PACKET socket for cfg.Dev that
+// ignores its own outgoing frames (and bypasses the qdisc if asked), and
+// returns it with the interface index to bind to. kind ("packet", "ring")
+// prefixes errors; fail closes the socket and wraps an error of a later
+// step the same way.
+func openPacketSocket(kind string, cfg PacketConfig) (fd, ifindex int, fail func(what string, err error) error, err error) {
 	ifi, err := net.InterfaceByName(cfg.Dev)
 	if err != nil {
-		return nil, fmt.Errorf("procnode: packet %s: %w", cfg.Dev, err)
+		return -1, 0, nil, fmt.Errorf("procnode: %s %s: %w", kind, cfg.Dev, err)
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("procnode: packet %s: socket: %w", cfg.Dev, err)
+		return -1, 0, nil, fmt.Errorf("procnode: %s %s: socket: %w", kind, cfg.Dev, err)
 	}
-	fail := func(what string, err error) (*PacketPort, error) {
+	fail = func(what string, err error) error {
 		unix.Close(fd)
-		return nil, fmt.Errorf("procnode: packet %s: %s: %w", cfg.Dev, what, err)
+		return fmt.Errorf("procnode: %s %s: %s: %w", kind, cfg.Dev, what, err)
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
-		return fail("PACKET_IGNORE_OUTGOING", err)
+		return -1, 0, nil, fail("PACKET_IGNORE_OUTGOING", err)
 	}
 	if cfg.QdiscBypass {
 		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
-			return fail("PACKET_QDISC_BYPASS", err)
+			return -1, 0, nil, fail("PACKET_QDISC_BYPASS", err)
 		}
+	}
+	return fd, ifi.Index, fail, nil
+}
+
+// NewPacketPort opens an AF_PACKET socket on cfg.Dev. It needs CAP_NET_RAW.
+func NewPacketPort(cfg PacketConfig) (*PacketPort, error) {
+	fd, ifindex, fail, err := openPacketSocket("packet", cfg)
+	if err != nil {
+		return nil, err
 	}
 	// Big buffers: a burst of results must not overflow the socket.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20)
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-		return fail("bind", err)
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+		return nil, fail("bind", err)
 	}
 	p := &PacketPort{name: "packet:" + cfg.Dev, batch: cfg.BatchSize}
 	if p.batch <= 0 {

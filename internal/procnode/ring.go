@@ -66,44 +66,28 @@ var _ emu.Port = (*RingPort)(nil)
 
 // NewRingPort opens an AF_PACKET socket with mapped rings on cfg.Dev.
 func NewRingPort(cfg PacketConfig) (*RingPort, error) {
-	ifi, err := net.InterfaceByName(cfg.Dev)
+	fd, ifindex, fail, err := openPacketSocket("ring", cfg)
 	if err != nil {
-		return nil, fmt.Errorf("procnode: ring %s: %w", cfg.Dev, err)
-	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("procnode: ring %s: socket: %w", cfg.Dev, err)
-	}
-	fail := func(what string, err error) (*RingPort, error) {
-		unix.Close(fd)
-		return nil, fmt.Errorf("procnode: ring %s: %s: %w", cfg.Dev, what, err)
+		return nil, err
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
-		return fail("PACKET_VERSION", err)
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
-		return fail("PACKET_IGNORE_OUTGOING", err)
-	}
-	if cfg.QdiscBypass {
-		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
-			return fail("PACKET_QDISC_BYPASS", err)
-		}
+		return nil, fail("PACKET_VERSION", err)
 	}
 	req := unix.TpacketReq{Block_size: ringBlockSize, Block_nr: ringBlocks, Frame_size: ringFrameSize, Frame_nr: ringFrames}
 	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
-		return fail("PACKET_RX_RING", err)
+		return nil, fail("PACKET_RX_RING", err)
 	}
 	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &req); err != nil {
-		return fail("PACKET_TX_RING", err)
+		return nil, fail("PACKET_TX_RING", err)
 	}
 	size := 2 * ringBlockSize * ringBlocks
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
-		return fail("mmap", err)
+		return nil, fail("mmap", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
 		unix.Munmap(mem)
-		return fail("bind", err)
+		return nil, fail("bind", err)
 	}
 	p := &RingPort{name: "ring:" + cfg.Dev, batch: cfg.BatchSize, mem: mem, rx: mem[:size/2], tx: mem[size/2:]}
 	if p.batch <= 0 {
