@@ -2,6 +2,7 @@ package emu
 
 import (
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,8 +12,11 @@ import (
 // the kernel's timer slack (about 50 µs) of a deadline instead of the
 // millisecond a Go timer takes for short waits.
 type fdWaker struct {
-	f *os.File
-	c chan struct{}
+	f    *os.File
+	rc   syscall.RawConn
+	c    chan struct{}
+	spec unix.ItimerSpec
+	arm  func(fd uintptr) // arms spec; built once, so Reset allocates nothing
 }
 
 func newPreciseWaker() (waker, error) {
@@ -21,6 +25,11 @@ func newPreciseWaker() (waker, error) {
 		return nil, os.NewSyscallError("timerfd_create", err)
 	}
 	w := &fdWaker{f: os.NewFile(uintptr(fd), "emu-timerfd"), c: make(chan struct{}, 1)}
+	if w.rc, err = w.f.SyscallConn(); err != nil {
+		w.f.Close()
+		return nil, err
+	}
+	w.arm = func(fd uintptr) { unix.TimerfdSettime(int(fd), 0, &w.spec, nil) }
 	go func() {
 		var b [8]byte
 		for {
@@ -37,10 +46,8 @@ func newPreciseWaker() (waker, error) {
 }
 
 func (w *fdWaker) Reset(d time.Duration) {
-	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
-	if rc, err := w.f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { unix.TimerfdSettime(int(fd), 0, &spec, nil) })
-	}
+	w.spec = unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
+	w.rc.Control(w.arm)
 }
 
 func (w *fdWaker) C() <-chan struct{} { return w.c }
