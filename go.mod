@@ -1,4 +1,4 @@
-module inabox
+module github.com/inabox/inabox
 
 go 1.26.0
 

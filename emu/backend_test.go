@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 func TestParsePortSpec(t *testing.T) {

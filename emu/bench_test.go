@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // forwarder passes packets from port 0 to port 1 and back.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
-	"inabox/emu/nodes"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/nodes"
 )
 
 func TestExampleFaultInjection(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
-	"inabox/emu/nodes"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/nodes"
 )
 
 var (

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
-	"inabox/emu/internal/netns"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/internal/netns"
 )
 
 const (

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"inabox/emu"
-	"inabox/emu/porttest"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/porttest"
 )
 
 func memPair(batch, depth int) func(t *testing.T) (emu.Port, emu.Port) {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"inabox/emu"
-	"inabox/emu/internal/netns"
-	"inabox/emu/porttest"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/internal/netns"
+	"github.com/inabox/inabox/emu/porttest"
 )
 
 // tapMTU is the MTU of the test devices, so jumbo frames are exercised too.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
-	"inabox/emu/porttest"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/porttest"
 )
 
 var loopback = netip.MustParseAddrPort("127.0.0.1:0")

@@ -7,8 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"inabox/emu"
-	"inabox/emu/nodes"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/nodes"
 )
 
 // The same nodes and links run unchanged under the real-time driver. Inside

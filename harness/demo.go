@@ -16,10 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"inabox/emu"
-	"inabox/emu/nodes"
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/nodes"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // DemoConfig configures the default scenario.

@@ -9,7 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"inabox/testdata"
+	"github.com/inabox/inabox/testdata"
 )
 
 // Model is one model profile: the gradient one worker all-reduces per

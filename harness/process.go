@@ -5,9 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	sw "inabox/switch"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // Prepared is a scenario's testbed built for one policy and not run: the

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 )
 
 // The experiment runner: a scenario, a policy and a seed in, Results out.

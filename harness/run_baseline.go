@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	"inabox/host/baseline"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/host/baseline"
 )
 
 // The baselines of host/baseline as Testbeds: "none" is a ring all-reduce

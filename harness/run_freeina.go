@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	"inabox/rdma"
-	sw "inabox/switch"
-	"inabox/switch/dynaina"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // FreeINA and DynaINA testbeds (host.Cluster): one worker node per job

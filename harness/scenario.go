@@ -19,10 +19,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"inabox/emu"
-	sw "inabox/switch"
-	"inabox/switch/inahdr"
-	"inabox/testdata"
+	"github.com/inabox/inabox/emu"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/inahdr"
+	"github.com/inabox/inabox/testdata"
 )
 
 // A scenario file describes one experiment. Every field but jobs has a

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/testdata"
+	"github.com/inabox/inabox/testdata"
 )
 
 func TestInvalidScenarios(t *testing.T) {

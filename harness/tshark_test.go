@@ -10,7 +10,7 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"inabox/rdma"
+	"github.com/inabox/inabox/rdma"
 )
 
 // The pcaps the default scenario writes are real RoCEv2 frames: tshark reads

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"time"
 
-	"inabox/emu"
-	"inabox/rdma"
-	sw "inabox/switch"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // Constants of the FreeINA testbed (one place; see docs/freeina.md).

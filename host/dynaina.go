@@ -3,9 +3,9 @@ package host
 import (
 	"time"
 
-	"inabox/emu"
-	sw "inabox/switch"
-	"inabox/switch/dynaina"
+	"github.com/inabox/inabox/emu"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // The DynaINA client side (docs/dynaina.md). The FreeINA workers and PS run

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	sw "inabox/switch"
-	"inabox/switch/dynaina"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // TestDynaINACluster runs three jobs on a switch whose memory holds two

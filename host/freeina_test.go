@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // genTensor returns worker rank's deterministic gradient (values in ±2).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // The PathUC acceptance matrix: the same scenarios as the trim path's

@@ -9,9 +9,9 @@ package host
 import (
 	"encoding/binary"
 
-	"inabox/rdma"
-	sw "inabox/switch"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // Host-level control opcodes (INA header worker byte of a

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"time"
 
-	"inabox/emu"
-	"inabox/rdma"
-	sw "inabox/switch"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // Peer is one end of a worker↔PS RC connection, as seen from the other

@@ -3,8 +3,8 @@ package host
 import (
 	"testing"
 
-	sw "inabox/switch"
-	"inabox/switch/inahdr"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 func testPS(t *testing.T, n int) (*PS, *psJob) {

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"time"
 
-	"inabox/emu"
-	"inabox/rdma"
-	sw "inabox/switch"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // WorkerConfig configures a FreeINA worker.

@@ -3,7 +3,7 @@ package rdma
 import (
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // Host is an emu.Node hosting a set of QPs behind one port: a RoCEv2 NIC.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // TestEmuLossyExactlyOnce runs two QPs over the emulator with 5% loss, 5%

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"inabox/rdma"
+	"github.com/inabox/inabox/rdma"
 )
 
 func ExampleFrameHeader_Encode() {

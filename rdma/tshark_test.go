@@ -16,7 +16,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // sampleFrames returns frames of every opcode the QP emits, straight from

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // baseRound is the base: a plain int32 add loop over the same packets

@@ -5,9 +5,9 @@ import (
 	"sort"
 	"time"
 
-	"inabox/emu"
-	"inabox/rdma"
-	"inabox/switch/dynaina"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // DynaINA behind FreeINA's all-reduce-level allocation (docs/dynaina.md).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/switch/dynaina"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // gradFor returns the gradient bytes whose predicted all-reduce at 100 Gb/s

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // FreeINA mode (docs/freeina.md).

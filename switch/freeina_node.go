@@ -1,9 +1,9 @@
 package sw
 
 import (
-	"inabox/emu"
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // FreeINANode is a switch node with FreeINA's control plane: it handles

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 const fiPolicy = PolicyCustom + 5

@@ -3,7 +3,7 @@ package sw
 import (
 	"testing"
 
-	"inabox/rdma"
+	"github.com/inabox/inabox/rdma"
 )
 
 // FuzzPipeline feeds arbitrary frames to a configured switch: it must not

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // pkt describes a test INA frame.

@@ -3,7 +3,7 @@ package sw
 import (
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // NodeConfig sets the timing of a switch in the emulator.

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // testWorker sends its contributions at Start and records the results.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"text/template"
 
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // The P4 twin switch/p4/ina.p4 is generated from p4Template (go test

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // p4Headers parses the `header NAME { bit<W> field; ... }` declarations of

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // Pipeline stages (run over the whole batch, one after the other):

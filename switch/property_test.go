@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // TestNoDoubleCountingUnderContention: two jobs share a tiny pool, so

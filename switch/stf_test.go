@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"inabox/rdma"
+	"github.com/inabox/inabox/rdma"
 )
 
 // This file is the Go runner for the STF vectors in testdata/stf: the

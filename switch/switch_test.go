@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 func randVals(r *rand.Rand, n int, lim int32) []int32 {

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"inabox/harness"
+	"github.com/inabox/inabox/harness"
 )
 
 // cmdCompare implements `inabox compare [FILE]`: the scenario under every

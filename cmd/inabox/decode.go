@@ -6,8 +6,8 @@ import (
 	"os"
 	"strings"
 
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // cmdDecode prints each frame of a pcap: its RoCEv2 layers, ICRC verdict and

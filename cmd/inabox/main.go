@@ -13,13 +13,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"inabox/harness/up"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"inabox/harness"
+	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/up"
 )
 
 const usage = `inabox: in-network aggregation in a box

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"inabox/harness"
+	"github.com/inabox/inabox/harness"
 )
 
 // loadScenario loads file, or the embedded default scenario when file is "".

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"inabox/harness"
+	"github.com/inabox/inabox/harness"
 )
 
 const tinyYAML = `name: tiny

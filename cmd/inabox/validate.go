@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"inabox/harness"
+	"github.com/inabox/inabox/harness"
 )
 
 const validateUsage = `usage: inabox validate [--print] FILE.yaml...

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"inabox/harness/up"
+	"github.com/inabox/inabox/harness/up"
 )
 
 func main() { os.Exit(up.SwitchMain(os.Args[1:], os.Stderr)) }

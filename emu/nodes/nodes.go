@@ -10,7 +10,7 @@ import (
 	"net/netip"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // Frame layout written by Traffic (all big-endian):

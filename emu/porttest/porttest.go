@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // EtherType is the EtherType of the suite's frames.

@@ -21,12 +21,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"inabox/emu"
-	"inabox/harness"
-	"inabox/harness/up/swctl"
-	"inabox/host"
-	"inabox/internal/procnode"
-	sw "inabox/switch"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/up/swctl"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/internal/procnode"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // SwitchReport is what an inaswitch process writes to its --report file.

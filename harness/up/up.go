@@ -39,9 +39,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"inabox/harness"
-	"inabox/harness/up/swctl"
-	"inabox/internal/procnode"
+	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/up/swctl"
+	"github.com/inabox/inabox/internal/procnode"
 )
 
 // Config is an `inabox up` run: a scenario (the format of `inabox run`)

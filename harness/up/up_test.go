@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/internal/procnode"
+	"github.com/inabox/inabox/internal/procnode"
 )
 
 // needRoot skips a test that needs namespaces and /dev/net/tun.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 )
 
 // genTensor returns a deterministic gradient with values in ±2.

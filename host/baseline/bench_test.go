@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 )
 
 // BenchmarkFreeINAvsATP: one 8-worker all-reduce of the same tensor at

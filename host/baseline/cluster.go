@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	"inabox/rdma"
-	sw "inabox/switch"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // Kinds accepted by New.

@@ -14,10 +14,10 @@ import (
 	"encoding/binary"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // Report is a worker's account of one all-reduce.

@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"inabox/emu"
-	"inabox/host"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 )
 
 // TestExponentMode: SwitchML-style per-chunk exponents (the same on every

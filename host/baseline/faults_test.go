@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // TestCombinedFaults: the INA baselines with a switch reboot at 10 µs plus

@@ -3,10 +3,10 @@ package baseline
 import (
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 type inaKind uint8

@@ -1,11 +1,11 @@
 package baseline
 
 import (
-	sw "inabox/switch"
+	sw "github.com/inabox/inabox/switch"
 	"testing"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // TestMultiJob: three jobs (8, 4 and 6 workers) share one switch and one

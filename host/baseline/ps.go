@@ -5,9 +5,9 @@ import (
 	"math/bits"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // PSAckQPN is the QP number the PS's ACK frames carry: the switch's

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"time"
 
-	"inabox/emu"
-	"inabox/host"
-	"inabox/rdma"
-	"inabox/switch/inahdr"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // qpSet hosts RC QPs behind port 0: a backlog per QP (posted work beyond

@@ -17,9 +17,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"inabox/emu"
-	"inabox/rdma"
-	sw "inabox/switch"
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // benchFrame is a RoCEv2 RC SEND Only frame with a 256-byte payload

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // DefaultPacketBatch is the default PacketConfig.BatchSize.

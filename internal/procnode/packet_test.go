@@ -14,7 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // vethPair makes a namespace with veth a<->b, both up.

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // Ring geometry: 2 KiB frames (a 314-byte RoCE frame and up to ~2 KB

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"inabox/emu"
+	"github.com/inabox/inabox/emu"
 )
 
 // Backends of an Attachment.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"inabox/switch/dynaina"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // The worked example of docs/dynaina.md: four jobs arrive at a switch with

@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	sw "inabox/switch"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // Pool is a memory pool (Switch.SetPool).

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	sw "inabox/switch"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // TestControlAPI installs a job over a unix socket, switches its policy and
