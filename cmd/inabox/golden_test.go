@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/inabox/inabox/harness"
+)
+
+// TestGoldenDefault is the in-suite part of scripts/golden.sh: the embedded
+// default scenario under every policy (`run --out --pcap`, and `decode` of
+// every pcap) must give exactly the bytes recorded in
+// testdata/golden/manifest.sha256. A change meant to preserve behaviour
+// keeps it green; a change of output updates the manifest in its own commit
+// (scripts/golden.sh update), with the reason.
+func TestGoldenDefault(t *testing.T) {
+	want := readManifest(t, "../../testdata/golden/manifest.sha256", "./default/")
+	if len(want) == 0 {
+		t.Fatal("manifest has no ./default/ entries")
+	}
+	root := t.TempDir()
+	got := map[string]string{}
+	for _, p := range harness.Policies {
+		d := filepath.Join(root, "default", p)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(d)
+		var out, errb bytes.Buffer
+		if err := runCLI([]string{"run", "--policy", p, "--out", "out", "--pcap", "pcap"}, &out, &errb); err != nil {
+			t.Fatalf("run --policy %s: %v\n%s", p, err, errb.String())
+		}
+		if err := os.WriteFile("stdout.txt", out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pcaps, _ := filepath.Glob("pcap/*.pcap")
+		for _, c := range pcaps {
+			var dec bytes.Buffer
+			if err := runCLI([]string{"decode", c}, &dec, io.Discard); err != nil {
+				t.Fatalf("decode %s: %v", c, err)
+			}
+			if err := os.WriteFile(c+".decode.txt", dec.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var cmp bytes.Buffer
+	if err := runCLI([]string{"compare", "--json"}, &cmp, io.Discard); err != nil {
+		t.Fatalf("compare: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "default", "compare.json"), cmp.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.Walk(filepath.Join(root, "default"), func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		sum := sha256.Sum256(b)
+		got["./"+filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diffs []string
+	for _, k := range sortedKeys(want, got) {
+		if want[k] != got[k] {
+			switch {
+			case got[k] == "":
+				diffs = append(diffs, "missing   "+k)
+			case want[k] == "":
+				diffs = append(diffs, "unexpected "+k)
+			default:
+				diffs = append(diffs, "differs   "+k)
+			}
+		}
+	}
+	if len(diffs) > 0 {
+		t.Errorf("outputs differ from testdata/golden/manifest.sha256 (scripts/golden.sh record DIR on both revisions, then diff):\n%s",
+			strings.Join(diffs, "\n"))
+	}
+}
+
+// runCLI is the command line's entry point with its output captured.
+func runCLI(args []string, stdout, stderr io.Writer) error { return run(args, stdout, stderr) }
+
+func readManifest(t *testing.T, file, prefix string) map[string]string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		sum, path, ok := strings.Cut(sc.Text(), "  ")
+		if ok && strings.HasPrefix(path, prefix) {
+			out[path] = sum
+		}
+	}
+	return out
+}
+
+func sortedKeys(a, b map[string]string) []string {
+	var ks []string
+	for k := range a {
+		ks = append(ks, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks
+}
