@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
+
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // Metric is one row of a comparison.
@@ -66,13 +67,14 @@ type CompareRow struct {
 	format       func(Num) string
 }
 
-// ReferencePolicy is the policy comparisons are relative to.
-const ReferencePolicy = "atp"
+// ReferencePolicy is the policy comparisons are relative to: the
+// registry's reference (testbed.Reference).
+var ReferencePolicy = testbed.Reference()
 
 // Compare builds the comparison of results of one scenario, one per policy,
 // in the given order (columns).
 func Compare(results []*Results) *Comparison {
-	c := &Comparison{Reference: ReferencePolicy, Baselines: slices.Clone(Baselines)}
+	c := &Comparison{Reference: ReferencePolicy, Baselines: testbed.Baselines()}
 	byPolicy := map[string]*Results{}
 	for _, r := range results {
 		c.Policies = append(c.Policies, r.Policy)

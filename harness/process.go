@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
-	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/harness/testbed"
 	sw "github.com/inabox/inabox/switch"
 )
 
@@ -55,65 +55,18 @@ func (p *Prepared) Seed() uint64   { return p.r.seed }
 func (p *Prepared) Plans() []JobPlan { return p.r.plans }
 
 // Network returns the built, never-run network.
-func (p *Prepared) Network() *emu.Network { return p.r.tb.Network() }
+func (p *Prepared) Network() *emu.Network { return p.r.tb.Net }
 
 // SwitchName is the switch node's name.
-func (p *Prepared) SwitchName() string { return p.r.tb.SwitchNode() }
+func (p *Prepared) SwitchName() string { return testbed.SwitchNode }
 
-// Switch returns the switch's data plane (for its control API), or nil if
-// the policy's testbed does not expose one.
-func (p *Prepared) Switch() *sw.Switch {
-	if o, ok := p.r.tb.(interface{ DataPlane() *sw.Switch }); ok {
-		return o.DataPlane()
-	}
-	return nil
-}
-
-// DataPlane returns the FreeINA testbed's switch.
-func (f *freeinaBed) DataPlane() *sw.Switch { return f.c.Switch }
-
-// DataPlane returns the baseline testbed's switch.
-func (f *baselineBed) DataPlane() *sw.Switch { return f.c.Switch }
-
-// failer is a testbed that can tell why it will not finish.
-type failer interface {
-	// Failed returns the first transport failure of any node (a queue
-	// pair that gave up, e.g. its retry count exceeded), naming the node,
-	// or nil.
-	Failed() error
-}
+// Switch returns the switch's data plane (for its control API).
+func (p *Prepared) Switch() *sw.Switch { return p.r.tb.Switch }
 
 // Failed returns why the testbed can no longer finish — a queue pair in
 // the error state, with its node — or nil. In a process (inabox up) only
 // the process's own node runs, so it names that node's failure.
-func (p *Prepared) Failed() error {
-	if f, ok := p.r.tb.(failer); ok {
-		return f.Failed()
-	}
-	return nil
-}
-
-// Failed implements failer: the PSs' and the workers' RC queue pairs.
-func (f *freeinaBed) Failed() error {
-	for i, ps := range f.c.PSs {
-		for _, q := range ps.QPs() {
-			if err := q.Err(); err != nil {
-				c := q.Config()
-				return fmt.Errorf("%s: RC QP %#x to %v QP %#x: %w", host.PSNodeName(i), c.QPN, c.Remote.IP, c.RemoteQPN, err)
-			}
-		}
-	}
-	for j, ws := range f.c.Workers {
-		for r, w := range ws {
-			if err := w.QP().Err(); err != nil {
-				c := w.QP().Config()
-				name, _ := f.WorkerNode(j, r)
-				return fmt.Errorf("%s: RC QP %#x to the PS (%v QP %#x): %w", name, c.QPN, c.Remote.IP, c.RemoteQPN, err)
-			}
-		}
-	}
-	return nil
-}
+func (p *Prepared) Failed() error { return p.r.tb.Failed() }
 
 // Node returns the node named name and its port count.
 func (p *Prepared) Node(name string) (emu.Node, int, error) {
@@ -130,16 +83,13 @@ func (p *Prepared) Node(name string) (emu.Node, int, error) {
 // veth to the switch).
 func (p *Prepared) Peers() ([]Peer, error) {
 	roles := map[string]Peer{}
-	for i, pl := range p.r.plans {
-		for w := range pl.Workers {
-			name, _ := p.r.tb.WorkerNode(i, w)
-			roles[name] = Peer{Node: name, Role: "worker", Job: i, Rank: w}
+	for i, ws := range p.r.tb.Workers {
+		for _, w := range ws {
+			roles[w.Name] = Peer{Node: w.Name, Role: "worker", Job: i, Rank: w.Rank}
 		}
 	}
-	for i := range p.r.s.PSNames() {
-		if name, l := p.r.tb.PSNode(i); l != nil {
-			roles[name] = Peer{Node: name, Role: "ps", Index: i}
-		}
+	for _, ps := range p.r.tb.PSs {
+		roles[ps.Name] = Peer{Node: ps.Name, Role: "ps", Index: ps.Index}
 	}
 	swName := p.SwitchName()
 	var out []Peer
@@ -167,7 +117,7 @@ func (p *Prepared) Peers() ([]Peer, error) {
 // WorkerDone reports whether worker rank of job (0-based) has finished all
 // its iterations. Call it on the goroutine that runs the worker's node.
 func (p *Prepared) WorkerDone(job, rank int) bool {
-	return p.r.tb.Ranks(job)[rank].Finished() >= p.r.plans[job].Iterations
+	return p.r.tb.Worker(job, rank).Endpoint.Finished() >= p.r.plans[job].Iterations
 }
 
 // IterationCheck is one all-reduce of one worker: its span on the worker's
@@ -185,13 +135,13 @@ type IterationCheck struct {
 // finished with the reference sum, element by element, and frees the
 // results. Call it after the worker's node stopped running.
 func (p *Prepared) CheckWorker(job, rank int) []IterationCheck {
-	w := p.r.tb.Ranks(job)[rank]
+	w := p.r.tb.Worker(job, rank).Endpoint
 	var out []IterationCheck
 	for k := 0; k < w.Finished(); k++ {
 		ref := p.r.gen.reference(job, k)
 		got := w.Result(k)
 		c := IterationCheck{Iteration: k, Elements: int64(len(ref))}
-		c.Start, c.End = w.Span(k)
+		c.Start, c.End = span(w, k)
 		if len(got) != len(ref) {
 			c.Mismatches = len(ref)
 		} else {
@@ -202,6 +152,7 @@ func (p *Prepared) CheckWorker(job, rank int) []IterationCheck {
 			}
 		}
 		c.Exact = c.Mismatches == 0
+		w.DropResult(k)
 		out = append(out, c)
 	}
 	return out

@@ -3,6 +3,8 @@ package harness
 import (
 	"strings"
 	"testing"
+
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // A PS that crashes for good leaves its workers' RC queue pairs without
@@ -25,7 +27,7 @@ func TestRunEndsOnTransportFailure(t *testing.T) {
 // linked to the switch, in port order, each worker and PS exactly once.
 func TestPreparePeers(t *testing.T) {
 	s := loadEmbedded(t, "default.yaml")
-	for _, policy := range RunnablePolicies() {
+	for _, policy := range testbed.Names() {
 		p, err := Prepare(s, RunOptions{Policy: policy})
 		if err != nil {
 			t.Fatalf("%s: %v", policy, err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 func sampleResults(policy string, scale float64) *Results {
@@ -192,7 +194,7 @@ func TestFormat(t *testing.T) {
 
 func TestCompare(t *testing.T) {
 	var rs []*Results
-	for i, p := range Policies {
+	for i, p := range testbed.Names() {
 		rs = append(rs, sampleResults(p, []float64{2, 1.5, 1.2, 1.1, 1, 0.8}[i]))
 	}
 	c := Compare(rs)

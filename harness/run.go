@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/testbed"
 	"github.com/inabox/inabox/host"
 )
 
@@ -29,8 +29,8 @@ import (
 // occupancy sampled from the allocator, collisions, switch/PS-path chunks and
 // retransmissions.
 //
-// Policies plug in through a Builder in the registry (RegisterPolicy): one
-// line per policy.
+// The testbed (topology, addressing, the policy's switch program and
+// endpoints) comes from harness/testbed; the policies are its registry.
 
 // RunOptions modify a run without editing the scenario.
 type RunOptions struct {
@@ -54,96 +54,6 @@ type RunOptions struct {
 	// (host.WorkerConfig.AdaptUCTimeout). Virtual-time runs leave it off.
 	Realtime bool
 }
-
-// RankWorker is one worker of a job as the runner sees it.
-type RankWorker interface {
-	// Finished is the number of all-reduces the worker has finished (they
-	// finish in order).
-	Finished() int
-	// Span returns finished all-reduce i's start and end.
-	Span(i int) (start, end time.Duration)
-	// Result returns all-reduce i's int32 sum; the runner calls it once per
-	// all-reduce, after which the worker may free it.
-	Result(i int) []int32
-}
-
-// Occupied is switch memory a job holds now.
-type Occupied struct {
-	Pool  string // "" for a policy without pools
-	Job   int    // job index (0-based) in the scenario; -1: not attributable
-	Slots int
-}
-
-// JobCounters are a job's counters at the end of a run.
-type JobCounters struct {
-	// SwitchChunks completed in the switch; Collisions are packets that
-	// found no aggregator; Retransmissions are retransmitted packets.
-	SwitchChunks, Collisions, Retransmissions int64
-}
-
-// Testbed is one policy's emulated cluster.
-type Testbed interface {
-	Network() *emu.Network
-	// SwitchNode is the switch's node name (for switch_reboot).
-	SwitchNode() string
-	// WorkerNode returns worker rank of job's node name and its link to
-	// the switch.
-	WorkerNode(job, rank int) (string, *emu.Link)
-	// PSNode returns PS i's node name and link (nil link: no such PS).
-	PSNode(i int) (string, *emu.Link)
-	// Ranks returns job's workers.
-	Ranks(job int) []RankWorker
-	// Occupancy reports the switch memory held now.
-	Occupancy() []Occupied
-	// Counters returns job's counters.
-	Counters(job int) JobCounters
-	// Check returns an internal invariant the run broke, or nil.
-	Check() error
-}
-
-// Build is what a Builder gets: the scenario with options applied and
-// everything derived from it.
-type Build struct {
-	Scenario *Scenario
-	Seed     uint64
-	Plans    []JobPlan
-	// Rate and PSRate are the scaled link rates in bit/s.
-	Rate, PSRate int64
-	// Tensors returns worker rank of job's all-reduces (job is 1-based),
-	// one per iteration.
-	Tensors func(job uint16, rank int) []host.Tensor
-	// Realtime is RunOptions.Realtime.
-	Realtime bool
-}
-
-// Builder builds a policy's testbed.
-type Builder func(b *Build) (Testbed, error)
-
-var registry = map[string]Builder{
-	"freeina": buildFreeINA,
-	"dynaina": buildDynaINA,
-}
-
-// RegisterPolicy makes policy runnable by Run (a baseline package calls it
-// once, or the registry above gets one line).
-func RegisterPolicy(name string, b Builder) { registry[name] = b }
-
-// Runnable reports whether policy has a builder.
-func Runnable(policy string) bool { return registry[policy] != nil }
-
-// RunnablePolicies lists the policies of Policies that can run, in order.
-func RunnablePolicies() []string {
-	var out []string
-	for _, p := range Policies {
-		if Runnable(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// ErrNotRunnable is returned for a policy without a builder yet.
-var ErrNotRunnable = errors.New("policy not available yet")
 
 // ErrUnfinished is returned, with the results so far, when a job has not
 // finished by the scenario's time limit.
@@ -182,12 +92,8 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	if opts.Policy != "" {
 		policy = opts.Policy
 	}
-	if !slices.Contains(Policies, policy) {
-		return nil, fmt.Errorf("policy %q: must be one of %s", policy, strings.Join(Policies, ", "))
-	}
-	build := registry[policy]
-	if build == nil {
-		return nil, fmt.Errorf("policy %q: %w", policy, ErrNotRunnable)
+	if _, ok := testbed.Lookup(policy); !ok {
+		return nil, fmt.Errorf("policy %q: must be one of %s", policy, strings.Join(testbed.Names(), ", "))
 	}
 	seed := s.Seed
 	if opts.Seed != 0 {
@@ -208,9 +114,7 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	}
 	plans := s.Plan(models)
 	gen := newTensorGen(seed, s, plans)
-	b := &Build{Scenario: s, Seed: seed, Plans: plans, Rate: s.LinkBitsPerSecond(), PSRate: s.PSLinkBitsPerSecond(), Tensors: gen.tensors,
-		Realtime: opts.Realtime}
-	tb, err := build(b)
+	tb, err := testbed.Build(testbedSpec(s, seed, plans, opts.Realtime), policy, gen.tensors)
 	if err != nil {
 		return nil, fmt.Errorf("%s: policy %s: %w", s.Name, policy, err)
 	}
@@ -220,19 +124,18 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
 		for w, h := range p.Hosts {
-			node, l := tb.WorkerNode(i, w)
-			r.hostLinks[h] = append(r.hostLinks[h], l)
-			r.hostNodes[h] = append(r.hostNodes[h], node)
+			wh := tb.Worker(i, w)
+			r.hostLinks[h] = append(r.hostLinks[h], wh.Link)
+			r.hostNodes[h] = append(r.hostNodes[h], wh.Name)
 		}
 	}
 	for i := range s.PSNames() {
-		node, l := tb.PSNode(i)
-		if l == nil {
+		if i >= len(tb.PSs) {
 			continue
 		}
 		h := "ps" + fmt.Sprint(i)
-		r.hostLinks[h] = append(r.hostLinks[h], l)
-		r.hostNodes[h] = append(r.hostNodes[h], node)
+		r.hostLinks[h] = append(r.hostLinks[h], tb.PSs[i].Link)
+		r.hostNodes[h] = append(r.hostNodes[h], tb.PSs[i].Name)
 	}
 	if err := r.impairments(); err != nil {
 		return nil, err
@@ -242,7 +145,7 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 
 type runner struct {
 	s         *Scenario
-	tb        Testbed
+	tb        *testbed.Testbed
 	policy    string
 	seed      uint64
 	step      time.Duration
@@ -290,14 +193,14 @@ func (r *runner) sortedHosts() []string {
 }
 
 func (r *runner) faults() error {
-	n := r.tb.Network()
+	n := r.tb.Net
 	for i, f := range r.s.Faults {
 		at, dur := f.At.D(), f.Duration.D()
 		var err error
 		switch f.Kind {
 		case FaultSwitchReboot:
-			if err = n.Crash(at, r.tb.SwitchNode()); err == nil {
-				err = n.Restart(at+dur, r.tb.SwitchNode())
+			if err = n.Crash(at, testbed.SwitchNode); err == nil {
+				err = n.Restart(at+dur, testbed.SwitchNode)
 			}
 		case FaultNodeCrash:
 			for _, node := range r.hostNodes[f.Target] {
@@ -349,7 +252,7 @@ func (r *runner) pcap(dir string) (func(), error) {
 			f.Close()
 		}
 	}
-	n := r.tb.Network()
+	n := r.tb.Net
 	add := func(name, node string) error {
 		f, err := os.Create(filepath.Join(dir, name+".pcap"))
 		if err != nil {
@@ -360,7 +263,7 @@ func (r *runner) pcap(dir string) (func(), error) {
 	}
 	for i, p := range r.plans {
 		for w := range p.Workers {
-			node, _ := r.tb.WorkerNode(i, w)
+			node := r.tb.Worker(i, w).Name
 			name := p.Hosts[w]
 			if p.Workers > 0 && len(r.hostNodes[name]) > 1 {
 				name = fmt.Sprintf("%s-%s", name, node)
@@ -372,11 +275,10 @@ func (r *runner) pcap(dir string) (func(), error) {
 		}
 	}
 	for i := range r.s.PSNames() {
-		node, l := r.tb.PSNode(i)
-		if l == nil {
+		if i >= len(r.tb.PSs) {
 			continue
 		}
-		if err := add(fmt.Sprintf("ps%d", i), node); err != nil {
+		if err := add(fmt.Sprintf("ps%d", i), r.tb.PSs[i].Name); err != nil {
 			closeAll()
 			return nil, err
 		}
@@ -385,7 +287,7 @@ func (r *runner) pcap(dir string) (func(), error) {
 }
 
 func (r *runner) run(step time.Duration, prog Progress) (*Results, error) {
-	n := r.tb.Network()
+	n := r.tb.Net
 	nj := len(r.plans)
 	r.fed, r.arrived, r.done = make([]int, nj), make([]bool, nj), make([]bool, nj)
 	r.occ = map[occKey]int{}
@@ -404,10 +306,8 @@ func (r *runner) run(step time.Duration, prog Progress) (*Results, error) {
 			return nil, err
 		}
 		prog.Update(now, total)
-		if f, ok := r.tb.(failer); ok {
-			if err := f.Failed(); err != nil {
-				return nil, fmt.Errorf("%s: policy %s: at %v: %w", r.s.Name, r.policy, now, err)
-			}
+		if err := r.tb.Failed(); err != nil {
+			return nil, fmt.Errorf("%s: policy %s: at %v: %w", r.s.Name, r.policy, now, err)
 		}
 		if all(r.done) || now >= limit {
 			end = now
@@ -434,8 +334,8 @@ func (r *runner) run(step time.Duration, prog Progress) (*Results, error) {
 	}
 	for i := range r.plans {
 		if r.done[i] {
-			for _, w := range r.tb.Ranks(i) {
-				_, e := w.Span(w.Finished() - 1)
+			for _, w := range r.tb.Workers[i] {
+				_, e := span(w.Endpoint, w.Endpoint.Finished()-1)
 				last = max(last, e)
 			}
 		}
@@ -514,7 +414,7 @@ func (r *runner) sample(now time.Duration) error {
 		if r.done[i] {
 			continue
 		}
-		ws := r.tb.Ranks(i)
+		ws := r.tb.Workers[i]
 		for {
 			k := r.fed[i]
 			if k >= p.Iterations {
@@ -522,7 +422,7 @@ func (r *runner) sample(now time.Duration) error {
 			}
 			ready := true
 			for _, w := range ws {
-				if w.Finished() <= k {
+				if w.Endpoint.Finished() <= k {
 					ready = false
 					break
 				}
@@ -535,7 +435,7 @@ func (r *runner) sample(now time.Duration) error {
 			}
 			var arStart, arEnd time.Duration = -1, 0
 			for _, w := range ws {
-				s, e := w.Span(k)
+				s, e := span(w.Endpoint, k)
 				if arStart < 0 || s < arStart {
 					arStart = s
 				}
@@ -544,7 +444,7 @@ func (r *runner) sample(now time.Duration) error {
 			start := p.Arrival
 			if k > 0 {
 				for _, w := range ws {
-					_, e := w.Span(k - 1)
+					_, e := span(w.Endpoint, k-1)
 					start = max(start, e)
 				}
 			}
@@ -565,10 +465,10 @@ func (r *runner) sample(now time.Duration) error {
 
 // check compares every worker's result of job i's all-reduce k with the
 // reference and frees it.
-func (r *runner) check(i, k int, ws []RankWorker) error {
+func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 	ref := r.gen.reference(i, k)
 	for rank, w := range ws {
-		got := w.Result(k)
+		got := w.Endpoint.Result(k)
 		if len(got) != len(ref) {
 			return fmt.Errorf("%s: job %s worker %d iteration %d: result has %d elements, want %d", r.s.Name, r.plans[i].Name, rank, k, len(got), len(ref))
 		}
@@ -578,8 +478,15 @@ func (r *runner) check(i, k int, ws []RankWorker) error {
 					r.s.Name, r.plans[i].Name, rank, k, e, got[e], ref[e])
 			}
 		}
+		w.Endpoint.DropResult(k)
 	}
 	return nil
+}
+
+// span returns worker w's all-reduce i's start and end.
+func span(w testbed.Worker, i int) (start, end time.Duration) {
+	rep := w.Reports()[i]
+	return rep.Start, rep.End
 }
 
 // tensorGen makes every worker's gradients, deterministic from the seed:
@@ -617,10 +524,9 @@ func (g *tensorGen) variant(job, rank, v int) []float32 {
 	return out
 }
 
-// tensors returns worker rank of job's all-reduces, one per iteration
-// (all-reduce ids 1, 2, ...; they wrap at 65535).
-func (g *tensorGen) tensors(job uint16, rank int) []host.Tensor {
-	ji := int(job) - 1
+// tensors returns worker rank of job (from 0)'s all-reduces, one per
+// iteration (all-reduce ids 1, 2, ...; they wrap at 65535).
+func (g *tensorGen) tensors(ji, rank int) []host.Tensor {
 	p := g.plans[ji]
 	ts := make([]host.Tensor, p.Iterations)
 	for k := range ts {

@@ -6,7 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // tinyScenario: two small jobs (a communication-intensive and a
@@ -136,27 +137,29 @@ func TestRunBadPolicy(t *testing.T) {
 	if _, err := Run(s, RunOptions{Policy: "magic"}); err == nil || !strings.Contains(err.Error(), "magic") {
 		t.Errorf("unknown policy: %v", err)
 	}
-	for _, p := range Policies {
-		if Runnable(p) {
-			continue
-		}
-		if _, err := Run(s, RunOptions{Policy: p}); !errors.Is(err, ErrNotRunnable) {
-			t.Errorf("%s: %v, want ErrNotRunnable", p, err)
-		}
-	}
 	js := tiny(t, "impairments:\n  - {link: h1, jitter: 1us}\n")
 	if _, err := Run(js, RunOptions{}); err == nil || !strings.Contains(err.Error(), "impairments[0].jitter") {
 		t.Errorf("jitter: %v", err)
 	}
 }
 
+// fakeRank is a worker whose only result is res (the rest of testbed.Worker
+// is not used by the check).
 type fakeRank struct {
+	testbed.Worker
 	res []int32
 }
 
-func (f fakeRank) Finished() int                           { return 1 }
-func (f fakeRank) Span(int) (time.Duration, time.Duration) { return 0, 1 }
-func (f fakeRank) Result(int) []int32                      { return f.res }
+func (f fakeRank) Result(int) []int32 { return f.res }
+func (f fakeRank) DropResult(int)     {}
+
+func ranks(rs ...fakeRank) []testbed.WorkerHandle {
+	var out []testbed.WorkerHandle
+	for _, r := range rs {
+		out = append(out, testbed.WorkerHandle{Endpoint: r})
+	}
+	return out
+}
 
 // TestRunChecksSums: a wrong sum is an error, not a result.
 func TestRunChecksSums(t *testing.T) {
@@ -165,15 +168,15 @@ func TestRunChecksSums(t *testing.T) {
 	r := &runner{s: s, plans: plans, gen: newTensorGen(1, s, plans)}
 	ref := r.gen.reference(1, 0)
 	good := append([]int32(nil), ref...)
-	if err := r.check(1, 0, []RankWorker{fakeRank{good}, fakeRank{good}}); err != nil {
+	if err := r.check(1, 0, ranks(fakeRank{res: good}, fakeRank{res: good})); err != nil {
 		t.Fatal(err)
 	}
 	bad := append([]int32(nil), ref...)
 	bad[len(bad)/2]++
-	if err := r.check(1, 0, []RankWorker{fakeRank{good}, fakeRank{bad}}); err == nil || !strings.Contains(err.Error(), "wrong all-reduce sum") {
+	if err := r.check(1, 0, ranks(fakeRank{res: good}, fakeRank{res: bad})); err == nil || !strings.Contains(err.Error(), "wrong all-reduce sum") {
 		t.Fatalf("wrong sum accepted: %v", err)
 	}
-	if err := r.check(1, 0, []RankWorker{fakeRank{good[:3]}, fakeRank{good}}); err == nil {
+	if err := r.check(1, 0, ranks(fakeRank{res: good[:3]}, fakeRank{res: good})); err == nil {
 		t.Fatal("short result accepted")
 	}
 	// iterations alternate two inputs, so a stale result fails too
@@ -206,7 +209,7 @@ func TestScenariosLong(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range RunnablePolicies() {
+		for _, p := range testbed.Names() {
 			r, err := Run(s, RunOptions{Policy: p})
 			if errors.Is(err, ErrUnfinished) && p == "none" {
 				continue

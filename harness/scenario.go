@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/testbed"
 	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 	"github.com/inabox/inabox/testdata"
@@ -32,7 +33,7 @@ import (
 //	description: free text
 //	seed: 1                         # default 1; every random draw derives from it
 //	time_limit: 120s                # virtual-time cap of the run; default 1h
-//	policy: dynaina                 # none|switchml|atp|esa|freeina|dynaina; default dynaina
+//	policy: dynaina                 # a registered policy (testbed.Names); default dynaina
 //	scaling:                        # see Scaling; defaults 1 and 1
 //	  tensor_scale: 0.01
 //	  rate_scale: 0.01
@@ -167,14 +168,6 @@ type LinkImpairment struct {
 	Corrupt      float64  `yaml:"corrupt" json:"corrupt"`
 	Jitter       Duration `yaml:"jitter" json:"jitter"`
 }
-
-// Policies are the switch-memory policies a scenario can name, baselines
-// first.
-var Policies = []string{"none", "switchml", "atp", "esa", "freeina", "dynaina"}
-
-// Baselines are the policies the proposed designs (freeina, dynaina) are
-// compared with.
-var Baselines = []string{"none", "switchml", "atp", "esa"}
 
 // Fault kinds.
 const (
@@ -413,7 +406,7 @@ func (s *Scenario) Validate(models Models) error {
 	v := validator{s: s}
 	v.check("name", s.Name, namePattern.MatchString(s.Name), "must match [A-Za-z0-9_.-]+")
 	v.check("time_limit", s.TimeLimit, s.TimeLimit > 0, "must be > 0")
-	v.check("policy", s.Policy, slices.Contains(Policies, s.Policy), "must be one of "+strings.Join(Policies, ", "))
+	v.check("policy", s.Policy, slices.Contains(testbed.Names(), s.Policy), "must be one of "+strings.Join(testbed.Names(), ", "))
 	v.check("freeina_path", s.FreeINAPath, s.FreeINAPath == "uc" || s.FreeINAPath == "trim", "must be uc or trim")
 	v.check("scaling.tensor_scale", s.Scaling.TensorScale, s.Scaling.TensorScale > 0 && s.Scaling.TensorScale <= 1, "must be in (0, 1]")
 	v.check("scaling.rate_scale", s.Scaling.RateScale, s.Scaling.RateScale > 0 && s.Scaling.RateScale <= 1, "must be in (0, 1]")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inabox/inabox/harness/testbed"
 	"github.com/inabox/inabox/testdata"
 )
 
@@ -259,7 +260,7 @@ impairments:
 	if ps.BitsPerSecond != 20e9 || ps.Impairments.Loss != 0.01 {
 		t.Errorf("ps0 %+v", ps)
 	}
-	for _, p := range Policies {
+	for _, p := range testbed.Names() {
 		c, err := s.WithPolicy(p, ms)
 		if err != nil || c.Policy != p || s.Policy != DefaultPolicy {
 			t.Errorf("%s: %v", p, err)

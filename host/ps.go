@@ -76,6 +76,8 @@ type PS struct {
 
 	allocArmed bool
 	now        time.Duration
+	postFails  int
+	postErr    error
 	// OnAllReduce, if set, is called when an all-reduce has every result.
 	OnAllReduce func(job, ar uint16, plan Plan, m Measure)
 }
@@ -271,8 +273,27 @@ func (p *PS) flush(env *emu.Env) {
 
 func (p *PS) post(j *psJob, rank int, data []byte) {
 	i := j.qps[rank]
-	_ = p.qps[i].PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: data})
+	if err := p.qps[i].PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: data}); err != nil {
+		// Counted and kept, never dropped silently: the run fails naming
+		// the PS instead of stalling.
+		p.postFails++
+		if p.postErr == nil {
+			p.postErr = err
+		}
+	}
 	p.dirty[i] = true
+}
+
+// PostErr returns how many messages the PS could not post on its RC QPs
+// and the first reason, or 0 and nil.
+func (p *PS) PostErr() (int, error) { return p.postFails, p.postErr }
+
+// Phi returns job's current PS-share estimate (PathControl.Phi), or 0.
+func (p *PS) Phi(job uint16) float64 {
+	if j := p.jobs[job]; j != nil {
+		return j.ctl.Phi()
+	}
+	return 0
 }
 
 // message handles one RC message from worker ref.rank of ref.job.

@@ -1,21 +1,31 @@
 package host
 
 import (
+	"net/netip"
 	"testing"
 
+	"github.com/inabox/inabox/rdma"
 	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 )
+
+// Test addresses (the testbed's plan is harness/testbed's; a unit test
+// needs only distinct ones).
+func testAddr(b byte) rdma.Endpoint {
+	return rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, b}, IP: netip.AddrFrom4([4]byte{10, 0, 0, b})}
+}
+
+var testQP = rdma.Config{MTU: 4096, RetryCount: 7, MaxUnacked: 128, TOS: 2, Timeout: 7}
 
 func testPS(t *testing.T, n int) (*PS, *psJob) {
 	t.Helper()
 	var j PSJob
 	j.Job = 1
 	for r := 0; r < n; r++ {
-		j.Workers = append(j.Workers, Peer{Addr: WorkerAddr(1, r), QPN: WorkerQPN(1, r)})
-		j.LocalQPN = append(j.LocalQPN, PSQPN(1, r))
+		j.Workers = append(j.Workers, Peer{Addr: testAddr(byte(10 + r)), QPN: 0x200100 | uint32(r)})
+		j.LocalQPN = append(j.LocalQPN, 0x100100|uint32(r))
 	}
-	p, err := NewPS(PSConfig{Addr: PSAddr, CtlQPN: PSCtlQPN, Switch: SwitchAddr, QP: DefaultQP, INAPath: PathTrim}, j)
+	p, err := NewPS(PSConfig{Addr: testAddr(2), CtlQPN: 0x400000, Switch: testAddr(1), QP: testQP, INAPath: PathTrim}, j)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"encoding/binary"
 	"time"
 
 	"github.com/inabox/inabox/emu"
@@ -103,39 +102,13 @@ func (c *WorkerConfig) fill() {
 	c.UCRetries = min(c.UCRetries, maxUCRetries)
 }
 
-// Tensor is one all-reduce a worker performs.
-type Tensor struct {
-	AllReduce uint16
-	Data      []float32
-	// Exps are the per-chunk exponents (QuantExponent); every worker must
-	// pass the same ones (see ExponentsFrom).
-	Exps []int8
-}
-
-// Report is a worker's account of one all-reduce.
-type Report struct {
-	AllReduce  uint16
-	Plan       Plan
-	Start, End time.Duration
-	Clipped    int
-	// UCResults came from the switch multicast; RCResults from the PS;
-	// Fetches asked the PS for a late result; Pulls were answered.
-	UCResults, RCResults, Dups, Fetches, Pulls, Grants int
-	// PathUC: UCRetx counts UC contributions resent after a timeout,
-	// Fallbacks chunks sent raw over RC after UCRetries timeouts.
-	UCRetx, Fallbacks int
-}
-
 // Worker is a FreeINA worker: an emu.Node with one RC QP to the PS that
 // all-reduces its tensors one after the other.
 type Worker struct {
-	cfg     WorkerConfig
-	qp      *rdma.QP
-	tensors []Tensor
-	results [][]int32
-	rexp    [][]int8
-	reports []Report
-	plans   map[uint16]Plan
+	Core
+	cfg   WorkerConfig
+	qp    *rdma.QP
+	plans map[uint16]Plan
 
 	cur     int // tensor being all-reduced
 	st      *arState
@@ -158,7 +131,9 @@ type Worker struct {
 	// the round trip would otherwise never learn it).
 	backoff int
 	now     time.Duration
-	qbuf    []int32
+	// postFails counts RC posts refused; postErr is the first reason.
+	postFails int
+	postErr   error
 }
 
 type arState struct {
@@ -176,18 +151,13 @@ type arState struct {
 	ord      []int32  // chunk → index in inaSent (INA chunks)
 	scan     int      // inaSent[:scan] checked by the gap detector
 	psOut    int
-	dl       []deadline
+	dl       []Deadline
 	dlHead   int
 	ucTries  []uint16        // PathUC: timeouts per chunk
 	ucSent   []time.Duration // PathUC: when the chunk was first sent
-	ucDL     []deadline      // PathUC: retransmission deadlines, in time order
+	ucDL     []Deadline      // PathUC: retransmission deadlines, in time order
 	ucHead   int
 	rep      *Report
-}
-
-type deadline struct {
-	at    time.Duration
-	chunk uint32
 }
 
 // WR id layout.
@@ -222,43 +192,14 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, qp: q, tensors: tensors, plans: map[uint16]Plan{}}
+	w := &Worker{Core: NewCore(cfg.Job, int(cfg.Rank), cfg.Workers, cfg.Values, cfg.Quant, tensors), cfg: cfg, qp: q,
+		plans: map[uint16]Plan{}}
 	w.ring = make([][]byte, cfg.Ring)
 	for i := range w.ring {
 		w.ring[i] = make([]byte, inahdr.Len+4*cfg.Values)
 	}
-	w.qbuf = make([]int32, cfg.Values)
-	w.results = make([][]int32, len(tensors))
-	w.rexp = make([][]int8, len(tensors))
 	return w, nil
 }
-
-// Result returns the int32 sum of tensor i (valid once Done).
-func (w *Worker) Result(i int) []int32 { return w.results[i] }
-
-// DropResult releases tensor i's result (a runner that has checked it
-// keeps memory bounded on long runs); Result(i) is nil afterwards.
-func (w *Worker) DropResult(i int) { w.results[i] = nil }
-
-// ResultExps returns the per-chunk exponents of tensor i's result.
-func (w *Worker) ResultExps(i int) []int8 { return w.rexp[i] }
-
-// Dequantized returns tensor i's sum in float64.
-func (w *Worker) Dequantized(i int) []float64 {
-	out := make([]float64, len(w.results[i]))
-	V := w.cfg.Values
-	for c := 0; c*V < len(out); c++ {
-		hi := min((c+1)*V, len(out))
-		w.cfg.Quant.Dequantize(out[c*V:hi], w.results[i][c*V:hi], w.rexp[i][c])
-	}
-	return out
-}
-
-// Reports returns the worker's reports, one per finished all-reduce.
-func (w *Worker) Reports() []Report { return w.reports }
-
-// Done reports whether every tensor has been all-reduced.
-func (w *Worker) Done() bool { return len(w.reports) == len(w.tensors) }
 
 // QP returns the worker's RC QP.
 func (w *Worker) QP() *rdma.QP { return w.qp }
@@ -270,7 +211,7 @@ func (w *Worker) Reset() {}
 func (w *Worker) Start(env *emu.Env) {
 	w.now = env.Now()
 	w.qpTimer = rdma.QPTimer{}
-	if w.st == nil && w.cur < len(w.tensors) {
+	if w.st == nil && w.cur < w.Len() {
 		if w.cur == 0 && w.cfg.Delay > w.now {
 			env.SetTimer(w.cfg.Delay, keyGap)
 			w.gapOn = true
@@ -282,12 +223,10 @@ func (w *Worker) Start(env *emu.Env) {
 }
 
 func (w *Worker) begin(env *emu.Env) {
-	t := &w.tensors[w.cur]
-	V := w.cfg.Values
-	chunks := uint32((len(t.Data) + V - 1) / V)
-	w.results[w.cur] = make([]int32, len(t.Data))
-	w.rexp[w.cur] = make([]int8, chunks)
-	rep := &Report{AllReduce: t.AllReduce, Start: w.now}
+	t := w.Tensor(w.cur)
+	chunks := w.Chunks(w.cur)
+	r := w.Begin(w.cur, w.now)
+	rep := &r
 	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: make([]bool, chunks), fetched: make([]bool, chunks),
 		ord: make([]int32, chunks), acked: make([]bool, chunks), rep: rep}
 	if w.cfg.INAPath == PathUC {
@@ -310,9 +249,23 @@ func (w *Worker) setPlan(p Plan) {
 	}
 }
 
-func (w *Worker) postCtl(b []byte) {
-	_ = w.qp.PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: b})
+func (w *Worker) postCtl(b []byte) { w.post(rdma.WorkRequest{Op: rdma.WRSend, Data: b}) }
+
+// post posts wr on the RC QP; a refusal (send queue full, QP in error) is
+// counted and kept (PostErr), never dropped silently: the run then fails
+// naming the worker instead of stalling.
+func (w *Worker) post(wr rdma.WorkRequest) {
+	if err := w.qp.PostSend(wr); err != nil {
+		w.postFails++
+		if w.postErr == nil {
+			w.postErr = err
+		}
+	}
 }
+
+// PostErr returns how many messages the worker could not post on its RC QP
+// and the first reason, or 0 and nil.
+func (w *Worker) PostErr() (int, error) { return w.postFails, w.postErr }
 
 // pump posts chunks while the windows allow.
 func (w *Worker) pump(env *emu.Env) {
@@ -320,7 +273,6 @@ func (w *Worker) pump(env *emu.Env) {
 	if st == nil || !st.planned {
 		return
 	}
-	t := &w.tensors[w.cur]
 	uc := w.cfg.INAPath == PathUC
 	for st.next < st.chunks && w.ringN < len(w.ring) {
 		c := st.next
@@ -349,9 +301,9 @@ func (w *Worker) pump(env *emu.Env) {
 			st.inaSent = append(st.inaSent, c)
 			if uc {
 				if !st.have[c] { // a PS result (pull) may have come first
-					w.sendUC(env, t, c)
+					w.sendUC(env, c)
 					st.ucSent[c] = w.now
-					st.ucDL = append(st.ucDL, deadline{at: w.now + w.ucRTO(), chunk: c})
+					st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucRTO(), Chunk: c})
 				}
 				st.next++
 				continue
@@ -369,8 +321,8 @@ func (w *Worker) pump(env *emu.Env) {
 		if !ina {
 			fl = inahdr.FlagBypass
 		}
-		n := w.encodeChunk(buf, t, c, fl, st.rep)
-		_ = w.qp.PostSend(rdma.WorkRequest{ID: wrRing | wrData | uint64(st.ar)<<32 | uint64(c), Op: rdma.WRSend, Data: buf[:n]})
+		n := w.EncodeChunk(buf, w.cur, c, c, fl, st.rep)
+		w.post(rdma.WorkRequest{ID: wrRing | wrData | uint64(st.ar)<<32 | uint64(c), Op: rdma.WRSend, Data: buf[:n]})
 		st.next++
 	}
 }
@@ -409,16 +361,16 @@ func (w *Worker) rttSample(r time.Duration) {
 	w.srtt += (r - w.srtt) / 8
 }
 
-// sendUC sends chunk c of t as a UC SEND Only from the worker's UC QP to
+// sendUC sends chunk c of the current tensor as a UC SEND Only from the worker's UC QP to
 // the PS's UC QP for this worker, through the switch (PathUC).
-func (w *Worker) sendUC(env *emu.Env, t *Tensor, c uint32) {
+func (w *Worker) sendUC(env *emu.Env, c uint32) {
 	fh := rdma.FrameHeader{Src: w.cfg.Addr, Dst: w.cfg.PS.Addr, Opcode: rdma.OpSendOnly, DestQP: w.cfg.PSUCQPN,
 		PSN: w.ucPSN, SrcPort: rdma.SourcePort(w.cfg.UCQPN), TOS: w.cfg.QP.TOS}
 	w.ucPSN = (w.ucPSN + 1) & rdma.PSNMask
 	p := env.NewPacket()
 	p.SetLen(fh.Len(inahdr.Len + 4*w.cfg.Values))
 	off := fh.PayloadOffset()
-	n := w.encodeChunk(p.Bytes()[off:], t, c, 0, nil)
+	n := w.EncodeChunk(p.Bytes()[off:], w.cur, c, c, 0, nil)
 	p.SetLen(fh.Len(n))
 	b := p.Bytes()
 	if _, err := fh.Encode(b, b[off:off+n]); err != nil {
@@ -438,15 +390,14 @@ func (w *Worker) expireUC(env *emu.Env) {
 	if st == nil || st.ucTries == nil {
 		return
 	}
-	t := &w.tensors[w.cur]
 	resent := false
 	defer func() {
 		if resent && w.cfg.AdaptUCTimeout && !w.rttOK && w.backoff < 10 {
 			w.backoff++
 		}
 	}()
-	for st.ucHead < len(st.ucDL) && st.ucDL[st.ucHead].at <= w.now {
-		k := st.ucDL[st.ucHead].chunk
+	for st.ucHead < len(st.ucDL) && st.ucDL[st.ucHead].At <= w.now {
+		k := st.ucDL[st.ucHead].Chunk
 		st.ucHead++
 		if st.have[k] {
 			continue
@@ -455,40 +406,18 @@ func (w *Worker) expireUC(env *emu.Env) {
 		if int(st.ucTries[k]) >= w.cfg.UCRetries {
 			st.rep.Fallbacks++
 			buf := make([]byte, inahdr.Len+4*w.cfg.Values)
-			n := w.encodeChunk(buf, t, k, inahdr.FlagBypass, nil)
-			_ = w.qp.PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
+			n := w.EncodeChunk(buf, w.cur, k, k, inahdr.FlagBypass, nil)
+			w.post(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
 			continue
 		}
-		st.rep.UCRetx++
+		st.rep.Retransmits++
 		resent = true
-		w.sendUC(env, t, k)
-		st.ucDL = append(st.ucDL, deadline{at: w.now + w.ucRTO(), chunk: k})
+		w.sendUC(env, k)
+		st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucRTO(), Chunk: k})
 	}
 	if st.ucHead == len(st.ucDL) {
 		st.ucDL, st.ucHead = st.ucDL[:0], 0
 	}
-}
-
-// encodeChunk writes chunk c of t (header and quantized values) into buf.
-func (w *Worker) encodeChunk(buf []byte, t *Tensor, c uint32, flags uint8, rep *Report) int {
-	V := w.cfg.Values
-	lo := int(c) * V
-	hi := min(lo+V, len(t.Data))
-	var e int8
-	if w.cfg.Quant.Mode == QuantExponent && int(c) < len(t.Exps) {
-		e = t.Exps[c]
-	}
-	q := w.qbuf[:hi-lo]
-	cl := w.cfg.Quant.Quantize(q, t.Data[lo:hi], e)
-	if rep != nil {
-		rep.Clipped += cl
-	}
-	inahdr.Header(buf).Encode(inahdr.Meta{Flags: flags, Job: w.cfg.Job, AllReduce: t.AllReduce, Count: hi - lo,
-		Chunk: c, Worker: w.cfg.Rank, Exponent: e, Bitmap: 1 << w.cfg.Rank})
-	for i, v := range q {
-		binary.BigEndian.PutUint32(buf[inahdr.Len+4*i:], uint32(v))
-	}
-	return inahdr.Len + 4*len(q)
 }
 
 // Receive implements emu.Node.
@@ -533,28 +462,20 @@ func (w *Worker) result(h inahdr.Header, uc bool) {
 		st.rep.Dups++
 		return
 	}
-	V := w.cfg.Values
-	res := w.results[w.cur]
-	lo := int(k) * V
-	hi := min(lo+V, len(res))
-	if h.Count() != hi-lo || len(h) < h.Size() {
+	if !w.Store(w.cur, k, h) {
 		return
 	}
-	for i := lo; i < hi; i++ {
-		res[i] = h.Value(i - lo)
-	}
-	w.rexp[w.cur][k] = h.Exponent()
 	st.have[k] = true
 	st.nHave++
 	if uc {
-		st.rep.UCResults++
+		st.rep.SwitchResults++
 		if w.cfg.INAPath != PathUC {
 			w.gapFetch(int(st.ord[k]))
 		} else if w.cfg.AdaptUCTimeout && st.ucTries[k] == 0 && st.plan.OnINA(k) {
 			w.rttSample(w.now - st.ucSent[k])
 		}
 	} else {
-		st.rep.RCResults++
+		st.rep.PSResults++
 	}
 	if !st.plan.OnINA(k) {
 		st.psOut--
@@ -576,7 +497,7 @@ func (w *Worker) drain(env *emu.Env) {
 				k := uint32(c.WRID)
 				w.st.acked[k] = true
 				if !w.st.have[k] {
-					w.st.dl = append(w.st.dl, deadline{at: w.now + w.cfg.ResultTimeout, chunk: k})
+					w.st.dl = append(w.st.dl, Deadline{At: w.now + w.cfg.ResultTimeout, Chunk: k})
 				}
 			}
 		case rdma.CompRecv:
@@ -611,14 +532,14 @@ func (w *Worker) message(env *emu.Env, data []byte) {
 
 // pull resends chunk k of all-reduce ar raw on the RC path.
 func (w *Worker) pull(ar uint16, k uint32) {
-	for i := range w.tensors {
-		t := &w.tensors[i]
+	for i := 0; i < w.Len(); i++ {
+		t := w.Tensor(i)
 		if t.AllReduce != ar || int(k)*w.cfg.Values >= len(t.Data) {
 			continue
 		}
 		buf := make([]byte, inahdr.Len+4*w.cfg.Values)
-		n := w.encodeChunk(buf, t, k, inahdr.FlagBypass|inahdr.FlagResend, nil)
-		_ = w.qp.PostSend(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
+		n := w.EncodeChunk(buf, i, k, k, inahdr.FlagBypass|inahdr.FlagResend, nil)
+		w.post(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
 		if w.st != nil && w.st.ar == ar {
 			w.st.rep.Pulls++
 		}
@@ -642,7 +563,7 @@ func (w *Worker) Timer(env *emu.Env, key uint64) {
 		w.expireUC(env)
 	case keyGap:
 		w.gapOn = false
-		if w.st == nil && w.cur < len(w.tensors) {
+		if w.st == nil && w.cur < w.Len() {
 			w.begin(env)
 		}
 	}
@@ -676,8 +597,8 @@ func (w *Worker) expire() {
 	if st == nil {
 		return
 	}
-	for st.dlHead < len(st.dl) && st.dl[st.dlHead].at <= w.now {
-		k := st.dl[st.dlHead].chunk
+	for st.dlHead < len(st.dl) && st.dl[st.dlHead].At <= w.now {
+		k := st.dl[st.dlHead].Chunk
 		st.dlHead++
 		if !st.have[k] && !st.fetched[k] {
 			st.fetched[k] = true
@@ -695,12 +616,11 @@ func (w *Worker) flush(env *emu.Env) {
 	for i := 0; i < 4; i++ {
 		w.pump(env)
 		if st := w.st; st != nil && st.planned && st.nHave == st.chunks {
-			st.rep.End = w.now
-			w.reports = append(w.reports, *st.rep)
+			w.Finish(*st.rep, w.now)
 			w.postCtl(ctlMsg(OpDone, w.cfg.Job, st.ar, 0, 0, 0))
 			w.st = nil
 			w.cur++
-			if w.cur < len(w.tensors) {
+			if w.cur < w.Len() {
 				if w.cfg.Gap > 0 {
 					env.SetTimer(w.now+w.cfg.Gap, keyGap)
 					w.gapOn = true
@@ -714,11 +634,17 @@ func (w *Worker) flush(env *emu.Env) {
 	}
 	rdma.FlushQP(env, 0, w.qp, keyQP, &w.qpTimer)
 	if st := w.st; st != nil && !w.armedRT && st.dlHead < len(st.dl) {
-		env.SetTimer(st.dl[st.dlHead].at, keyResult)
+		env.SetTimer(st.dl[st.dlHead].At, keyResult)
 		w.armedRT = true
 	}
 	if st := w.st; st != nil && !w.armedUC && st.ucHead < len(st.ucDL) {
-		env.SetTimer(st.ucDL[st.ucHead].at, keyUC)
+		env.SetTimer(st.ucDL[st.ucHead].At, keyUC)
 		w.armedUC = true
 	}
+}
+
+// UCRTO returns the UC path's retransmission timeout now, and the
+// round-trip estimate it follows (ok is false before the first sample).
+func (w *Worker) UCRTO() (rto, srtt, rttvar time.Duration, ok bool) {
+	return w.ucRTO(), w.srtt, w.rttvar, w.rttOK
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // cmdCompare implements `inabox compare [FILE]`: the scenario under every
@@ -27,14 +28,14 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	want := harness.Policies
+	want := testbed.Names()
 	if *only != "" {
 		want = strings.Split(*only, ",")
 	}
 	var results []*harness.Results
 	var missing, failed []string
 	for _, p := range want {
-		if !harness.Runnable(p) {
+		if _, ok := testbed.Lookup(p); !ok {
 			missing = append(missing, p)
 			continue
 		}

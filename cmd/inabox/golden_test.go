@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // TestGoldenDefault is the in-suite part of scripts/golden.sh: the embedded
@@ -28,7 +28,7 @@ func TestGoldenDefault(t *testing.T) {
 	}
 	root := t.TempDir()
 	got := map[string]string{}
-	for _, p := range harness.Policies {
+	for _, p := range testbed.Names() {
 		d := filepath.Join(root, "default", p)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)

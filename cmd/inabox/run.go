@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // loadScenario loads file, or the embedded default scenario when file is "".
@@ -59,14 +60,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "write results.json, CSV and SVG plots into `DIR`")
 	pcap := fs.String("pcap", "", "write one pcap per link into `DIR`")
 	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
-	policy := fs.String("policy", "", "replace the scenario's policy: "+strings.Join(harness.Policies, ", "))
+	policy := fs.String("policy", "", "replace the scenario's policy: "+strings.Join(testbed.Names(), ", "))
 	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	file, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	if *policy != "" && !slices.Contains(harness.Policies, *policy) {
-		return usageError{fmt.Sprintf("run: --policy %q: must be one of %s", *policy, strings.Join(harness.Policies, ", "))}
+	if *policy != "" && !slices.Contains(testbed.Names(), *policy) {
+		return usageError{fmt.Sprintf("run: --policy %q: must be one of %s", *policy, strings.Join(testbed.Names(), ", "))}
 	}
 	if *seed == 0 && flagSet(fs, "seed") {
 		return usageError{"run: --seed 0: must be ≥ 1"}
@@ -78,9 +79,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	p := s.Policy
 	if *policy != "" {
 		p = *policy
-	}
-	if !harness.Runnable(p) {
-		return fmt.Errorf("run: policy %q is not available yet (runnable: %s)", p, strings.Join(harness.RunnablePolicies(), ", "))
 	}
 	prog := harness.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
 	res, err := harness.Run(s, harness.RunOptions{Seed: *seed, Policy: *policy, PcapDir: *pcap, Progress: prog})

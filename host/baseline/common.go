@@ -20,35 +20,22 @@ import (
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// Report is a worker's account of one all-reduce.
-type Report struct {
-	AllReduce  uint16
-	Start, End time.Duration
-	Chunks     int
-	Clipped    int
-	// Sent counts first transmissions of chunk messages; Retransmits
-	// retransmissions on timeout (INA path); PSResends retransmissions sent
-	// on the PS path (ATP/ESA: FlagOverflow|FlagResend); PeerRequests
-	// SwitchML re-contribution requests sent to peers; ReContribs chunks
-	// re-sent because a peer asked.
-	Sent, Retransmits, PSResends, PeerRequests, ReContribs int
-	// SwitchResults came from the switch (multicast or a stored result
-	// unicast back), PSResults from the PS; Dups are results already held.
-	SwitchResults, PSResults, Dups int
+// Report is a worker's account of one all-reduce (host.Report, shared by
+// every client).
+type Report = host.Report
+
+// Timing is when a worker's all-reduces begin: the first at Start + Gap
+// (the job's arrival, then its first compute phase), each next one Gap
+// after the previous one ended.
+type Timing struct {
+	Start, Gap time.Duration
 }
 
-// clientBase is what every baseline worker shares: tensors, quantization,
-// results, reports and the compute gaps between all-reduces.
+// clientBase is what every baseline worker shares: the worker core
+// (tensors, quantization, results, reports) and the compute gaps between
+// all-reduces.
 type clientBase struct {
-	job     uint16
-	rank    int
-	n       int
-	values  int
-	quant   host.Quantizer
-	tensors []host.Tensor
-	results [][]int32
-	rexp    [][]int8
-	reports []Report
+	host.Core
 	start   time.Duration // arrival of the job
 	gap     time.Duration // compute time before each all-reduce
 	cur     int
@@ -57,49 +44,20 @@ type clientBase struct {
 	planned bool // at is the next all-reduce's start
 	at      time.Duration
 	now     time.Duration
-	qbuf    []int32
 }
 
 const keyGap = 1 << 40
 
-func (b *clientBase) init(job uint16, rank, n, values int, q host.Quantizer, ts []host.Tensor) {
-	b.job, b.rank, b.n, b.values = job, rank, n, values
+func (b *clientBase) init(job uint16, rank, n, values int, q host.Quantizer, tm Timing, ts []host.Tensor) {
 	q.Workers = n
-	b.quant = q
-	b.tensors = ts
-	b.results = make([][]int32, len(ts))
-	b.rexp = make([][]int8, len(ts))
-	b.qbuf = make([]int32, values)
-}
-
-func (b *clientBase) chunksOf(i int) uint32 {
-	return uint32((len(b.tensors[i].Data) + b.values - 1) / b.values)
-}
-
-// Done reports whether every tensor has been all-reduced.
-func (b *clientBase) Done() bool { return len(b.reports) == len(b.tensors) }
-
-// Result returns tensor i's int32 sum.
-func (b *clientBase) Result(i int) []int32 { return b.results[i] }
-
-// Reports returns one report per finished all-reduce.
-func (b *clientBase) Reports() []Report { return b.reports }
-
-// Dequantized returns tensor i's sum in float64.
-func (b *clientBase) Dequantized(i int) []float64 {
-	out := make([]float64, len(b.results[i]))
-	V := b.values
-	for c := 0; c*V < len(out); c++ {
-		hi := min((c+1)*V, len(out))
-		b.quant.Dequantize(out[c*V:hi], b.results[i][c*V:hi], b.rexp[i][c])
-	}
-	return out
+	b.Core = host.NewCore(job, rank, n, values, q, ts)
+	b.start, b.gap = tm.Start, tm.Gap
 }
 
 // schedule arms the timer for the next all-reduce (after the gap), or
 // reports true if it should begin now.
 func (b *clientBase) schedule(env *emu.Env) bool {
-	if b.active || b.waiting || b.cur >= len(b.tensors) {
+	if b.active || b.waiting || b.cur >= b.Len() {
 		return false
 	}
 	if !b.planned {
@@ -120,72 +78,15 @@ func (b *clientBase) schedule(env *emu.Env) bool {
 
 // beginBase allocates the result of tensor cur and returns its report.
 func (b *clientBase) beginBase() *Report {
-	i := b.cur
-	b.results[i] = make([]int32, len(b.tensors[i].Data))
-	b.rexp[i] = make([]int8, b.chunksOf(i))
+	r := b.Begin(b.cur, b.now)
 	b.active = true
-	return &Report{AllReduce: b.tensors[i].AllReduce, Start: b.now, Chunks: int(b.chunksOf(i))}
+	return &r
 }
 
 func (b *clientBase) finish(rep *Report) {
-	rep.End = b.now
-	b.reports = append(b.reports, *rep)
+	b.Finish(*rep, b.now)
 	b.active = false
 	b.cur++
-}
-
-func (b *clientBase) exp(i int, c uint32) int8 {
-	t := &b.tensors[i]
-	if b.quant.Mode == host.QuantExponent && int(c) < len(t.Exps) {
-		return t.Exps[c]
-	}
-	return 0
-}
-
-// encode writes chunk c of tensor i (INA header with hdrChunk as its chunk
-// field, and the quantized values) into buf and returns its length.
-func (b *clientBase) encode(buf []byte, i int, c, hdrChunk uint32, flags uint8, rep *Report) int {
-	t := &b.tensors[i]
-	lo := int(c) * b.values
-	hi := min(lo+b.values, len(t.Data))
-	e := b.exp(i, c)
-	q := b.qbuf[:hi-lo]
-	cl := b.quant.Quantize(q, t.Data[lo:hi], e)
-	if rep != nil {
-		rep.Clipped += cl
-	}
-	inahdr.Header(buf).Encode(inahdr.Meta{Flags: flags, Job: b.job, AllReduce: t.AllReduce, Count: hi - lo,
-		Chunk: hdrChunk, Worker: uint8(b.rank), Exponent: e, Bitmap: 1 << b.rank})
-	for k, v := range q {
-		binary.BigEndian.PutUint32(buf[inahdr.Len+4*k:], uint32(v))
-	}
-	return inahdr.Len + 4*len(q)
-}
-
-// store copies a result for chunk c of tensor i; it reports false if the
-// header does not fit the chunk.
-func (b *clientBase) store(i int, c uint32, h inahdr.Header) bool {
-	res := b.results[i]
-	lo := int(c) * b.values
-	hi := min(lo+b.values, len(res))
-	if lo >= len(res) || h.Count() != hi-lo || len(h) < h.Size() {
-		return false
-	}
-	for k := lo; k < hi; k++ {
-		res[k] = h.Value(k - lo)
-	}
-	b.rexp[i][c] = h.Exponent()
-	return true
-}
-
-// tensorIndex returns the index of the tensor with all-reduce id ar, or -1.
-func (b *clientBase) tensorIndex(ar uint16) int {
-	for i := range b.tensors {
-		if b.tensors[i].AllReduce == ar {
-			return i
-		}
-	}
-	return -1
 }
 
 // ucSend builds a UC SEND Only frame carrying payload and sends it on
@@ -231,10 +132,4 @@ func inaHeader(pl []byte) (inahdr.Header, bool) {
 		return nil, false
 	}
 	return h, true
-}
-
-// deadline is a per-chunk retransmission deadline.
-type deadline struct {
-	at    time.Duration
-	chunk uint32
 }

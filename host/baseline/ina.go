@@ -9,13 +9,41 @@ import (
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-type inaKind uint8
+// INAKind is the INA baseline an INAWorker speaks.
+type INAKind uint8
 
+// The INA baselines.
 const (
-	kindSwitchML inaKind = iota
-	kindATP
-	kindESA
+	SwitchML INAKind = iota // static per-job slots, self-clocked window
+	ATP                     // hashed shared aggregators, results through the PS
+	ESA                     // ATP with priority preemption
 )
+
+// INAConfig configures an INAWorker: worker Rank of Workers in Job.
+type INAConfig struct {
+	Kind          INAKind
+	Job           uint16
+	Rank, Workers int
+	// Values per chunk (= per packet; 0: 64); Quant is the quantizer
+	// (Workers is set).
+	Values int
+	Quant  host.Quantizer
+	// Addr and UCQPN are the worker's address and UC QP (the destination
+	// of results); PS and PSQPN the destination of its contributions (the
+	// switch's ina_worker entry for this worker is on PSQPN).
+	Addr  rdma.Endpoint
+	UCQPN uint32
+	PS    rdma.Endpoint
+	PSQPN uint32
+	// Peers[r] is worker r's address and UC QP (SwitchML re-contribution
+	// requests go to the others).
+	Peers []host.Peer
+	// Window bounds chunks in flight; RTO is the per-chunk retransmission
+	// timeout.
+	Window int
+	RTO    time.Duration
+	Timing Timing
+}
 
 // INAWorker is the client of the three INA baselines (SwitchML, ATP, ESA).
 // Contributions are UC SEND Only frames addressed to the PS's per-worker QP
@@ -25,10 +53,12 @@ const (
 // per-chunk retransmission timers (see README.md).
 type INAWorker struct {
 	clientBase
-	kind   inaKind
+	kind   INAKind
 	addr   rdma.Endpoint
 	ucQPN  uint32
+	ps     rdma.Endpoint
 	psQPN  uint32
+	peers  []host.Peer
 	window int
 	rto    time.Duration
 	// bases[i] is the job-wide sequence number of tensor i's chunk 0
@@ -63,25 +93,24 @@ type inaState struct {
 	nHave  uint32
 	tries  []uint8
 	out    int
-	dl     []deadline
+	dl     []host.Deadline
 	dlHead int
 	rep    *Report
 }
 
 const keyRTO = 1
 
-func newINAWorker(kind inaKind, job uint16, rank, n, values int, q host.Quantizer, window int, rto time.Duration, ts []host.Tensor) *INAWorker {
-	w := &INAWorker{kind: kind, window: window, rto: rto}
-	w.init(job, rank, n, values, q, ts)
-	w.addr = host.WorkerAddr(job, rank)
-	w.ucQPN = host.WorkerUCQPN(job, rank)
-	w.psQPN = host.PSQPN(job, rank)
-	w.buf = make([]byte, inahdr.Len+4*values)
+// NewINAWorker returns the client for cfg, all-reducing ts in order.
+func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
+	w := &INAWorker{kind: cfg.Kind, window: cfg.Window, rto: cfg.RTO, addr: cfg.Addr, ucQPN: cfg.UCQPN,
+		ps: cfg.PS, psQPN: cfg.PSQPN, peers: cfg.Peers}
+	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
+	w.buf = make([]byte, inahdr.Len+4*w.Values())
 	w.ndDone = map[uint64]bool{}
 	var s uint32
 	for i := range ts {
 		w.bases = append(w.bases, s)
-		s += w.chunksOf(i)
+		s += w.Chunks(i)
 	}
 	return w
 }
@@ -105,15 +134,15 @@ func (w *INAWorker) advance(env *emu.Env) {
 func (w *INAWorker) begin() {
 	rep := w.beginBase()
 	i := w.cur
-	n := w.chunksOf(i)
-	w.st = inaState{idx: i, ar: w.tensors[i].AllReduce, chunks: n, have: make([]bool, n), tries: make([]uint8, n), rep: rep}
+	n := w.Chunks(i)
+	w.st = inaState{idx: i, ar: w.Tensor(i).AllReduce, chunks: n, have: make([]bool, n), tries: make([]uint8, n), rep: rep}
 }
 
 // hdrChunk is the chunk field a contribution carries: the job-wide
 // sequence number for SwitchML (its slot is that mod the pool), the chunk
 // index for ATP/ESA (hashed with the all-reduce id).
 func (w *INAWorker) hdrChunk(i int, c uint32) uint32 {
-	if w.kind == kindSwitchML {
+	if w.kind == SwitchML {
 		return w.bases[i] + c
 	}
 	return c
@@ -122,7 +151,7 @@ func (w *INAWorker) hdrChunk(i int, c uint32) uint32 {
 // canSend applies the window to chunk c of the current all-reduce.
 func (w *INAWorker) canSend(c uint32) bool {
 	st := &w.st
-	if w.kind != kindSwitchML {
+	if w.kind != SwitchML {
 		return st.out < w.window
 	}
 	// SwitchML: sequence g may go only once g − window has its result
@@ -149,14 +178,14 @@ func (w *INAWorker) pump(env *emu.Env) {
 		st.rep.Sent++
 		st.out++
 		st.next++
-		st.dl = append(st.dl, deadline{at: w.now + w.rto, chunk: c})
+		st.dl = append(st.dl, host.Deadline{At: w.now + w.rto, Chunk: c})
 	}
 }
 
 func (w *INAWorker) send(env *emu.Env, i int, c uint32, flags uint8, rep *Report) {
 	hc := w.hdrChunk(i, c)
-	n := w.encode(w.buf, i, c, hc, flags, rep)
-	ucSend(env, w.addr, host.PSAddr, w.psQPN, w.ucQPN, hc, w.buf[:n])
+	n := w.EncodeChunk(w.buf, i, c, hc, flags, rep)
+	ucSend(env, w.addr, w.ps, w.psQPN, w.ucQPN, hc, w.buf[:n])
 }
 
 // Receive implements emu.Node.
@@ -164,11 +193,11 @@ func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	w.now = env.Now()
 	for _, p := range pkts {
 		if pl, qpn := ucPayload(p.Bytes()); pl != nil && qpn == w.ucQPN {
-			if h, ok := inaHeader(pl); ok && h.Job() == w.job {
+			if h, ok := inaHeader(pl); ok && h.Job() == w.Job() {
 				switch {
 				case h.Has(inahdr.FlagResult):
 					w.result(env, h)
-				case h.Has(inahdr.FlagBypass) && w.kind == kindSwitchML:
+				case h.Has(inahdr.FlagBypass) && w.kind == SwitchML:
 					w.peerRequest(env, h)
 				}
 			}
@@ -180,7 +209,7 @@ func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 
 func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
 	st := &w.st
-	if w.kind != kindSwitchML && h.Has(inahdr.FlagFromPS) && w.ndHead < len(w.nd) {
+	if w.kind != SwitchML && h.Has(inahdr.FlagFromPS) && w.ndHead < len(w.nd) {
 		k := nudgeKey(h.AllReduce(), h.Chunk())
 		if done, pending := w.ndDone[k]; pending && !done {
 			w.ndDone[k] = true
@@ -190,7 +219,7 @@ func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
 		return
 	}
 	c := h.Chunk()
-	if w.kind == kindSwitchML {
+	if w.kind == SwitchML {
 		c -= w.bases[st.idx]
 	}
 	if c >= st.chunks {
@@ -200,7 +229,7 @@ func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
 		st.rep.Dups++
 		return
 	}
-	if !w.store(st.idx, c, h) {
+	if !w.Store(st.idx, c, h) {
 		return
 	}
 	st.have[c] = true
@@ -210,7 +239,7 @@ func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
 		st.rep.PSResults++
 	} else {
 		st.rep.SwitchResults++
-		if w.kind != kindSwitchML {
+		if w.kind != SwitchML {
 			// ATP/ESA: a result the switch unicast back from a held
 			// aggregator: the PS has not acknowledged it (its result or
 			// its ACK was lost). Nudge the PS with our contribution on the
@@ -232,12 +261,12 @@ func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
 // aggregator lost its state (switch reboot); if we already hold the result
 // we re-contribute so the fresh aggregator completes.
 func (w *INAWorker) peerRequest(env *emu.Env, h inahdr.Header) {
-	i := w.tensorIndex(h.AllReduce())
+	i := w.TensorIndex(h.AllReduce())
 	if i < 0 {
 		return
 	}
 	c := h.Chunk() - w.bases[i]
-	if c >= w.chunksOf(i) {
+	if c >= w.Chunks(i) {
 		return
 	}
 	if i > w.cur || (i == w.cur && (!w.active || !w.st.have[c])) {
@@ -266,7 +295,7 @@ func (w *INAWorker) expire(env *emu.Env) {
 	for w.ndHead < len(w.nd) && w.nd[w.ndHead].at <= w.now {
 		n := w.nd[w.ndHead]
 		w.ndHead++
-		k := nudgeKey(w.tensors[n.idx].AllReduce, n.c)
+		k := nudgeKey(w.Tensor(n.idx).AllReduce, n.c)
 		if w.ndDone[k] {
 			delete(w.ndDone, k)
 			continue
@@ -284,8 +313,8 @@ func (w *INAWorker) expire(env *emu.Env) {
 		return
 	}
 	st := &w.st
-	for st.dlHead < len(st.dl) && st.dl[st.dlHead].at <= w.now {
-		c := st.dl[st.dlHead].chunk
+	for st.dlHead < len(st.dl) && st.dl[st.dlHead].At <= w.now {
+		c := st.dl[st.dlHead].Chunk
 		st.dlHead++
 		if st.have[c] {
 			continue
@@ -294,7 +323,7 @@ func (w *INAWorker) expire(env *emu.Env) {
 			st.tries[c]++
 		}
 		switch {
-		case w.kind == kindSwitchML:
+		case w.kind == SwitchML:
 			w.send(env, st.idx, c, inahdr.FlagResend, nil)
 			st.rep.Retransmits++
 			if st.tries[c] >= 2 {
@@ -312,7 +341,7 @@ func (w *INAWorker) expire(env *emu.Env) {
 			w.send(env, st.idx, c, inahdr.FlagResend|inahdr.FlagOverflow, nil)
 			st.rep.PSResends++
 		}
-		st.dl = append(st.dl, deadline{at: w.now + w.rto, chunk: c})
+		st.dl = append(st.dl, host.Deadline{At: w.now + w.rto, Chunk: c})
 	}
 	if st.dlHead == len(st.dl) {
 		st.dl, st.dlHead = st.dl[:0], 0
@@ -326,11 +355,11 @@ func (w *INAWorker) askPeers(env *emu.Env, c uint32) {
 	st := &w.st
 	hc := w.hdrChunk(st.idx, c)
 	var hb [inahdr.Len]byte
-	inahdr.Header(hb[:]).Encode(inahdr.Meta{Flags: inahdr.FlagBypass | inahdr.FlagResend, Job: w.job,
-		AllReduce: st.ar, Chunk: hc, Worker: uint8(w.rank), Bitmap: 1 << w.rank})
-	for r := 0; r < w.n; r++ {
-		if r != w.rank {
-			ucSend(env, w.addr, host.WorkerAddr(w.job, r), host.WorkerUCQPN(w.job, r), w.ucQPN, hc, hb[:])
+	inahdr.Header(hb[:]).Encode(inahdr.Meta{Flags: inahdr.FlagBypass | inahdr.FlagResend, Job: w.Job(),
+		AllReduce: st.ar, Chunk: hc, Worker: uint8(w.Rank()), Bitmap: 1 << w.Rank()})
+	for r, p := range w.peers {
+		if r != w.Rank() {
+			ucSend(env, w.addr, p.Addr, p.QPN, w.ucQPN, hc, hb[:])
 			st.rep.PeerRequests++
 		}
 	}
@@ -345,11 +374,11 @@ func (w *INAWorker) arm(env *emu.Env) {
 		at = w.nd[w.ndHead].at
 	}
 	if st := &w.st; w.active {
-		for st.dlHead < len(st.dl) && st.have[st.dl[st.dlHead].chunk] {
+		for st.dlHead < len(st.dl) && st.have[st.dl[st.dlHead].Chunk] {
 			st.dlHead++
 		}
-		if st.dlHead < len(st.dl) && (at < 0 || st.dl[st.dlHead].at < at) {
-			at = st.dl[st.dlHead].at
+		if st.dlHead < len(st.dl) && (at < 0 || st.dl[st.dlHead].At < at) {
+			at = st.dl[st.dlHead].At
 		}
 	}
 	if at >= 0 {

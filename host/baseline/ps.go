@@ -6,13 +6,9 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
-	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
-
-// PSAckQPN is the QP number the PS's ACK frames carry: the switch's
-// ina_worker entry (port 0, PSAckQPN(job)) marks them as the job's PS.
-func PSAckQPN(job uint16) uint32 { return 0x500000 | uint32(job&0xFFF) }
 
 // PSStats are the ATP/ESA parameter server's counters.
 type PSStats struct {
@@ -40,6 +36,8 @@ type PSStats struct {
 // with the result through the switch, which releases the aggregator and
 // multicasts the result to the job's workers.
 type PS struct {
+	addr  rdma.Endpoint
+	sw    rdma.Endpoint
 	jobs  map[uint16]*psJob
 	stats PSStats
 	// ReAck bounds ACK repetitions per chunk (0: 20 µs).
@@ -48,10 +46,11 @@ type PS struct {
 }
 
 type psJob struct {
-	id   uint16
-	n    int
-	mask uint32
-	ars  map[uint16]map[uint32]*psChunk
+	id     uint16
+	n      int
+	mask   uint32
+	ackQPN uint32
+	ars    map[uint16]map[uint32]*psChunk
 }
 
 type piece struct {
@@ -69,11 +68,22 @@ type psChunk struct {
 
 var _ emu.Node = (*PS)(nil)
 
-// NewPS returns a PS serving jobs (id → workers).
-func NewPS(jobs map[uint16]int) *PS {
-	p := &PS{jobs: map[uint16]*psJob{}, ReAck: 20 * time.Microsecond}
-	for id, n := range jobs {
-		p.jobs[id] = &psJob{id: id, n: n, mask: uint32(1)<<n - 1, ars: map[uint16]map[uint32]*psChunk{}}
+// PSJob is a job the ATP/ESA PS serves: its workers and the QP number its
+// ACK frames carry (the switch's ina_worker entry for the job's PS, on the
+// PS's port, marks them as the job's PS).
+type PSJob struct {
+	Job     uint16
+	Workers int
+	AckQPN  uint32
+}
+
+// NewPS returns a PS at addr serving jobs; its ACKs go to the switch's
+// address sw.
+func NewPS(addr, sw rdma.Endpoint, jobs ...PSJob) *PS {
+	p := &PS{addr: addr, sw: sw, jobs: map[uint16]*psJob{}, ReAck: 20 * time.Microsecond}
+	for _, j := range jobs {
+		p.jobs[j.Job] = &psJob{id: j.Job, n: j.Workers, mask: uint32(1)<<j.Workers - 1, ackQPN: j.AckQPN,
+			ars: map[uint16]map[uint32]*psChunk{}}
 	}
 	return p
 }
@@ -189,7 +199,7 @@ func (p *PS) resolve(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk) {
 
 func (p *PS) sendAck(env *emu.Env, j *psJob, c *psChunk) {
 	c.lastAck = p.now
-	ucSend(env, host.PSAddr, host.SwitchAddr, PSAckQPN(j.id), PSAckQPN(j.id), inahdr.Header(c.ack).Chunk(), c.ack)
+	ucSend(env, p.addr, p.sw, j.ackQPN, j.ackQPN, inahdr.Header(c.ack).Chunk(), c.ack)
 }
 
 // cover sums pieces so that every one of n workers is counted exactly

@@ -20,10 +20,11 @@ type qpSet struct {
 
 const sqDepth = 1024
 
-// rcQP returns an RC QP from local (qpn) to remote (rqpn) on template tpl.
-func rcQP(tpl rdma.Config, local, remote rdma.Endpoint, qpn, rqpn uint32) (*rdma.QP, error) {
+// rcQP returns an RC QP from local (qpn) to remote on template tpl.
+func rcQP(tpl rdma.Config, local rdma.Endpoint, qpn uint32, remote host.Peer) (*rdma.QP, error) {
 	c := tpl
-	c.Local, c.Remote, c.QPN, c.RemoteQPN = local, remote, qpn, rqpn
+	c.Local, c.Remote, c.QPN, c.RemoteQPN = local, remote.Addr, qpn, remote.QPN
+	rqpn := remote.QPN
 	c.SendPSN, c.RecvPSN = host.InitialPSN(qpn), host.InitialPSN(rqpn)
 	c.SendQueueDepth = sqDepth
 	return rdma.NewQP(c)
@@ -119,10 +120,34 @@ type rcState struct {
 	rep    *Report
 }
 
-func newPSOnlyWorker(tpl rdma.Config, job uint16, rank, n, values int, q host.Quantizer, window int, ts []host.Tensor) (*PSOnlyWorker, error) {
-	w := &PSOnlyWorker{window: window}
-	w.init(job, rank, n, values, q, ts)
-	qp, err := rcQP(tpl, host.WorkerAddr(job, rank), host.PSAddr, host.WorkerQPN(job, rank), host.PSQPN(job, rank))
+// RCConfig configures a worker whose chunks travel over RC (PS-only,
+// ring): worker Rank of Workers in Job at Addr.
+type RCConfig struct {
+	Job           uint16
+	Rank, Workers int
+	Values        int
+	Quant         host.Quantizer
+	Addr          rdma.Endpoint
+	// QP is the template of the worker's RC QPs (addresses, QPNs and
+	// initial PSNs are filled in).
+	QP     rdma.Config
+	Timing Timing
+}
+
+// PSOnlyConfig configures a PS-only worker: its RC QP QPN to the PS's QP
+// for it, at most Window chunk messages unacknowledged.
+type PSOnlyConfig struct {
+	RCConfig
+	QPN    uint32
+	PS     host.Peer
+	Window int
+}
+
+// NewPSOnlyWorker returns a PS-only worker all-reducing ts in order.
+func NewPSOnlyWorker(cfg PSOnlyConfig, ts []host.Tensor) (*PSOnlyWorker, error) {
+	w := &PSOnlyWorker{window: cfg.Window}
+	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
+	qp, err := rcQP(cfg.QP, cfg.Addr, cfg.QPN, cfg.PS)
 	if err != nil {
 		return nil, err
 	}
@@ -141,14 +166,14 @@ func (w *PSOnlyWorker) advance(env *emu.Env) {
 	for !w.active && w.schedule(env) {
 		rep := w.beginBase()
 		i := w.cur
-		n := w.chunksOf(i)
-		w.st = rcState{idx: i, ar: w.tensors[i].AllReduce, chunks: n, have: make([]bool, n), rep: rep}
+		n := w.Chunks(i)
+		w.st = rcState{idx: i, ar: w.Tensor(i).AllReduce, chunks: n, have: make([]bool, n), rep: rep}
 	}
 	if w.active {
 		st := &w.st
 		for st.next < st.chunks && st.out < w.window {
-			buf := make([]byte, inahdr.Len+4*w.values)
-			n := w.encode(buf, st.idx, st.next, st.next, inahdr.FlagBypass, st.rep)
+			buf := make([]byte, inahdr.Len+4*w.Values())
+			n := w.EncodeChunk(buf, st.idx, st.next, st.next, inahdr.FlagBypass, st.rep)
 			w.qs.post(0, rdma.WorkRequest{ID: 1, Data: buf[:n]})
 			st.rep.Sent++
 			st.out++
@@ -181,7 +206,7 @@ func (w *PSOnlyWorker) drain() {
 				st.rep.Dups++
 				continue
 			}
-			if w.store(st.idx, k, h) {
+			if w.Store(st.idx, k, h) {
 				st.have[k] = true
 				st.nHave++
 				st.rep.PSResults++
@@ -245,13 +270,16 @@ type rcChunk struct {
 	exp int8
 }
 
-func newPSOnlyServer(tpl rdma.Config, jobs []int) (*PSOnlyServer, error) {
+// NewPSOnlyServer returns the PS-only server at addr hosting one RC QP
+// (template tpl) per worker of every job: the QP LocalQPN[r] to
+// Workers[r] (host.PSJob; UCQPN is not used).
+func NewPSOnlyServer(tpl rdma.Config, addr rdma.Endpoint, jobs ...host.PSJob) (*PSOnlyServer, error) {
 	p := &PSOnlyServer{jobs: map[uint16]*rcJob{}}
-	for ji, n := range jobs {
-		id := uint16(ji + 1)
+	for _, pj := range jobs {
+		id, n := pj.Job, len(pj.Workers)
 		j := &rcJob{id: id, n: n, mask: uint32(1)<<n - 1, ars: map[uint16]map[uint32]*rcChunk{}}
 		for r := 0; r < n; r++ {
-			qp, err := rcQP(tpl, host.PSAddr, host.WorkerAddr(id, r), host.PSQPN(id, r), host.WorkerQPN(id, r))
+			qp, err := rcQP(tpl, addr, pj.LocalQPN[r], pj.Workers[r])
 			if err != nil {
 				return nil, err
 			}
@@ -339,11 +367,6 @@ func (p *PSOnlyServer) drain(i int) {
 
 // ------------------------------------------------------------------- ring
 
-// Ring QP numbers: worker rank's QP towards its right neighbour (it sends
-// on it) and towards its left neighbour (it receives on it).
-func ringRightQPN(job uint16, rank int) uint32 { return 0x600000 | uint32(job&0xFFF)<<8 | uint32(rank) }
-func ringLeftQPN(job uint16, rank int) uint32  { return 0x700000 | uint32(job&0xFFF)<<8 | uint32(rank) }
-
 // RingWorker is a host ring all-reduce (reduce-scatter then all-gather),
 // streamed chunk by chunk over RC QPs to its neighbours; the switch is a
 // plain L2 switch. Chunk k belongs to segment k mod N; in reduce-scatter
@@ -358,16 +381,24 @@ type RingWorker struct {
 	stash map[uint16][][]byte // messages of an all-reduce not begun yet
 }
 
-func newRingWorker(tpl rdma.Config, job uint16, rank, n, values int, q host.Quantizer, ts []host.Tensor) (*RingWorker, error) {
+// RingConfig configures a ring worker: its QP RightQPN to Right (the next
+// rank's QP towards its left) carries what it sends, its QP LeftQPN from
+// Left (the previous rank's QP towards its right) what it receives.
+type RingConfig struct {
+	RCConfig
+	RightQPN, LeftQPN uint32
+	Right, Left       host.Peer
+}
+
+// NewRingWorker returns a ring worker all-reducing ts in order.
+func NewRingWorker(cfg RingConfig, ts []host.Tensor) (*RingWorker, error) {
 	w := &RingWorker{stash: map[uint16][][]byte{}}
-	w.init(job, rank, n, values, q, ts)
-	me := host.WorkerAddr(job, rank)
-	right, left := (rank+1)%n, (rank+n-1)%n
-	qr, err := rcQP(tpl, me, host.WorkerAddr(job, right), ringRightQPN(job, rank), ringLeftQPN(job, right))
+	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
+	qr, err := rcQP(cfg.QP, cfg.Addr, cfg.RightQPN, cfg.Right)
 	if err != nil {
 		return nil, err
 	}
-	ql, err := rcQP(tpl, me, host.WorkerAddr(job, left), ringLeftQPN(job, rank), ringRightQPN(job, left))
+	ql, err := rcQP(cfg.QP, cfg.Addr, cfg.LeftQPN, cfg.Left)
 	if err != nil {
 		return nil, err
 	}
@@ -393,26 +424,28 @@ func (w *RingWorker) advance(env *emu.Env) {
 func (w *RingWorker) begin() {
 	rep := w.beginBase()
 	i := w.cur
-	t := &w.tensors[i]
-	n := w.chunksOf(i)
+	t := w.Tensor(i)
+	n := w.Chunks(i)
+	V := w.Values()
 	w.st = rcState{idx: i, ar: t.AllReduce, chunks: n, have: make([]bool, n), rep: rep}
 	w.q = make([]int32, len(t.Data))
+	q := w.Quantizer()
 	for c := uint32(0); c < n; c++ {
-		lo := int(c) * w.values
-		hi := min(lo+w.values, len(t.Data))
-		rep.Clipped += w.quant.Quantize(w.q[lo:hi], t.Data[lo:hi], w.exp(i, c))
+		lo := int(c) * V
+		hi := min(lo+V, len(t.Data))
+		rep.Clipped += q.Quantize(w.q[lo:hi], t.Data[lo:hi], w.Exp(i, c))
 	}
-	if w.n == 1 {
-		copy(w.results[i], w.q)
+	if w.Workers() == 1 {
 		for c := uint32(0); c < n; c++ {
-			w.rexp[i][c] = w.exp(i, c)
+			lo := int(c) * V
+			w.StoreValues(i, c, w.q[lo:min(lo+V, len(w.q))], w.Exp(i, c))
 		}
 		w.finish(rep)
 		return
 	}
-	for c := uint32(w.rank); c < n; c += uint32(w.n) {
-		lo := int(c) * w.values
-		w.sendSeg(0, c, w.q[lo:min(lo+w.values, len(w.q))], w.exp(i, c))
+	for c := uint32(w.Rank()); c < n; c += uint32(w.Workers()) {
+		lo := int(c) * V
+		w.sendSeg(0, c, w.q[lo:min(lo+V, len(w.q))], w.Exp(i, c))
 		rep.Sent++
 	}
 	for _, m := range w.stash[t.AllReduce] {
@@ -423,8 +456,8 @@ func (w *RingWorker) begin() {
 
 func (w *RingWorker) sendSeg(step int, c uint32, vals []int32, e int8) {
 	buf := make([]byte, inahdr.Len+4*len(vals))
-	inahdr.Header(buf).Encode(inahdr.Meta{Flags: inahdr.FlagBypass, Job: w.job, AllReduce: w.st.ar, Count: len(vals),
-		Chunk: c, Worker: uint8(step), Exponent: e, Bitmap: 1 << w.rank})
+	inahdr.Header(buf).Encode(inahdr.Meta{Flags: inahdr.FlagBypass, Job: w.Job(), AllReduce: w.st.ar, Count: len(vals),
+		Chunk: c, Worker: uint8(step), Exponent: e, Bitmap: 1 << w.Rank()})
 	for k, v := range vals {
 		binary.BigEndian.PutUint32(buf[inahdr.Len+4*k:], uint32(v))
 	}
@@ -440,7 +473,7 @@ func (w *RingWorker) drain(i int) {
 		}
 		if c.Opcode == rdma.CompRecv {
 			h, ok := inaHeader(c.Data)
-			if !ok || h.Job() != w.job {
+			if !ok || h.Job() != w.Job() {
 				continue
 			}
 			if !w.active || h.AllReduce() != w.st.ar {
@@ -460,8 +493,9 @@ func (w *RingWorker) message(data []byte) {
 	if k >= st.chunks || !w.active {
 		return
 	}
-	lo := int(k) * w.values
-	hi := min(lo+w.values, len(w.q))
+	V := w.Values()
+	lo := int(k) * V
+	hi := min(lo+V, len(w.q))
 	if h.Count() != hi-lo {
 		return
 	}
@@ -470,7 +504,7 @@ func (w *RingWorker) message(data []byte) {
 	for x := range vals {
 		vals[x] = h.Value(x)
 	}
-	N := w.n
+	N := w.Workers()
 	if step < N-1 { // reduce-scatter
 		add32(vals, w.q[lo:hi])
 		if step < N-2 {
@@ -493,9 +527,7 @@ func (w *RingWorker) have(k uint32, vals []int32, e int8) {
 		st.rep.Dups++
 		return
 	}
-	lo := int(k) * w.values
-	copy(w.results[st.idx][lo:], vals)
-	w.rexp[st.idx][k] = e
+	w.StoreValues(st.idx, k, vals, e)
 	st.have[k] = true
 	st.nHave++
 	if st.nHave == st.chunks {
@@ -525,3 +557,13 @@ func (w *RingWorker) Timer(env *emu.Env, key uint64) {
 	}
 	w.advance(env)
 }
+
+// Err returns the first error of the worker's RC QPs (a QP that gave up),
+// or nil.
+func (w *PSOnlyWorker) Err() error { return w.qs.err() }
+
+// Err returns the first error of the server's RC QPs, or nil.
+func (p *PSOnlyServer) Err() error { return p.qs.err() }
+
+// Err returns the first error of the worker's RC QPs, or nil.
+func (w *RingWorker) Err() error { return w.qs.err() }

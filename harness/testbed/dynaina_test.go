@@ -1,11 +1,10 @@
-package host
+package testbed
 
 import (
 	"testing"
 	"time"
 
-	sw "github.com/inabox/inabox/switch"
-	"github.com/inabox/inabox/switch/dynaina"
+	"github.com/inabox/inabox/host"
 )
 
 // TestDynaINACluster runs three jobs on a switch whose memory holds two
@@ -14,34 +13,33 @@ import (
 // grant lies in the job's pool, every job registers and unregisters, and
 // memory is all free at the end.
 func TestDynaINACluster(t *testing.T) {
-	for _, path := range []INAPath{PathUC, PathTrim} {
+	for _, path := range []host.INAPath{host.PathUC, host.PathTrim} {
 		t.Run(path.String(), func(t *testing.T) {
 			const elems, ars = 64 * 600, 3
 			jobs := []int{4, 3, 2}
 			gaps := []time.Duration{20 * time.Microsecond, 200 * time.Microsecond, 50 * time.Microsecond}
 			inputs := map[[3]int][]float32{}
-			cfg := ClusterConfig{Seed: 5, Jobs: jobs, Slots: 700, PSCount: 2, INAPath: path}
-			cfg.Tune = func(job uint16, rank int, wc *WorkerConfig) {
-				wc.Gap = gaps[job-1]
-				wc.Delay = time.Duration(job-1) * 30 * time.Microsecond
-			}
-			var dj []sw.DynaINAJob
+			cfg := Spec{Seed: 5, Aggregators: 700, PSCount: 2, INAPath: path}
 			for i, n := range jobs {
-				dj = append(dj, sw.DynaINAJob{Arrival: time.Duration(i) * 30 * time.Microsecond, AllReduces: ars,
-					Profile: dynaina.JobProfile{Workers: n, GradientBytes: 4 * elems, Compute: gaps[i]}})
+				cfg.Jobs = append(cfg.Jobs, JobSpec{Workers: n, Arrival: time.Duration(i) * 30 * time.Microsecond, Compute: gaps[i],
+					AllReduces: ars, GradientBytes: 4 * elems})
 			}
-			c, node, err := NewDynaINACluster(cfg, DynaINAConfig{Jobs: dj}, func(job uint16, rank int) []Tensor {
-				var ts []Tensor
+			// Each job's first all-reduce at its arrival (no compute first).
+			cfg.FreeINA = &FreeINAOptions{Worker: func(j, _ int, wc *host.WorkerConfig) { wc.Delay = cfg.Jobs[j].Arrival }}
+			c, err := Build(cfg, "dynaina", func(j, rank int) []host.Tensor {
+				job := JobID(j)
+				var ts []host.Tensor
 				for a := 0; a < ars; a++ {
 					d := genTensor(job, rank, elems, uint64(a))
 					inputs[[3]int{int(job), rank, a}] = d
-					ts = append(ts, Tensor{AllReduce: uint16(a + 1), Data: d})
+					ts = append(ts, host.Tensor{AllReduce: uint16(a + 1), Data: d})
 				}
 				return ts
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
+			node := c.DynaINA()
 			if _, err := c.Run(2*time.Second, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +48,7 @@ func TestDynaINACluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			for ji, ws := range c.Workers {
-				q := Quantizer{Workers: jobs[ji]}
+				q := host.Quantizer{Workers: jobs[ji]}
 				for a := 0; a < ars; a++ {
 					want := make([]int64, elems)
 					buf := make([]int32, elems)
@@ -61,7 +59,7 @@ func TestDynaINACluster(t *testing.T) {
 						}
 					}
 					for r, w := range ws {
-						got := w.Result(a)
+						got := w.Endpoint.Result(a)
 						for i := range want {
 							if int64(got[i]) != want[i] {
 								t.Fatalf("job %d rank %d ar %d: [%d] = %d, want %d", ji+1, r, a, i, got[i], want[i])
@@ -77,7 +75,7 @@ func TestDynaINACluster(t *testing.T) {
 			if st.Outside != 0 || st.Registered != 3 || st.Unregistered != 3 || st.Grants == 0 {
 				t.Errorf("stats %+v", st)
 			}
-			if l := c.FreeINA.Leases(); len(l) != 0 || node.Sched.FreeSlots() != 700 {
+			if l := c.FreeINA().Leases(); len(l) != 0 || node.Sched.FreeSlots() != 700 {
 				t.Errorf("leases left %v, free %d", l, node.Sched.FreeSlots())
 			}
 			t.Logf("%+v", st)

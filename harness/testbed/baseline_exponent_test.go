@@ -1,17 +1,18 @@
-package baseline
+package testbed
 
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
 )
 
-// TestExponentMode: SwitchML-style per-chunk exponents (the same on every
+// TestBaselineExponentMode: SwitchML-style per-chunk exponents (the same on every
 // worker), 1 % loss, every baseline: exact int32 sums at each chunk's
 // scale 2^(27−e) and dequantized within N·2^-(s+1).
-func TestExponentMode(t *testing.T) {
+func TestBaselineExponentMode(t *testing.T) {
 	const n, elems, V = 8, 8192, 64
 	chunks := elems / V
 	exps := make([]int8, chunks)
@@ -21,23 +22,23 @@ func TestExponentMode(t *testing.T) {
 	q := host.Quantizer{Mode: host.QuantExponent, Workers: n}
 	inputs := make([][]float32, n)
 	for r := range inputs {
-		inputs[r] = genTensor(1, r, elems, 9)
+		inputs[r] = genBaselineTensor(1, r, elems, 9)
 	}
-	for _, kind := range Kinds {
+	for _, kind := range baselineKinds {
 		t.Run(kind, func(t *testing.T) {
-			c, err := New(kind, Config{Seed: 5, Jobs: []int{n}, Quant: host.Quantizer{Mode: host.QuantExponent},
-				Impair: emu.Impairments{Loss: 0.01}}, func(job uint16, rank int) []host.Tensor {
+			c, err := BuildWith(Spec{Seed: 5, Jobs: jobSpecs([]int{n}), Quant: host.Quantizer{Mode: host.QuantExponent},
+				Impairments: emu.Impairments{Loss: 0.01}}, newBaseline(kind), func(job, rank int) []host.Tensor {
 				return []host.Tensor{{AllReduce: 1, Data: inputs[rank], Exps: exps}}
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Run(1e9); err != nil {
+			if _, err := c.Run(1e9, 50*time.Microsecond); err != nil {
 				t.Fatal(err)
 			}
 			lim := float64(math.MaxInt32 / n)
 			for r := 0; r < n; r++ {
-				got, deq := c.Result(1, r, 0), c.Dequantized(1, r, 0)
+				got, deq := c.Worker(0, r).Endpoint.Result(0), c.Worker(0, r).Endpoint.Dequantized(0)
 				for i := 0; i < elems; i++ {
 					s := 27 - int(exps[i/V])
 					var want int64

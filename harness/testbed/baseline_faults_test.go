@@ -1,4 +1,4 @@
-package baseline
+package testbed
 
 import (
 	"fmt"
@@ -7,22 +7,23 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
 )
 
-// TestCombinedFaults: the INA baselines with a switch reboot at 10 µs plus
+// TestBaselineCombinedFaults: the INA baselines with a switch reboot at 10 µs plus
 // 1 % loss, 1 % duplication and 1 % reordering on every link, several
 // seeds; every result exact.
-func TestCombinedFaults(t *testing.T) {
+func TestBaselineCombinedFaults(t *testing.T) {
 	elems, seeds := 16384, uint64(4)
 	if raceEnabled {
 		elems, seeds = 4096, 2
 	}
-	for _, kind := range []string{KindSwitchML, KindATP, KindESA} {
+	for _, kind := range []string{"switchml", "atp", "esa"} {
 		for seed := uint64(1); seed <= seeds; seed++ {
-			sc := scenario{name: "combo", kind: kind, jobs: []int{8}, elems: elems, ars: 2, seed: seed, reboot: 10 * time.Microsecond,
+			sc := bscenario{name: "combo", kind: kind, jobs: []int{8}, elems: elems, ars: 2, seed: seed, reboot: 10 * time.Microsecond,
 				impair: emu.Impairments{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, ReorderDelay: 3 * time.Microsecond}}
 			c, end := run(t, sc)
-			t.Logf("%s seed %d: %v %+v", kind, seed, end, c.Totals(1))
+			t.Logf("%s seed %d: %v %+v", kind, seed, end, c.Totals(0))
 		}
 	}
 }
@@ -37,7 +38,7 @@ func TestBaselines100MBFaults(t *testing.T) {
 		t.Skip("100 MB fault matrix: set INABOX_LONG=1 (without -race)")
 	}
 	elems := 100 << 20 / 4
-	for _, kind := range Kinds {
+	for _, kind := range baselineKinds {
 		for _, v := range []struct {
 			name   string
 			impair emu.Impairments
@@ -51,7 +52,7 @@ func TestBaselines100MBFaults(t *testing.T) {
 			{"reboot", emu.Impairments{}, true},
 		} {
 			t.Run(kind+"/"+v.name, func(t *testing.T) {
-				sc := scenario{name: v.name, kind: kind, jobs: []int{8}, elems: elems, ars: 1, impair: v.impair, deadline: 60 * time.Second}
+				sc := bscenario{name: v.name, kind: kind, jobs: []int{8}, elems: elems, ars: 1, impair: v.impair, deadline: 60 * time.Second}
 				if v.reboot {
 					// Mid-all-reduce: a third of the clean time of the
 					// fastest kinds (ATP/SwitchML need ~12 ms for 100 MB).
@@ -67,16 +68,27 @@ func TestBaselines100MBFaults(t *testing.T) {
 // netSummary counts queue drops on every link and, for the RC kinds (ps,
 // ring), local ACK timeouts, go-back-N restarts and retransmitted packets
 // over every QP.
-func netSummary(c *Cluster) string {
+func netSummary(c *Testbed) string {
 	var drops uint64
-	for _, l := range c.Links {
+	for _, l := range c.Net.Links() {
 		drops += l.Stats(emu.AtoB).Drops.Queue + l.Stats(emu.BtoA).Drops.Queue
 	}
 	var tmo, gbn, retx uint64
-	for _, s := range c.qpSets() {
-		for _, q := range s.qps {
-			st := q.Stats()
-			tmo, gbn, retx = tmo+st.Timeouts, gbn+st.GoBackN, retx+st.TxRetransmits
+	var nodes []any
+	for _, ps := range c.PSs {
+		nodes = append(nodes, ps.Node)
+	}
+	for _, ws := range c.Workers {
+		for _, w := range ws {
+			nodes = append(nodes, w.Endpoint)
+		}
+	}
+	for _, n := range nodes {
+		if q, ok := n.(interface{ QPs() []*rdma.QP }); ok {
+			for _, qp := range q.QPs() {
+				st := qp.Stats()
+				tmo, gbn, retx = tmo+st.Timeouts, gbn+st.GoBackN, retx+st.TxRetransmits
+			}
 		}
 	}
 	return fmt.Sprintf("queue drops %d, RC timeouts %d, go-back-N %d, retransmitted packets %d", drops, tmo, gbn, retx)

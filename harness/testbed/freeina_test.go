@@ -1,4 +1,4 @@
-package host
+package testbed
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 )
 
 // genTensor returns worker rank's deterministic gradient (values in ±2).
@@ -32,8 +33,8 @@ type scenario struct {
 	slots    int
 	seed     uint64
 	deadline time.Duration
-	path     INAPath // zero: PathUC, the default
-	tune     func(*ClusterConfig)
+	path     host.INAPath // zero: PathUC, the default
+	tune     func(*Spec)
 }
 
 func (sc *scenario) defaults() {
@@ -51,20 +52,22 @@ func (sc *scenario) defaults() {
 // runScenario builds the cluster, runs it and checks every worker's result
 // exactly (int32) against a reference computed here, and the dequantized
 // result against the documented bound.
-func runScenario(t testing.TB, sc scenario) (*Cluster, time.Duration) {
+func runScenario(t testing.TB, sc scenario) (*Testbed, time.Duration) {
 	t.Helper()
 	sc.defaults()
-	cfg := ClusterConfig{Seed: sc.seed + 7, Jobs: sc.jobs, Values: sc.values, Impair: sc.impair, Slots: sc.slots, INAPath: sc.path}
+	cfg := Spec{Seed: sc.seed + 7, Jobs: jobSpecs(sc.jobs), ValuesPerPacket: sc.values, Impairments: sc.impair,
+		Aggregators: sc.slots, INAPath: sc.path}
 	if sc.tune != nil {
 		sc.tune(&cfg)
 	}
 	inputs := map[[3]int][]float32{}
-	c, err := NewCluster(cfg, func(job uint16, rank int) []Tensor {
-		var ts []Tensor
+	c, err := Build(cfg, "freeina", func(j, rank int) []host.Tensor {
+		job := JobID(j)
+		var ts []host.Tensor
 		for a := 0; a < sc.ars; a++ {
 			d := genTensor(job, rank, sc.elems, uint64(a))
 			inputs[[3]int{int(job), rank, a}] = d
-			ts = append(ts, Tensor{AllReduce: uint16(a + 1), Data: d})
+			ts = append(ts, host.Tensor{AllReduce: uint16(a + 1), Data: d})
 		}
 		return ts
 	})
@@ -81,25 +84,25 @@ func runScenario(t testing.TB, sc scenario) (*Cluster, time.Duration) {
 	}
 	end, err := c.Run(sc.deadline, 0)
 	if err != nil {
-		for i, q := range c.PS.QPs() {
+		for i, q := range c.FreeINAPS(0).QPs() {
 			if q.Err() != nil {
 				t.Logf("PS QP %d: %v %+v", i, q.Err(), q.Stats())
 			}
 		}
 		for ji := range c.Workers {
-			for r, w := range c.Workers[ji] {
-				if w.QP().Err() != nil {
+			for r := range c.Workers[ji] {
+				if w := c.FreeINAWorker(ji, r); w.QP().Err() != nil {
 					t.Logf("worker %d.%d QP: %v %+v", ji+1, r, w.QP().Err(), w.QP().Stats())
 				}
 			}
 		}
-		t.Fatalf("%s: %v (ps %+v)", sc.name, err, c.PS.Stats())
+		t.Fatalf("%s: %v (ps %+v)", sc.name, err, c.FreeINAPS(0).Stats())
 	}
-	scale := math.Ldexp(1, DefaultFrac)
+	scale := math.Ldexp(1, host.DefaultFrac)
 	for ji, n := range sc.jobs {
 		job := uint16(ji + 1)
 		lim := float64((1<<31 - 1) / n)
-		bound := float64(n) * math.Ldexp(1, -(DefaultFrac+1))
+		bound := float64(n) * math.Ldexp(1, -(host.DefaultFrac+1))
 		for a := 0; a < sc.ars; a++ {
 			ref := make([]int64, sc.elems)
 			sum := make([]float64, sc.elems)
@@ -109,7 +112,8 @@ func runScenario(t testing.TB, sc scenario) (*Cluster, time.Duration) {
 					sum[i] += float64(x)
 				}
 			}
-			for r, w := range c.Workers[ji] {
+			for r, wh := range c.Workers[ji] {
+				w := wh.Endpoint
 				got := w.Result(a)
 				for i := range ref {
 					if int64(got[i]) != ref[i] {
@@ -137,59 +141,68 @@ func allReduceBound(elems, values int, rate float64) time.Duration {
 	return time.Duration(2 * bytes * 8 / rate * 1e9)
 }
 
-func logReports(t testing.TB, c *Cluster) {
+func logReports(t testing.TB, c *Testbed) {
 	t.Helper()
-	for _, r := range c.Workers[0][0].Reports() {
+	for _, r := range c.Workers[0][0].Endpoint.Reports() {
 		t.Logf("  worker 0: %+v", r)
 	}
-	t.Logf("  ps %+v", c.PS.Stats())
-	t.Logf("  freeina %+v", c.FreeINA.Stats())
+	t.Logf("  ps %+v", c.FreeINAPS(0).Stats())
+	t.Logf("  freeina %+v", c.FreeINA().Stats())
+}
+
+// jobSpecs returns jobs of n[i] workers each.
+func jobSpecs(n []int) []JobSpec {
+	js := make([]JobSpec, len(n))
+	for i, w := range n {
+		js[i].Workers = w
+	}
+	return js
 }
 
 // The trim path's acceptance tests (§1–§10 of docs/freeina.md); the UC
 // path's, the default, are in freeina_uc_test.go.
 
-// TestAllReduceClean: 8 workers, 100 Gb/s, 64 values per packet, two
+// TestTrimAllReduceClean: 8 workers, 100 Gb/s, 64 values per packet, two
 // all-reduces back to back.
-func TestAllReduceClean(t *testing.T) {
+func TestTrimAllReduceClean(t *testing.T) {
 	elems := 1 << 20 // 4 MB
 	if raceEnabled {
 		elems = 1 << 15
 	}
-	c, end := runScenario(t, scenario{name: "clean", jobs: []int{8}, elems: elems, ars: 2, path: PathTrim})
+	c, end := runScenario(t, scenario{name: "clean", jobs: []int{8}, elems: elems, ars: 2, path: host.PathTrim})
 	t.Logf("clean: %v for 2 × %d MB", end, elems*4>>20)
 	logReports(t, c)
-	if st := c.PS.Stats(); st.Pulls != 0 || st.SoftResults != 0 {
+	if st := c.FreeINAPS(0).Stats(); st.Pulls != 0 || st.SoftResults != 0 {
 		t.Fatalf("clean run used the fallback: %+v", st)
 	}
 }
 
-// TestAllReduce100MB: the 100 MB tensor, clean network, with 64
+// TestTrimAllReduce100MB: the 100 MB tensor, clean network, with 64
 // values per packet (the default) and 256 (4 pipeline passes). Skipped
 // with -short and under the race detector.
-func TestAllReduce100MB(t *testing.T) {
+func TestTrimAllReduce100MB(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("100 MB all-reduce: skipped with -short / -race")
 	}
 	elems := 100 << 20 / 4
 	for _, v := range []int{64, 256} {
-		c, end := runScenario(t, scenario{name: "100MB", jobs: []int{8}, values: v, elems: elems, path: PathTrim})
+		c, end := runScenario(t, scenario{name: "100MB", jobs: []int{8}, values: v, elems: elems, path: host.PathTrim})
 		b := allReduceBound(elems, v, DefaultRate)
 		t.Logf("100 MB, %d values/packet: %v, analytic bound %v, ratio %.3f", v, end, b, float64(end)/float64(b))
 		logReports(t, c)
 	}
 }
 
-// TestAllReduceFaults: exact and finishing under loss, duplication,
+// TestTrimFaults: exact and finishing under loss, duplication,
 // reordering and a switch reboot in the middle of an all-reduce (trim
 // path; TestUCAllReduceFaults runs the same matrix on the UC path).
-func TestAllReduceFaults(t *testing.T) { faultMatrix(t, PathTrim) }
+func TestTrimFaults(t *testing.T) { faultMatrix(t, host.PathTrim) }
 
 // faultMatrix runs 8 workers, 2 all-reduces, under each fault on path:
 // every result exact (runScenario), a reboot that hits an all-reduce, and
 // every lease ended afterwards (FREE, or the idle timeout if FREE was
 // lost).
-func faultMatrix(t *testing.T, path INAPath) {
+func faultMatrix(t *testing.T, path host.INAPath) {
 	elems := 64 * 4000
 	if raceEnabled {
 		elems = 64 * 600
@@ -212,28 +225,28 @@ func faultMatrix(t *testing.T, path INAPath) {
 			t.Logf("%v %s: %v", path, sc.name, end)
 			logReports(t, c)
 			if sc.reboot > 0 {
-				st := c.PS.Stats()
-				if c.FreeINA.Stats().Reboots != 1 || st.SoftResults == 0 || st.Reallocs == 0 {
+				st := c.FreeINAPS(0).Stats()
+				if c.FreeINA().Stats().Reboots != 1 || st.SoftResults == 0 || st.Reallocs == 0 {
 					t.Fatalf("the reboot did not hit an all-reduce: %+v", st)
 				}
 			}
 			if _, err := c.Net.RunUntil(end + 10*time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			if ls := c.FreeINA.Leases(); len(ls) != 0 {
+			if ls := c.FreeINA().Leases(); len(ls) != 0 {
 				t.Fatalf("leases left: %+v", ls)
 			}
 		})
 	}
 }
 
-// TestMultiJob: three jobs (8, 4 and 6 workers) on one switch and one PS,
+// TestTrimMultiJob: three jobs (8, 4 and 6 workers) on one switch and one PS,
 // with switch memory for fewer aggregators than they ask for: partial and
 // zero grants, and PS-path chunks, stay exact (trim path; TestUCMultiJob
 // runs it on the UC path).
-func TestMultiJob(t *testing.T) { multiJob(t, PathTrim) }
+func TestTrimMultiJob(t *testing.T) { multiJob(t, host.PathTrim) }
 
-func multiJob(t *testing.T, path INAPath) {
+func multiJob(t *testing.T, path host.INAPath) {
 	elems := 64 * 3000
 	if raceEnabled {
 		elems = 64 * 500
@@ -241,37 +254,37 @@ func multiJob(t *testing.T, path INAPath) {
 	c, end := runScenario(t, scenario{name: path.String() + "-multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300, path: path})
 	t.Logf("%v, 3 jobs: %v", path, end)
 	for j := range c.Workers {
-		t.Logf("  job %d plans %+v φ=%.3f", j+1, c.PS.Plans(uint16(j+1)), c.PS.jobs[uint16(j+1)].ctl.Phi())
+		t.Logf("  job %d plans %+v φ=%.3f", j+1, c.FreeINAPS(0).Plans(uint16(j+1)), c.FreeINAPS(0).Phi(uint16(j+1)))
 	}
 	logReports(t, c)
-	fs := c.FreeINA.Stats()
+	fs := c.FreeINA().Stats()
 	if fs.Partial+fs.Zero == 0 {
 		t.Fatalf("memory was never short: %+v", fs)
 	}
-	if c.PS.Stats().SoftResults == 0 {
+	if c.FreeINAPS(0).Stats().SoftResults == 0 {
 		t.Fatal("no chunk took the PS path")
 	}
 }
 
-// TestDeterministic: the same seed gives the same run (trim path;
+// TestTrimDeterministic: the same seed gives the same run (trim path;
 // TestUCDeterministic: UC path).
-func TestDeterministic(t *testing.T) { deterministic(t, PathTrim) }
+func TestTrimDeterministic(t *testing.T) { deterministic(t, host.PathTrim) }
 
-func deterministic(t *testing.T, path INAPath) {
+func deterministic(t *testing.T, path host.INAPath) {
 	sc := scenario{name: path.String() + "-det", jobs: []int{4}, elems: 64 * 500, ars: 2, path: path,
 		impair: emu.Impairments{Loss: 0.02, Reorder: 0.01, ReorderDelay: time.Microsecond}}
 	c1, e1 := runScenario(t, sc)
 	c2, e2 := runScenario(t, sc)
-	if e1 != e2 || c1.PS.Stats() != c2.PS.Stats() {
-		t.Fatalf("runs differ: %v %v\n%+v\n%+v", e1, e2, c1.PS.Stats(), c2.PS.Stats())
+	if e1 != e2 || c1.FreeINAPS(0).Stats() != c2.FreeINAPS(0).Stats() {
+		t.Fatalf("runs differ: %v %v\n%+v\n%+v", e1, e2, c1.FreeINAPS(0).Stats(), c2.FreeINAPS(0).Stats())
 	}
 }
 
-// TestExponentMode: SwitchML-like per-packet exponents, on both INA
+// TestFreeINAExponentMode: SwitchML-like per-packet exponents, on both INA
 // paths. Every worker uses the same per-chunk exponents (derived here from
 // a bound all of them know); results are exact in int32 and within
 // N·2^-(B−e+1) of the float sum after dequantization.
-func TestExponentMode(t *testing.T) {
+func TestFreeINAExponentMode(t *testing.T) {
 	const n, elems = 4, 64 * 300
 	inputs := make([][]float32, n)
 	bound := make([]float32, elems)
@@ -282,12 +295,12 @@ func TestExponentMode(t *testing.T) {
 			bound[i] = float32(math.Max(float64(bound[i]), math.Abs(float64(inputs[r][i]))))
 		}
 	}
-	exps := ExponentsFrom(bound, 64, 0)
-	for _, path := range []INAPath{PathUC, PathTrim} {
+	exps := host.ExponentsFrom(bound, 64, 0)
+	for _, path := range []host.INAPath{host.PathUC, host.PathTrim} {
 		t.Run(path.String(), func(t *testing.T) {
-			cfg := ClusterConfig{Seed: 3, Jobs: []int{n}, INAPath: path, Worker: WorkerConfig{Quant: Quantizer{Mode: QuantExponent}}}
-			c, err := NewCluster(cfg, func(job uint16, rank int) []Tensor {
-				return []Tensor{{AllReduce: 1, Data: inputs[rank], Exps: exps}}
+			cfg := Spec{Seed: 3, Jobs: jobSpecs([]int{n}), INAPath: path, Quant: host.Quantizer{Mode: host.QuantExponent}}
+			c, err := Build(cfg, "freeina", func(job, rank int) []host.Tensor {
+				return []host.Tensor{{AllReduce: 1, Data: inputs[rank], Exps: exps}}
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -296,11 +309,12 @@ func TestExponentMode(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Trimmed notices reach the PS on the trim path only.
-			if a := c.PS.Stats().Absorbed; (a == 0) != (path == PathUC) {
+			if a := c.FreeINAPS(0).Stats().Absorbed; (a == 0) != (path == host.PathUC) {
 				t.Fatalf("%s path: the PS saw %d absorbed notices", path, a)
 			}
-			q := Quantizer{Mode: QuantExponent, Workers: n}
-			for r, w := range c.Workers[0] {
+			q := host.Quantizer{Mode: host.QuantExponent, Workers: n}
+			for r := range c.Workers[0] {
+				w := c.FreeINAWorker(0, r)
 				got, deq := w.Result(0), w.Dequantized(0)
 				for i := 0; i < elems; i++ {
 					e := exps[i/64]

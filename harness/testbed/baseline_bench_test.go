@@ -1,4 +1,4 @@
-package baseline
+package testbed
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkFreeINAvsATP: one 8-worker all-reduce of the same tensor at
-// 100 Gb/s (every link), FreeINA (host.NewCluster) on its UC INA path (the
+// 100 Gb/s (every link), FreeINA on its UC INA path (the
 // default, "freeina-uc": no per-chunk PS traffic) and on its trim path
 // ("freeina-trim") against the ATP-style baseline. Metrics: the virtual
 // completion times, atp/freeina-uc and atp/freeina-trim (the paper reports
@@ -38,9 +38,9 @@ func BenchmarkFreeINAvsATP(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			inputs := make([][]float32, 8)
 			for r := range inputs {
-				inputs[r] = genTensor(1, r, elems, 0)
+				inputs[r] = genBaselineTensor(1, r, elems, 0)
 			}
-			tensors := func(job uint16, rank int) []host.Tensor {
+			tensors := func(job, rank int) []host.Tensor {
 				return []host.Tensor{{AllReduce: 1, Data: inputs[rank]}}
 			}
 			chunks := float64((elems + v - 1) / v)
@@ -49,35 +49,39 @@ func BenchmarkFreeINAvsATP(b *testing.B) {
 			var fDown, fUp, aDown, aUp float64
 			var coll, retx float64
 			for i := 0; i < b.N; i++ {
-				f, err := host.NewCluster(host.ClusterConfig{Seed: 1, Jobs: []int{8}, Values: v, PSRate: bc.psRate, Impair: im, INAPath: host.PathTrim}, tensors)
+				spec := Spec{Seed: 1, Jobs: jobSpecs([]int{8}), ValuesPerPacket: v, PSLinkBitsPerSecond: bc.psRate, Impairments: im,
+					INAPath: host.PathTrim}
+				f, err := Build(spec, "freeina", tensors)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if fEnd, err = f.Run(time.Second, time.Millisecond); err != nil {
 					b.Fatal(err)
 				}
-				u, err := host.NewCluster(host.ClusterConfig{Seed: 1, Jobs: []int{8}, Values: v, PSRate: bc.psRate, Impair: im, INAPath: host.PathUC}, tensors)
+				spec.INAPath = host.PathUC
+				u, err := Build(spec, "freeina", tensors)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if uEnd, err = u.Run(time.Second, time.Millisecond); err != nil {
 					b.Fatal(err)
 				}
-				us, ur := u.Links[0].Stats(emu.AtoB), u.Links[0].Stats(emu.BtoA)
+				us, ur := u.PSs[0].Link.Stats(emu.AtoB), u.PSs[0].Link.Stats(emu.BtoA)
 				uDown, uUp = float64(us.SentBytes)/chunks, float64(ur.SentBytes)/chunks
-				a, err := New(KindATP, Config{Seed: 1, Jobs: []int{8}, Values: v, Window: bc.window, PSRate: bc.psRate, Impair: im}, tensors)
+				spec.Window = bc.window
+				a, err := Build(spec, "atp", tensors)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if aEnd, err = a.Run(time.Second); err != nil {
+				if aEnd, err = a.Run(time.Second, 50*time.Microsecond); err != nil {
 					b.Fatal(err)
 				}
-				fs, fr := f.Links[0].Stats(emu.AtoB), f.Links[0].Stats(emu.BtoA)
-				as, ar := a.PSLink().Stats(emu.AtoB), a.PSLink().Stats(emu.BtoA)
+				fs, fr := f.PSs[0].Link.Stats(emu.AtoB), f.PSs[0].Link.Stats(emu.BtoA)
+				as, ar := a.PSs[0].Link.Stats(emu.AtoB), a.PSs[0].Link.Stats(emu.BtoA)
 				fDown, fUp = float64(fs.SentBytes)/chunks, float64(fr.SentBytes)/chunks
 				aDown, aUp = float64(as.SentBytes)/chunks, float64(ar.SentBytes)/chunks
-				st := a.PS.Stats()
-				tot := a.Totals(1)
+				st := a.ATPPS().Stats()
+				tot := a.Totals(0)
 				coll = float64(st.Collisions)
 				retx = float64(tot.Retransmits + tot.PSResends)
 			}

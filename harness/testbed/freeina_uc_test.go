@@ -1,4 +1,4 @@
-package host
+package testbed
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 )
 
 // The PathUC acceptance matrix: the same scenarios as the trim path's
@@ -18,10 +19,10 @@ func TestUCAllReduceClean(t *testing.T) {
 	if raceEnabled {
 		elems = 1 << 15
 	}
-	c, end := runScenario(t, scenario{name: "uc-clean", jobs: []int{8}, elems: elems, ars: 2, path: PathUC})
+	c, end := runScenario(t, scenario{name: "uc-clean", jobs: []int{8}, elems: elems, ars: 2, path: host.PathUC})
 	t.Logf("uc clean: %v for 2 × %d MB (%v per all-reduce bound)", end, elems*4>>20, allReduceBound(elems, 64, DefaultRate))
 	logReports(t, c)
-	st := c.PS.Stats()
+	st := c.FreeINAPS(0).Stats()
 	if st.Pulls != 0 || st.SoftResults != 0 || st.Raw != 0 || st.Absorbed != 0 || st.SwitchResults != 0 {
 		t.Fatalf("clean uc run sent chunks to the PS: %+v", st)
 	}
@@ -30,14 +31,14 @@ func TestUCAllReduceClean(t *testing.T) {
 	}
 	// The PS link carried control only: BEGIN/PLAN/DONE/FREE/ALLOC/GRANT
 	// and their ACKs, a few hundred bytes per worker and all-reduce.
-	down, up := c.Links[0].Stats(emu.AtoB).SentBytes, c.Links[0].Stats(emu.BtoA).SentBytes
+	down, up := c.PSs[0].Link.Stats(emu.AtoB).SentBytes, c.PSs[0].Link.Stats(emu.BtoA).SentBytes
 	if down+up > 64<<10 {
 		t.Fatalf("PS link carried %d + %d bytes", down, up)
 	}
 	t.Logf("PS link: %d B down, %d B up", down, up)
 	for _, w := range c.Workers[0] {
-		for _, r := range w.Reports() {
-			if r.UCRetx != 0 || r.Fallbacks != 0 || r.RCResults != 0 {
+		for _, r := range w.Endpoint.Reports() {
+			if r.Retransmits != 0 || r.Fallbacks != 0 || r.PSResults != 0 {
 				t.Fatalf("clean uc run recovered: %+v", r)
 			}
 		}
@@ -46,7 +47,7 @@ func TestUCAllReduceClean(t *testing.T) {
 
 // TestUCAllReduceFaults: loss, duplication, reordering and a switch
 // reboot in the middle of an all-reduce, on the UC path.
-func TestUCAllReduceFaults(t *testing.T) { faultMatrix(t, PathUC) }
+func TestUCAllReduceFaults(t *testing.T) { faultMatrix(t, host.PathUC) }
 
 // TestUCFallback: with a fallback after 2 timeouts (too eager for 1 %
 // loss: one slow RC-path chunk stalls every window), many chunks take the
@@ -56,27 +57,29 @@ func TestUCFallback(t *testing.T) {
 	if raceEnabled {
 		elems = 64 * 400
 	}
-	c, end := runScenario(t, scenario{name: "uc-fallback", jobs: []int{8}, elems: elems, ars: 2, path: PathUC,
-		impair: emu.Impairments{Loss: 0.01}, seed: 0, tune: func(cfg *ClusterConfig) { cfg.Worker.UCRetries = 2 }})
+	c, end := runScenario(t, scenario{name: "uc-fallback", jobs: []int{8}, elems: elems, ars: 2, path: host.PathUC,
+		impair: emu.Impairments{Loss: 0.01}, seed: 0, tune: func(cfg *Spec) {
+			cfg.FreeINA = &FreeINAOptions{Worker: func(_, _ int, w *host.WorkerConfig) { w.UCRetries = 2 }}
+		}})
 	t.Logf("uc fallback: %v", end)
 	logReports(t, c)
 	fb := 0
 	for _, w := range c.Workers[0] {
-		for _, r := range w.Reports() {
+		for _, r := range w.Endpoint.Reports() {
 			fb += r.Fallbacks
 		}
 	}
-	if st := c.PS.Stats(); fb == 0 || st.Pulls == 0 || st.SoftResults == 0 {
+	if st := c.FreeINAPS(0).Stats(); fb == 0 || st.Pulls == 0 || st.SoftResults == 0 {
 		t.Fatalf("no fallback: %d %+v", fb, st)
 	}
 }
 
 // TestUCMultiJob: three jobs with short switch memory (partial and zero
 // grants, PS-path chunks) on the UC path.
-func TestUCMultiJob(t *testing.T) { multiJob(t, PathUC) }
+func TestUCMultiJob(t *testing.T) { multiJob(t, host.PathUC) }
 
 // TestUCDeterministic: the same seed gives the same run on the UC path.
-func TestUCDeterministic(t *testing.T) { deterministic(t, PathUC) }
+func TestUCDeterministic(t *testing.T) { deterministic(t, host.PathUC) }
 
 // TestUC100MBFaults is the full-size acceptance: 8 workers all-reduce
 // a 100 MB tensor at 100 Gb/s over the UC INA path, exact under 1% and 5%
@@ -97,11 +100,11 @@ func TestUC100MBFaults(t *testing.T) {
 		{name: "reboot", reboot: 3 * time.Millisecond},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			sc.jobs, sc.elems, sc.path, sc.deadline = []int{8}, elems, PathUC, 20*time.Second
+			sc.jobs, sc.elems, sc.path, sc.deadline = []int{8}, elems, host.PathUC, 20*time.Second
 			c, end := runScenario(t, sc)
 			b := allReduceBound(elems, 64, DefaultRate)
 			t.Logf("uc 100 MB %s: %v, analytic bound %v, ratio %.3f", sc.name, end, b, float64(end)/float64(b))
-			if sc.reboot > 0 && c.FreeINA.Stats().Reboots != 1 {
+			if sc.reboot > 0 && c.FreeINA().Stats().Reboots != 1 {
 				t.Fatalf("the reboot did not happen")
 			}
 		})
@@ -118,15 +121,18 @@ func TestUCAdaptiveTimeout(t *testing.T) {
 	// The learning costs about two windows of resends whatever the size;
 	// 4000 chunks a worker make that small (also under -race: ~2 s).
 	elems := 64 * 4000
-	sc := scenario{name: "uc-rto", jobs: []int{4}, elems: elems, ars: 2, path: PathUC,
-		tune: func(c *ClusterConfig) { c.Worker.UCTimeout, c.Worker.AdaptUCTimeout = time.Microsecond, true }}
+	sc := scenario{name: "uc-rto", jobs: []int{4}, elems: elems, ars: 2, path: host.PathUC,
+		tune: func(c *Spec) {
+			c.FreeINA = &FreeINAOptions{Worker: func(_, _ int, w *host.WorkerConfig) { w.UCTimeout, w.AdaptUCTimeout = time.Microsecond, true }}
+		}}
 	c, end := runScenario(t, sc)
 	t.Logf("uc with a 1 µs configured timeout: %v", end)
 	chunks := elems / 64
-	for r, w := range c.Workers[0] {
+	for r := range c.Workers[0] {
+		w := c.FreeINAWorker(0, r)
 		retx := 0
 		for _, rep := range w.Reports() {
-			retx += rep.UCRetx
+			retx += rep.Retransmits
 			if rep.Fallbacks != 0 {
 				t.Errorf("worker %d fell back to RC: %+v", r, rep)
 			}
@@ -134,9 +140,10 @@ func TestUCAdaptiveTimeout(t *testing.T) {
 		if retx >= chunks/4 {
 			t.Errorf("worker %d resent %d of 2 × %d UC contributions: the timeout did not adapt", r, retx, chunks)
 		}
-		if !w.rttOK || w.ucRTO() <= time.Microsecond {
-			t.Errorf("worker %d: RTO %v (srtt %v, rttvar %v)", r, w.ucRTO(), w.srtt, w.rttvar)
+		rto, srtt, rttvar, ok := w.UCRTO()
+		if !ok || rto <= time.Microsecond {
+			t.Errorf("worker %d: RTO %v (srtt %v, rttvar %v)", r, rto, srtt, rttvar)
 		}
-		t.Logf("worker %d: %d resent, srtt %v rttvar %v → RTO %v", r, retx, w.srtt, w.rttvar, w.ucRTO())
+		t.Logf("worker %d: %d resent, srtt %v rttvar %v → RTO %v", r, retx, srtt, rttvar, rto)
 	}
 }

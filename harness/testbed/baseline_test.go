@@ -1,4 +1,4 @@
-package baseline
+package testbed
 
 import (
 	"math"
@@ -9,8 +9,21 @@ import (
 	"github.com/inabox/inabox/host"
 )
 
-// genTensor returns a deterministic gradient with values in ±2.
-func genTensor(job uint16, rank, n int, seed uint64) []float32 {
+// baselineKinds are the baselines the tests run: PS-only (not a scenario
+// policy) and every registered baseline ("none" is the ring).
+var baselineKinds = append([]string{"ps"}, Baselines()...)
+
+// newBaseline returns the baseline policy kind.
+func newBaseline(kind string) Policy {
+	if kind == "ps" {
+		return PSOnly()
+	}
+	e, _ := Lookup(kind)
+	return e.New()
+}
+
+// genBaselineTensor returns a deterministic gradient with values in ±2.
+func genBaselineTensor(job uint16, rank, n int, seed uint64) []float32 {
 	x := seed*0x9E3779B97F4A7C15 + uint64(job)<<32 + uint64(rank+1)*0xBF58476D1CE4E5B9 + 1
 	out := make([]float32, n)
 	for i := range out {
@@ -22,7 +35,7 @@ func genTensor(job uint16, rank, n int, seed uint64) []float32 {
 	return out
 }
 
-type scenario struct {
+type bscenario struct {
 	name     string
 	kind     string
 	jobs     []int
@@ -61,7 +74,7 @@ func reference(inputs [][]float32) []int32 {
 
 // run builds and runs sc and checks every worker's results exactly and,
 // dequantized, against N·2^-17.
-func run(t testing.TB, sc scenario) (*Cluster, time.Duration) {
+func run(t testing.TB, sc bscenario) (*Testbed, time.Duration) {
 	t.Helper()
 	if sc.ars == 0 {
 		sc.ars = 1
@@ -70,11 +83,20 @@ func run(t testing.TB, sc scenario) (*Cluster, time.Duration) {
 		sc.deadline = time.Second
 	}
 	inputs := map[[3]int][]float32{}
-	cfg := Config{Seed: sc.seed + 3, Jobs: sc.jobs, Impair: sc.impair, Slots: sc.slots, Priority: sc.prio, Start: sc.start}
-	c, err := New(sc.kind, cfg, func(job uint16, rank int) []host.Tensor {
+	cfg := Spec{Seed: sc.seed + 3, Jobs: jobSpecs(sc.jobs), Impairments: sc.impair, Aggregators: sc.slots}
+	for j := range cfg.Jobs {
+		if j < len(sc.prio) {
+			cfg.Jobs[j].Priority = sc.prio[j]
+		}
+		if j < len(sc.start) {
+			cfg.Jobs[j].Arrival = sc.start[j]
+		}
+	}
+	c, err := BuildWith(cfg, newBaseline(sc.kind), func(j, rank int) []host.Tensor {
+		job := JobID(j)
 		var ts []host.Tensor
 		for a := 0; a < sc.ars; a++ {
-			d := genTensor(job, rank, sc.elems, uint64(a)+sc.seed*100)
+			d := genBaselineTensor(job, rank, sc.elems, uint64(a)+sc.seed*100)
 			inputs[[3]int{int(job), rank, a}] = d
 			ts = append(ts, host.Tensor{AllReduce: uint16(a + 1), Data: d})
 		}
@@ -91,12 +113,12 @@ func run(t testing.TB, sc scenario) (*Cluster, time.Duration) {
 			t.Fatal(err)
 		}
 	}
-	end, err := c.Run(sc.deadline)
+	end, err := c.Run(sc.deadline, 50*time.Microsecond)
 	if err != nil {
-		t.Fatalf("%s/%s: %v (totals %+v; %s)", sc.kind, sc.name, err, c.Totals(1), netSummary(c))
+		t.Fatalf("%s/%s: %v (totals %+v; %s)", sc.kind, sc.name, err, c.Totals(0), netSummary(c))
 	}
-	if sc.reboot > 0 && c.Node.Reboots != 1 {
-		t.Fatalf("reboots = %d", c.Node.Reboots)
+	if sc.reboot > 0 && c.Reboots() != 1 {
+		t.Fatalf("reboots = %d", c.Reboots())
 	}
 	for ji, n := range sc.jobs {
 		job := uint16(ji + 1)
@@ -109,13 +131,13 @@ func run(t testing.TB, sc scenario) (*Cluster, time.Duration) {
 			q := host.Quantizer{Workers: n}
 			bound := q.Bound(0)
 			for r := 0; r < n; r++ {
-				got := c.Result(job, r, a)
+				got := c.Worker(ji, r).Endpoint.Result(a)
 				for i := range want {
 					if got[i] != want[i] {
 						t.Fatalf("%s/%s: job %d rank %d ar %d value %d = %d, want %d", sc.kind, sc.name, job, r, a, i, got[i], want[i])
 					}
 				}
-				deq := c.Dequantized(job, r, a)
+				deq := c.Worker(ji, r).Endpoint.Dequantized(a)
 				for i := range deq {
 					var x float64
 					for _, in := range ins {
@@ -138,24 +160,24 @@ func acceptanceElems() int {
 	return 32768
 }
 
-// TestAcceptance: for every baseline, 8 workers + switch + PS at 100 Gb/s
+// TestBaselineAcceptance: for every baseline, 8 workers + switch + PS at 100 Gb/s
 // all-reduce a tensor (twice) exactly, clean, with 1 % and 5 % loss,
 // duplication, reordering, and the switch rebooted in the middle of an
 // all-reduce (at half the clean run's duration).
-func TestAcceptance(t *testing.T) {
+func TestBaselineAcceptance(t *testing.T) {
 	elems := acceptanceElems()
-	for _, kind := range Kinds {
+	for _, kind := range baselineKinds {
 		t.Run(kind, func(t *testing.T) {
-			base := scenario{kind: kind, jobs: []int{8}, elems: elems, ars: 2}
+			base := bscenario{kind: kind, jobs: []int{8}, elems: elems, ars: 2}
 			clean := base
 			clean.name = "clean"
 			c, cleanEnd := run(t, clean)
-			tot := c.Totals(1)
+			tot := c.Totals(0)
 			t.Logf("%-8s clean   %9v  %+v", kind, cleanEnd, tot)
-			if kind != KindPS && kind != KindRing && (tot.Retransmits != 0 || tot.PSResends != 0) {
+			if kind != "ps" && kind != "none" && (tot.Retransmits != 0 || tot.PSResends != 0) {
 				t.Errorf("clean run retransmitted: %+v", tot)
 			}
-			cases := []scenario{
+			cases := []bscenario{
 				{name: "loss1", impair: emu.Impairments{Loss: 0.01}},
 				{name: "loss5", impair: emu.Impairments{Loss: 0.05}},
 				{name: "dup", impair: emu.Impairments{Duplicate: 0.02}},
@@ -170,11 +192,11 @@ func TestAcceptance(t *testing.T) {
 				sc.name, sc.impair, sc.reboot = cs.name, cs.impair, cs.reboot
 				t.Run(cs.name, func(t *testing.T) {
 					c, end := run(t, sc)
-					t.Logf("%-8s %-7s %9v  %+v", kind, cs.name, end, c.Totals(1))
-					if c.PS != nil {
-						t.Logf("         ps %+v", c.PS.Stats())
+					t.Logf("%-8s %-7s %9v  %+v", kind, cs.name, end, c.Totals(0))
+					if ps := c.ATPPS(); ps != nil {
+						t.Logf("         ps %+v", ps.Stats())
 					}
-					if sc.reboot > 0 && (kind == KindSwitchML || kind == KindATP || kind == KindESA) && c.Totals(1).Retransmits == 0 {
+					if sc.reboot > 0 && (kind == "switchml" || kind == "atp" || kind == "esa") && c.Totals(0).Retransmits == 0 {
 						t.Errorf("the reboot cost no retransmission: did it hit the all-reduce?")
 					}
 				})

@@ -1,9 +1,11 @@
-package host
+package testbed
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/inabox/inabox/host"
 )
 
 // BenchmarkAllReduce: one 8-worker all-reduce of a 16 MB tensor at
@@ -17,10 +19,10 @@ import (
 // bottleneck at equal rates).
 func BenchmarkAllReduce(b *testing.B) {
 	for _, bc := range []struct {
-		path   INAPath
+		path   host.INAPath
 		v      int
 		psRate int64
-	}{{PathUC, 64, 0}, {PathUC, 256, 0}, {PathTrim, 64, 0}, {PathTrim, 256, 0}, {PathTrim, 64, 200e9}} {
+	}{{host.PathUC, 64, 0}, {host.PathUC, 256, 0}, {host.PathTrim, 64, 0}, {host.PathTrim, 256, 0}, {host.PathTrim, 64, 200e9}} {
 		v := bc.v
 		name := fmt.Sprintf("%s/values=%d", bc.path, v)
 		if bc.psRate != 0 {
@@ -36,9 +38,8 @@ func BenchmarkAllReduce(b *testing.B) {
 			chunks := (elems + v - 1) / v
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				c, err := NewCluster(ClusterConfig{Seed: 1, Jobs: []int{8}, Values: v, PSRate: bc.psRate, INAPath: bc.path}, func(job uint16, rank int) []Tensor {
-					return []Tensor{{AllReduce: 1, Data: inputs[rank]}}
-				})
+				c, err := Build(Spec{Seed: 1, Jobs: jobSpecs([]int{8}), ValuesPerPacket: v, PSLinkBitsPerSecond: bc.psRate, INAPath: bc.path},
+					"freeina", func(job, rank int) []host.Tensor { return []host.Tensor{{AllReduce: 1, Data: inputs[rank]}} })
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"time"
+
+	"github.com/inabox/inabox/harness/testbed"
+	"github.com/inabox/inabox/host"
+	sw "github.com/inabox/inabox/switch"
+)
+
+// testbedSpec is scenario s's testbed: its links at the scaled rates, its
+// switch, its jobs as planned, and the protocol timers stretched by the
+// scenario's time scale (testbed.ScaledTimers).
+func testbedSpec(s *Scenario, seed uint64, plans []JobPlan, realtime bool) testbed.Spec {
+	t := s.Topology
+	values := t.Switch.ValuesPerPacket
+	stride := (values + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+	sp := testbed.Spec{Seed: seed, LinkBitsPerSecond: s.LinkBitsPerSecond(), PSLinkBitsPerSecond: s.PSLinkBitsPerSecond(),
+		LinkDelay: t.LinkDelay.D(), QueuePackets: t.QueuePackets, ValuesPerPacket: values,
+		Aggregators: max(t.Switch.Slots/stride, 1), PSCount: t.PS.Count,
+		PassTime: t.Switch.PassTime.D(), Latency: t.Switch.Latency.D(), Realtime: realtime}
+	if sp.LinkDelay == 0 {
+		sp.LinkDelay = time.Nanosecond // the testbed's zero is its 1 µs default
+	}
+	if sp.PassTime == 0 {
+		sp.PassTime = -1 // untimed
+	}
+	if sp.Latency == 0 {
+		sp.Latency = -1
+	}
+	if s.FreeINAPath == "trim" {
+		sp.INAPath = host.PathTrim
+	}
+	for _, p := range plans {
+		sp.Jobs = append(sp.Jobs, testbed.JobSpec{Workers: p.Workers, Arrival: p.Arrival, Compute: p.Compute,
+			Priority: uint8(p.Priority), AllReduces: p.Iterations, GradientBytes: p.Bytes})
+	}
+	sp.Timers = testbed.ScaledTimers(sp.LinkBitsPerSecond, sp.LinkDelay)
+	// Every FreeINA all-reduce asks for the window that keeps a worker link
+	// busy (its path control needs no PS share then); DynaINA's demand is
+	// the same number (testbed.DemandRTT). The RC QPs are the testbed's:
+	// DefaultQP with the ACK timeout derived from these links; the PSN
+	// window stays DefaultQP's 128 (a window of twice the scaled RC round
+	// trip, ≈570 packets at 1 Gb/s and 200 µs links, made 16 workers
+	// overflow the PS port's queue, and the go-back-N storms exhausted RC's
+	// retry count: measured on freeina-multi, a stall).
+	sp.WantSlots = testbed.PipeSlots(sp.LinkBitsPerSecond, sp.LinkDelay, max(sp.Latency, 0), values)
+	return sp
+}

@@ -1,0 +1,204 @@
+package testbed
+
+import (
+	"fmt"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/host/baseline"
+	sw "github.com/inabox/inabox/switch"
+)
+
+// What the baselines (host/baseline) share: one parameter server on port
+// 0, the switch a plain L2 switch for the no-INA ones (none, PS-only) and
+// one of the switch's built-in slot stages for the INA ones (policy_*.go),
+// and a switch crash + restart that reboots the data plane (every register
+// lost, the tables re-installed by the controller as they were).
+
+type baselinePolicy struct {
+	name string
+	// program installs job j's INA entries (nil: no INA, plain L2).
+	program func(t *Testbed, j int, members []sw.McastMember) error
+	// slots is the switch's size (0: sw.DefaultSlots) and setup runs
+	// before the jobs are programmed (pools).
+	slots func(t *Testbed) (int, error)
+	setup func(t *Testbed) error
+	// worker makes worker rank of job.
+	worker func(t *Testbed, j, r int, ts []host.Tensor) (Worker, error)
+	// ps makes the PS (nil: the ATP/ESA PS, idle for the others).
+	ps func(t *Testbed) (emu.Node, error)
+	// occupancy reports the memory held (nil: none).
+	occupancy func(t *Testbed) []Occupied
+
+	node *RebootNode
+	atp  *baseline.PS
+}
+
+// RebootNode is the baselines' switch node: a crash and restart (emu
+// Crash/Restart) reboots it — every register (aggregator values, owners,
+// bitmaps, states) is lost; the control plane's tables (jobs, workers,
+// groups, L2) stay as the controller installed them.
+type RebootNode struct {
+	*sw.Node
+	// Reboots counts reboots.
+	Reboots int
+}
+
+// Reset implements emu.Resetter.
+func (n *RebootNode) Reset() {
+	n.Node.Reset()
+	n.S.ResetSlots(0, n.S.Config().Slots)
+	n.Reboots++
+}
+
+func (p *baselinePolicy) Name() string { return p.name }
+
+func (p *baselinePolicy) PSCount(t *Testbed) (int, error) {
+	if t.Spec.PSCount > 1 {
+		return 0, fmt.Errorf("PSCount = %d: the %s baseline has one parameter server", t.Spec.PSCount, p.name)
+	}
+	return 1, nil
+}
+
+func (p *baselinePolicy) Switch(t *Testbed) (emu.Node, error) {
+	slots := sw.DefaultSlots
+	if p.slots != nil {
+		var err error
+		if slots, err = p.slots(t); err != nil {
+			return nil, err
+		}
+	}
+	s, nc, err := t.newSwitch(slots)
+	if err != nil {
+		return nil, err
+	}
+	p.node = &RebootNode{Node: sw.NewTimedNode(s, nc)}
+	if p.setup != nil {
+		if err := p.setup(t); err != nil {
+			return nil, err
+		}
+	}
+	if p.program == nil {
+		return p.node, nil
+	}
+	for j, ws := range t.Workers {
+		job := JobID(j)
+		var members []sw.McastMember
+		for _, w := range ws {
+			rid, wa := WorkerRID(job, w.Rank), WorkerAddr(job, w.Rank)
+			if err := s.AddWorker(sw.WorkerEntry{Port: w.Port, QP: PSQPN(job, w.Rank), Job: job, Worker: uint8(w.Rank), RID: rid}); err != nil {
+				return nil, err
+			}
+			s.SetRewrite(rid, sw.Rewrite{SrcMAC: SwitchAddr.MAC, DstMAC: wa.MAC, SrcIP: SwitchAddr.IP, DstIP: wa.IP, DstQP: WorkerUCQPN(job, w.Rank)})
+			members = append(members, sw.McastMember{RID: rid, Port: w.Port})
+		}
+		if err := s.AddMcastGroup(job, members...); err != nil {
+			return nil, err
+		}
+		if err := p.program(t, j, members); err != nil {
+			return nil, err
+		}
+	}
+	return p.node, nil
+}
+
+func (p *baselinePolicy) PS(t *Testbed, i int) (emu.Node, error) {
+	if p.ps != nil {
+		return p.ps(t)
+	}
+	var jobs []baseline.PSJob
+	for j, js := range t.Spec.Jobs {
+		jobs = append(jobs, baseline.PSJob{Job: JobID(j), Workers: js.Workers, AckQPN: PSAckQPN(JobID(j))})
+	}
+	p.atp = baseline.NewPS(PSAddr(0), SwitchAddr, jobs...)
+	return p.atp, nil
+}
+
+func (p *baselinePolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, error) {
+	return p.worker(t, j, r, ts)
+}
+
+func (p *baselinePolicy) Occupancy(t *Testbed) []Occupied {
+	if p.occupancy == nil {
+		return nil
+	}
+	return p.occupancy(t)
+}
+
+func (p *baselinePolicy) Counters(t *Testbed, job int) Counters {
+	c := t.switchJobCounters(job)
+	tot := t.Totals(job)
+	c.Retransmissions = int64(tot.Retransmits + tot.PSResends)
+	return c
+}
+
+func (p *baselinePolicy) Check(t *Testbed) error { return nil }
+
+// Failed: the RC queue pairs of the no-INA baselines.
+func (p *baselinePolicy) Failed(t *Testbed) error {
+	for _, ps := range t.PSs {
+		if f, ok := ps.Node.(interface{ Err() error }); ok {
+			if err := f.Err(); err != nil {
+				return fmt.Errorf("baseline %s: %w", p.name, err)
+			}
+		}
+	}
+	for _, ws := range t.Workers {
+		for _, w := range ws {
+			if f, ok := w.Endpoint.(interface{ Err() error }); ok {
+				if err := f.Err(); err != nil {
+					return fmt.Errorf("baseline %s: %w", p.name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ATPPS returns the ATP/ESA parameter server of a baseline testbed, or
+// nil.
+func (t *Testbed) ATPPS() *baseline.PS {
+	if p, ok := t.policy.(*baselinePolicy); ok {
+		return p.atp
+	}
+	return nil
+}
+
+// Reboots returns how many times a baseline testbed's switch rebooted.
+func (t *Testbed) Reboots() int {
+	if p, ok := t.policy.(*baselinePolicy); ok {
+		return p.node.Reboots
+	}
+	return 0
+}
+
+// BusySlots returns the switch slots not free (claimed, complete or held).
+// After an ATP/ESA run they are the aggregators leaked by loss or a
+// reboot: a partial aggregate whose missing contribution went to the PS
+// instead, or a stale retransmission's claim; the switch releases only
+// held/complete aggregators on the PS's ACK, so these stay until a
+// control-plane ResetSlots (later chunks that hash onto them collide and
+// take the PS path, still exactly).
+func (t *Testbed) BusySlots() int {
+	return t.Switch.Config().Slots - t.Switch.Stats().SlotsFree
+}
+
+// timing is job j's all-reduce timing for a baseline client.
+func (t *Testbed) timing(j int) baseline.Timing {
+	js := t.Spec.Jobs[j]
+	return baseline.Timing{Start: js.Arrival, Gap: js.Compute}
+}
+
+// quant is the quantizer template for job j.
+func (t *Testbed) quant(j int) host.Quantizer {
+	q := t.Spec.Quant
+	q.Workers = t.Spec.Jobs[j].Workers
+	return q
+}
+
+// rcConfig is worker rank of job j's RC client configuration.
+func (t *Testbed) rcConfig(j, r int) baseline.RCConfig {
+	job := JobID(j)
+	return baseline.RCConfig{Job: job, Rank: r, Workers: t.Spec.Jobs[j].Workers, Values: t.Spec.ValuesPerPacket,
+		Quant: t.quant(j), Addr: WorkerAddr(job, r), QP: t.rcQP(), Timing: t.timing(j)}
+}

@@ -1,0 +1,59 @@
+package testbed
+
+import (
+	"time"
+
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/host/baseline"
+	sw "github.com/inabox/inabox/switch"
+)
+
+// atp: ATP's best-effort sharing. Every job hashes its chunks into one
+// shared pool (the hashed slot stage); a completed aggregate goes to the
+// job's PS, which ACKs it through the switch (releasing the aggregator,
+// multicasting the result); a busy aggregator sends the contribution to
+// the PS (collision). Workers retransmit on timeout, alternately through
+// the switch and on the PS path.
+
+func newATP() Policy { return newHashedBaseline("atp", sw.PolicyHashed, baseline.ATP) }
+
+// newHashedBaseline is ATP's testbed, with slot stage stage and client
+// kind (ESA shares it, with preemption).
+func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
+	p := &baselinePolicy{name: name}
+	p.slots = func(t *Testbed) (int, error) { return t.aggregators() * t.Stride, nil }
+	p.setup = func(t *Testbed) error {
+		return t.Switch.SetPool(1, 0, t.aggregators()*t.Stride, t.Stride)
+	}
+	p.program = func(t *Testbed, j int, _ []sw.McastMember) error {
+		job := JobID(j)
+		js := t.Spec.Jobs[j]
+		if err := t.Switch.AddWorker(sw.WorkerEntry{Port: t.PSs[0].Port, QP: PSAckQPN(job), Job: job, PS: true, RID: PSRID(job)}); err != nil {
+			return err
+		}
+		return t.Switch.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<js.Workers - 1, Group: job, PSPort: t.PSs[0].Port,
+			PolicyID: stage, PoolID: 1, ResultToPS: true, Priority: js.Priority})
+	}
+	p.worker = func(t *Testbed, j, r int, ts []host.Tensor) (Worker, error) {
+		win := t.Spec.Window
+		if win == 0 {
+			// Results loop through the PS: twice SwitchML's window.
+			win = 2 * t.PipeSlots()
+		}
+		rto := t.Spec.Timers.RTO
+		if rto == 0 {
+			rto = 100 * time.Microsecond
+		}
+		return baseline.NewINAWorker(inaConfig(t, kind, j, r, win, rto), ts), nil
+	}
+	p.occupancy = func(t *Testbed) []Occupied {
+		// The aggregators claimed or complete in the shared pool (not
+		// attributable per job: job -1).
+		st := t.Switch.Stats()
+		if n := st.SlotsClaimed + st.SlotsComplete; n > 0 {
+			return []Occupied{{Job: -1, Slots: n}}
+		}
+		return nil
+	}
+	return p
+}

@@ -1,0 +1,110 @@
+package testbed
+
+import (
+	"fmt"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/dynaina"
+)
+
+// DynaINA (docs/dynaina.md): FreeINA's workers and PSs, unchanged, with
+// the DynaINA scheduler deciding every ALLOC in the switch's control
+// plane. The PS is the job's DynaINA client: its ALLOC at an all-reduce's
+// first BEGIN is the all-reduce start, its FREE the end; an all-reduce
+// that got no memory frees nothing, so its end is reported from the PS's
+// OnAllReduce hook; the PS keeps re-sending a queued ALLOC (every
+// GrantTimeout) until the scheduler answers.
+
+type dynainaPolicy struct {
+	freeinaPolicy
+	dyn *sw.DynaINANode
+}
+
+func newDynaINA() Policy {
+	p := &dynainaPolicy{}
+	p.name = "dynaina"
+	p.wrap = p.wrapNode
+	p.psHook = p.hookPS
+	return p
+}
+
+func (p *dynainaPolicy) wrapNode(t *Testbed, n *sw.FreeINANode) (emu.Node, error) {
+	s := &t.Spec
+	sc := s.Scheduler
+	if sc.LinkBitsPerSecond == 0 {
+		sc.LinkBitsPerSecond = s.LinkBitsPerSecond
+	}
+	if sc.ValuesPerSlot == 0 {
+		sc.ValuesPerSlot = s.ValuesPerPacket
+	}
+	if sc.RTT == 0 {
+		sc.RTT = DemandRTT(s.LinkBitsPerSecond, s.LinkDelay, t.latency(), s.ValuesPerPacket)
+	}
+	jobs := make([]sw.DynaINAJob, len(s.Jobs))
+	for j, js := range s.Jobs {
+		jobs[j] = sw.DynaINAJob{Arrival: js.Arrival, AllReduces: js.AllReduces,
+			Profile: dynaina.JobProfile{ID: JobID(j), Workers: js.Workers, GradientBytes: js.GradientBytes, Compute: js.Compute}}
+	}
+	var err error
+	p.dyn, err = sw.NewDynaINANode(n, sc, jobs...)
+	if err != nil {
+		return nil, err
+	}
+	return p.dyn, nil
+}
+
+func (p *dynainaPolicy) hookPS(t *Testbed, ps *host.PS, cfg *host.PSConfig) {
+	if cfg != nil {
+		if cfg.GrantRetries == 0 {
+			cfg.GrantRetries = 1 << 30
+		}
+		return
+	}
+	prev := ps.OnAllReduce
+	ps.OnAllReduce = func(job, ar uint16, plan host.Plan, m host.Measure) {
+		if plan.INA == 0 {
+			p.dyn.ReportEnd(t.Net.Now(), job, ar)
+		}
+		if prev != nil {
+			prev(job, ar, plan, m)
+		}
+	}
+}
+
+// Occupancy: the aggregators each lease holds, labelled with the pool they
+// lie in.
+func (p *dynainaPolicy) Occupancy(t *Testbed) []Occupied {
+	var out []Occupied
+	pools := p.dyn.Sched.Pools()
+	for _, l := range p.fi.Leases() {
+		o := Occupied{Job: int(l.Job) - 1, Slots: l.Slots * t.Stride}
+		agg := l.Base / t.Stride // the FreeINA pool starts at slot 0
+		for _, pl := range pools {
+			if agg >= pl.Range.Base && agg < pl.Range.End() {
+				o.Pool = fmt.Sprintf("pool%d", pl.ID)
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func (p *dynainaPolicy) Check(t *Testbed) error {
+	if err := p.dyn.Err(); err != nil {
+		return err
+	}
+	if st := p.dyn.Stats(); st.Outside != 0 {
+		return fmt.Errorf("dynaina: %d grants outside the job's pool", st.Outside)
+	}
+	return nil
+}
+
+// DynaINA returns the DynaINA switch node of a dynaina testbed, or nil.
+func (t *Testbed) DynaINA() *sw.DynaINANode {
+	if p, ok := t.policy.(*dynainaPolicy); ok {
+		return p.dyn
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package testbed
+
+import (
+	"slices"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+)
+
+// Policy is one switch-memory policy together with the endpoints that go
+// with it: how to program the switch, which node runs it (its control
+// plane included), which parameter-server and worker endpoints the hosts
+// run, and what it observed. A Policy value belongs to one testbed (New in
+// its registry Entry makes a fresh one), so it may keep what it installed.
+//
+// Build calls, in order: PSCount, Switch, then PS for every PS and Worker
+// for every worker; the observers after or during a run.
+type Policy interface {
+	// Name is the name the policy is registered under.
+	Name() string
+	// PSCount returns how many parameter servers the policy runs on t
+	// (t.Spec.PSCount, or an error if it cannot honour it).
+	PSCount(t *Testbed) (int, error)
+	// Switch creates t's switch (t.newSwitch), programs it for t's jobs —
+	// pools, slot stages, job and worker tables, rewrites, multicast
+	// groups — and returns the node that runs it.
+	Switch(t *Testbed) (emu.Node, error)
+	// PS returns parameter server i's node.
+	PS(t *Testbed, i int) (emu.Node, error)
+	// Worker returns worker rank of job's endpoint, all-reducing ts.
+	Worker(t *Testbed, job, rank int, ts []host.Tensor) (Worker, error)
+	// Occupancy reports the switch memory each job holds now.
+	Occupancy(t *Testbed) []Occupied
+	// Counters returns job's counters.
+	Counters(t *Testbed, job int) Counters
+	// Check returns an invariant the run broke, or nil.
+	Check(t *Testbed) error
+	// Failed returns why the testbed can no longer finish, naming the
+	// node (a QP that gave up, a message that could not be posted), or nil.
+	Failed(t *Testbed) error
+}
+
+// Entry is a registered policy.
+type Entry struct {
+	Name string
+	// Summary is one line for help texts and docs.
+	Summary string
+	// Baseline marks the comparison points (none, switchml, atp, esa), as
+	// opposed to the designs under study (freeina, dynaina).
+	Baseline bool
+	// Reference marks the baseline comparisons are relative to (one
+	// policy: the state of the art the seed papers compare with, ATP).
+	Reference bool
+	// New returns a fresh policy for one testbed.
+	New func() Policy
+}
+
+// registry lists every policy a scenario can name, baselines first, in
+// the order help texts and comparisons show them. Adding a policy is one
+// file with its Policy and one line here (docs/adding-a-policy.md).
+var registry = []Entry{
+	{Name: "none", Summary: "no INA: a host ring all-reduce over RC (NCCL's default)", Baseline: true, New: newRing},
+	{Name: "switchml", Summary: "SwitchML: static per-job slots, self-clocked window", Baseline: true, New: newSwitchML},
+	{Name: "atp", Summary: "ATP: a shared hashed pool, results through the PS", Baseline: true, Reference: true, New: newATP},
+	{Name: "esa", Summary: "ESA: ATP with priority preemption", Baseline: true, New: newESA},
+	{Name: "freeina", Summary: "FreeINA: per-all-reduce leases, host-driven INA and RC paths", New: newFreeINA},
+	{Name: "dynaina", Summary: "DynaINA: FreeINA's paths with dynamic pools and contention-aware scheduling", New: newDynaINA},
+}
+
+// Entries returns every registered policy, in registry order.
+func Entries() []Entry { return slices.Clone(registry) }
+
+// Names returns the registered policy names, in registry order.
+func Names() []string {
+	out := make([]string, len(registry))
+	for i, e := range registry {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// Baselines returns the names of the baseline policies, in registry order.
+func Baselines() []string {
+	var out []string
+	for _, e := range registry {
+		if e.Baseline {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+// Reference returns the name of the reference policy.
+func Reference() string {
+	for _, e := range registry {
+		if e.Reference {
+			return e.Name
+		}
+	}
+	return ""
+}
+
+// Lookup returns the policy registered under name.
+func Lookup(name string) (Entry, bool) {
+	for _, e := range registry {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}

@@ -1,0 +1,469 @@
+// Package testbed builds the emulated cluster every policy runs on, and is
+// the one place that wires it: a single aggregation switch, the parameter
+// servers and the workers of every job, each on its own switch port and
+// link (the PSs on the first ports, then the workers job by job), with the
+// node names, addresses, queue-pair numbers, replication ids (plan.go) and
+// the protocol parameters derived from the links (defaults.go). It is
+// inabox's ns-3-style helper: host/ and host/baseline hold only protocol
+// endpoints, and a Policy — one file per policy, registered by name in
+// registry.go — says how to program the switch and which endpoints the
+// hosts run.
+//
+//	t, err := testbed.Build(testbed.Spec{Jobs: []testbed.JobSpec{{Workers: 8}}}, "freeina", tensors)
+//	end, err := t.Run(time.Second, 0)
+//	t.Worker(0, 3).Endpoint.Result(0)   // worker 3 of job 0's int32 sum of its first all-reduce
+//
+// Jobs are indexed from 0 in this package's API; on the wire and in the
+// switch's tables job j is j+1 (job id 0 is reserved).
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/dynaina"
+)
+
+// JobSpec is one training job.
+type JobSpec struct {
+	// Workers is the number of workers, 1..32.
+	Workers int
+	// Arrival is when the job starts; Compute the compute time before each
+	// all-reduce (its first all-reduce begins at Arrival + Compute).
+	Arrival, Compute time.Duration
+	// Priority orders jobs for ESA (higher preempts lower).
+	Priority uint8
+	// AllReduces is how many all-reduces each worker performs and
+	// GradientBytes the size of each: DynaINA's job profile (0 and 0 for
+	// the other policies).
+	AllReduces    int
+	GradientBytes int64
+}
+
+// Spec describes a testbed; a zero field takes the default named in
+// brackets.
+type Spec struct {
+	Seed uint64
+	Jobs []JobSpec
+	// LinkBitsPerSecond is every worker link's rate [DefaultRate],
+	// PSLinkBitsPerSecond every PS link's [LinkBitsPerSecond].
+	LinkBitsPerSecond, PSLinkBitsPerSecond int64
+	// LinkDelay is every link's propagation delay [DefaultDelay].
+	LinkDelay time.Duration
+	// QueuePackets bounds each link direction's queue
+	// [DefaultQueuePackets].
+	QueuePackets int
+	// Impairments apply to every link (both directions).
+	Impairments emu.Impairments
+	// ValuesPerPacket is the int32 values per INA packet [DefaultValues].
+	ValuesPerPacket int
+	// Aggregators is the switch memory the policy shares out, in
+	// aggregators of ValuesPerPacket values [sw.DefaultSlots / stride]
+	// (SwitchML: left zero, each job gets a pool of twice its window).
+	Aggregators int
+	// PassTime and Latency time the switch pipeline [DefaultPassTime,
+	// DefaultLatency]; negative means untimed.
+	PassTime, Latency time.Duration
+	// PSCount is the number of parameter servers of FreeINA and DynaINA
+	// [1]; job j is served by PS j mod PSCount. The baselines have one.
+	PSCount int
+	// INAPath is FreeINA's and DynaINA's INA path [host.PathUC].
+	INAPath host.INAPath
+	// Timers are the protocol timeouts [each endpoint's default];
+	// ScaledTimers derives them from the links of a scaled scenario.
+	Timers Timers
+	// WantSlots is how many aggregators a FreeINA all-reduce asks for
+	// [256].
+	WantSlots int
+	// Window bounds a baseline client's chunks in flight [SwitchML
+	// PipeSlots, ATP/ESA twice that, PS-only 256].
+	Window int
+	// Quant is the quantizer template (Workers is set per job).
+	Quant host.Quantizer
+	// QP is the RC QP template [DefaultQP with the ACK timeout RCTimeoutExp
+	// derives from these links].
+	QP rdma.Config
+	// Realtime builds FreeINA workers for real-time processes: their UC
+	// timeout adapts to measured round trips (host.WorkerConfig.AdaptUCTimeout).
+	Realtime bool
+	// Scheduler is DynaINA's scheduler configuration [zero
+	// LinkBitsPerSecond, ValuesPerSlot and RTT derived from the links: RTT
+	// such that a job's demand equals PipeSlots, the window FreeINA's path
+	// control aims for; TotalSlots is the switch memory].
+	Scheduler dynaina.Config
+	// FreeINA adjusts FreeINA's and DynaINA's endpoints after the testbed
+	// filled them in (tests; nil: none).
+	FreeINA *FreeINAOptions
+}
+
+// FreeINAOptions are FreeINA-specific adjustments.
+type FreeINAOptions struct {
+	// Worker adjusts worker rank of job's configuration.
+	Worker func(job, rank int, c *host.WorkerConfig)
+}
+
+// Worker is a worker endpoint as the runner sees it: an emu.Node whose
+// host.Core holds its tensors, results and reports.
+type Worker interface {
+	emu.Node
+	Done() bool
+	Finished() int
+	Reports() []host.Report
+	Result(i int) []int32
+	DropResult(i int)
+	Dequantized(i int) []float64
+}
+
+// WorkerHandle is one worker of the testbed.
+type WorkerHandle struct {
+	Name      string // emulator node name
+	Job, Rank int
+	// Port is its switch port; Link its link (end A the worker, B the
+	// switch).
+	Port     int
+	Link     *emu.Link
+	Endpoint Worker
+}
+
+// PSHandle is one parameter server of the testbed.
+type PSHandle struct {
+	Name  string
+	Index int
+	// Port is its switch port; Link its link (end A the switch, B the PS).
+	Port int
+	Link *emu.Link
+	Node emu.Node
+}
+
+// Testbed is a built cluster, ready to run in virtual time (Run) or node
+// by node in processes.
+type Testbed struct {
+	// Spec is the specification with every default filled in.
+	Spec   Spec
+	Net    *emu.Network
+	Switch *sw.Switch
+	// SwitchNode is the node that runs the switch (data plane and the
+	// policy's control plane).
+	SwitchNode emu.Node
+	PSs        []PSHandle
+	Workers    [][]WorkerHandle // [job][rank]
+	// Stride is the switch slots per aggregator (ValuesPerPacket values).
+	Stride int
+	policy Policy
+}
+
+// Build builds the testbed of spec for the registered policy name; tensors
+// gives worker rank of job (from 0) its all-reduces.
+func Build(spec Spec, name string, tensors func(job, rank int) []host.Tensor) (*Testbed, error) {
+	e, ok := Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("testbed: no policy %q (policies: %v)", name, Names())
+	}
+	return BuildWith(spec, e.New(), tensors)
+}
+
+// BuildWith builds the testbed of spec for policy p.
+func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (*Testbed, error) {
+	if err := spec.fill(); err != nil {
+		return nil, err
+	}
+	t := &Testbed{Spec: spec, Net: emu.NewNetwork(emu.Config{Seed: spec.Seed}), policy: p,
+		Stride: (spec.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass}
+	nps, err := p.PSCount(t)
+	if err != nil {
+		return nil, err
+	}
+	// Ports: the PSs first, then every job's workers.
+	port := nps
+	for i := range nps {
+		t.PSs = append(t.PSs, PSHandle{Name: PSNode(i), Index: i, Port: i})
+	}
+	for j, js := range spec.Jobs {
+		var ws []WorkerHandle
+		for r := 0; r < js.Workers; r++ {
+			ws = append(ws, WorkerHandle{Name: WorkerNode(uint16(j+1), r), Job: j, Rank: r, Port: port})
+			port++
+		}
+		t.Workers = append(t.Workers, ws)
+	}
+	if t.SwitchNode, err = p.Switch(t); err != nil {
+		return nil, err
+	}
+	if err := t.Net.AddNode(SwitchNode, port, t.SwitchNode); err != nil {
+		return nil, err
+	}
+	for i := range t.PSs {
+		ps := &t.PSs[i]
+		if ps.Node, err = p.PS(t, i); err != nil {
+			return nil, err
+		}
+		if err := t.Net.AddNode(ps.Name, 1, ps.Node); err != nil {
+			return nil, err
+		}
+		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.link(spec.PSLinkBitsPerSecond)); err != nil {
+			return nil, err
+		}
+	}
+	for j := range t.Workers {
+		for r := range t.Workers[j] {
+			w := &t.Workers[j][r]
+			if w.Endpoint, err = p.Worker(t, j, r, tensors(j, r)); err != nil {
+				return nil, err
+			}
+			if err := t.Net.AddNode(w.Name, 1, w.Endpoint); err != nil {
+				return nil, err
+			}
+			if w.Link, err = t.Net.Connect(w.Name, 0, SwitchNode, w.Port, t.link(spec.LinkBitsPerSecond)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return t, nil
+}
+
+func (s *Spec) fill() error {
+	if len(s.Jobs) == 0 {
+		return errors.New("testbed: no jobs")
+	}
+	for i, j := range s.Jobs {
+		if j.Workers < 1 || j.Workers > 32 {
+			return fmt.Errorf("testbed: job %d: a job needs 1..32 workers, not %d", i, j.Workers)
+		}
+	}
+	if s.LinkBitsPerSecond == 0 {
+		s.LinkBitsPerSecond = DefaultRate
+	}
+	if s.PSLinkBitsPerSecond == 0 {
+		s.PSLinkBitsPerSecond = s.LinkBitsPerSecond
+	}
+	if s.LinkDelay == 0 {
+		s.LinkDelay = DefaultDelay
+	}
+	if s.QueuePackets == 0 {
+		s.QueuePackets = DefaultQueuePackets
+	}
+	if s.ValuesPerPacket == 0 {
+		s.ValuesPerPacket = DefaultValues
+	}
+	if s.PassTime == 0 {
+		s.PassTime = DefaultPassTime
+	}
+	if s.Latency == 0 {
+		s.Latency = DefaultLatency
+	}
+	if s.PSCount <= 0 {
+		s.PSCount = 1
+	}
+	return nil
+}
+
+func (t *Testbed) link(rate int64) emu.LinkConfig {
+	return emu.LinkConfig{BitsPerSecond: rate, Delay: t.Spec.LinkDelay, OverheadBytes: DefaultOverhead,
+		QueuePackets: t.Spec.QueuePackets, Impairments: t.Spec.Impairments}
+}
+
+// Latency is the switch's pipeline latency (0 if untimed).
+func (t *Testbed) latency() time.Duration { return max(t.Spec.Latency, 0) }
+
+// PipeSlots is PipeSlots for the testbed's worker links.
+func (t *Testbed) PipeSlots() int {
+	return PipeSlots(t.Spec.LinkBitsPerSecond, t.Spec.LinkDelay, t.latency(), t.Spec.ValuesPerPacket)
+}
+
+// rcQP is the RC QP template: Spec.QP, or DefaultQP with the ACK timeout
+// derived from the links.
+func (t *Testbed) rcQP() rdma.Config {
+	if t.Spec.QP.MTU != 0 {
+		return t.Spec.QP
+	}
+	q := DefaultQP
+	s := &t.Spec
+	q.Timeout = RCTimeoutExp(min(s.LinkBitsPerSecond, s.PSLinkBitsPerSecond), s.LinkDelay, s.QueuePackets,
+		ChunkWireBytes(s.ValuesPerPacket), RCHops)
+	return q
+}
+
+// aggregators is Spec.Aggregators or the default share of the switch.
+func (t *Testbed) aggregators() int {
+	if t.Spec.Aggregators > 0 {
+		return t.Spec.Aggregators
+	}
+	return sw.DefaultSlots / t.Stride
+}
+
+// newSwitch returns a switch of slots slots with a port per node, the
+// L2 entries for every PS and worker address installed, and its timed
+// adapter configuration.
+func (t *Testbed) newSwitch(slots int) (*sw.Switch, sw.NodeConfig, error) {
+	s, err := sw.New(sw.Config{Slots: slots, Ports: t.ports()})
+	if err != nil {
+		return nil, sw.NodeConfig{}, err
+	}
+	t.Switch = s
+	for i, ps := range t.PSs {
+		if err := s.AddL2(PSAddr(i).MAC, ps.Port); err != nil {
+			return nil, sw.NodeConfig{}, err
+		}
+	}
+	for j := range t.Workers {
+		for _, w := range t.Workers[j] {
+			if err := s.AddL2(WorkerAddr(uint16(j+1), w.Rank).MAC, w.Port); err != nil {
+				return nil, sw.NodeConfig{}, err
+			}
+		}
+	}
+	return s, sw.NodeConfig{PassTime: max(t.Spec.PassTime, 0), Latency: t.latency()}, nil
+}
+
+func (t *Testbed) ports() int {
+	n := len(t.PSs)
+	for _, ws := range t.Workers {
+		n += len(ws)
+	}
+	return n
+}
+
+// JobID is job j's id on the wire and in the switch's tables.
+func JobID(j int) uint16 { return uint16(j + 1) }
+
+// Worker returns worker rank of job.
+func (t *Testbed) Worker(job, rank int) *WorkerHandle { return &t.Workers[job][rank] }
+
+// Policy returns the policy the testbed runs.
+func (t *Testbed) Policy() Policy { return t.policy }
+
+// Done reports whether every worker has finished every all-reduce.
+func (t *Testbed) Done() bool {
+	for _, ws := range t.Workers {
+		for _, w := range ws {
+			if !w.Endpoint.Done() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Finish returns the latest all-reduce end over all workers.
+func (t *Testbed) Finish() time.Duration {
+	var end time.Duration
+	for _, ws := range t.Workers {
+		for _, w := range ws {
+			for _, r := range w.Endpoint.Reports() {
+				end = max(end, r.End)
+			}
+		}
+	}
+	return end
+}
+
+// JobEnd returns the latest all-reduce end of job's workers.
+func (t *Testbed) JobEnd(job int) time.Duration {
+	var end time.Duration
+	for _, w := range t.Workers[job] {
+		for _, r := range w.Endpoint.Reports() {
+			end = max(end, r.End)
+		}
+	}
+	return end
+}
+
+// Totals sums the reports of every worker of job.
+func (t *Testbed) Totals(job int) host.Report {
+	var s host.Report
+	for _, w := range t.Workers[job] {
+		for _, r := range w.Endpoint.Reports() {
+			s.Chunks += r.Chunks
+			s.Clipped += r.Clipped
+			s.Sent += r.Sent
+			s.SwitchResults += r.SwitchResults
+			s.PSResults += r.PSResults
+			s.Dups += r.Dups
+			s.Retransmits += r.Retransmits
+			s.PSResends += r.PSResends
+			s.Fallbacks += r.Fallbacks
+			s.Fetches += r.Fetches
+			s.Pulls += r.Pulls
+			s.Grants += r.Grants
+			s.PeerRequests += r.PeerRequests
+			s.ReContribs += r.ReContribs
+		}
+	}
+	return s
+}
+
+// Run runs until every worker is done (checked every step of virtual time;
+// 0: 100 µs), a node fails (Failed) or deadline; it returns the latest
+// all-reduce end.
+func (t *Testbed) Run(deadline, step time.Duration) (time.Duration, error) {
+	if step <= 0 {
+		step = 100 * time.Microsecond
+	}
+	for at := step; ; at += step {
+		if _, err := t.Net.RunUntil(min(at, deadline)); err != nil {
+			return t.Finish(), err
+		}
+		if t.Done() {
+			return t.Finish(), nil
+		}
+		if err := t.Failed(); err != nil {
+			return t.Finish(), err
+		}
+		if at >= deadline {
+			return t.Finish(), fmt.Errorf("testbed %s: not done at %v", t.policy.Name(), deadline)
+		}
+	}
+}
+
+// Occupied is switch memory a job holds now.
+type Occupied struct {
+	Pool  string // "" for a policy without pools
+	Job   int    // job index (from 0); -1: not attributable
+	Slots int
+}
+
+// Counters are a job's counters at the end of a run.
+type Counters struct {
+	// SwitchChunks completed in the switch; Collisions are packets that
+	// found no aggregator; Retransmissions are retransmitted packets.
+	SwitchChunks, Collisions, Retransmissions int64
+}
+
+// Occupancy reports the switch memory held now.
+func (t *Testbed) Occupancy() []Occupied { return t.policy.Occupancy(t) }
+
+// Counters returns job's counters.
+func (t *Testbed) Counters(job int) Counters { return t.policy.Counters(t, job) }
+
+// Check returns an internal invariant the run broke, or nil.
+func (t *Testbed) Check() error { return t.policy.Check(t) }
+
+// Failed returns why the testbed can no longer finish — a queue pair in
+// the error state, or messages an endpoint could not post — naming the
+// node, or nil. In a process (inabox up) only the process's own node runs,
+// so it names that node's failure.
+func (t *Testbed) Failed() error { return t.policy.Failed(t) }
+
+// switchJobCounters fills SwitchChunks and Collisions from the switch's
+// job counters.
+func (t *Testbed) switchJobCounters(job int) Counters {
+	var c Counters
+	if st, ok := t.Switch.JobStats(JobID(job)); ok {
+		c.SwitchChunks, c.Collisions = int64(st.Results), int64(st.Collisions)
+	}
+	return c
+}
+
+// qpFailure names the node of q if q is in the error state.
+func qpFailure(node string, q *rdma.QP, peer string) error {
+	if err := q.Err(); err != nil {
+		c := q.Config()
+		return fmt.Errorf("%s: RC QP %#x to %s (%v QP %#x): %w", node, c.QPN, peer, c.Remote.IP, c.RemoteQPN, err)
+	}
+	return nil
+}

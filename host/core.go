@@ -1,0 +1,210 @@
+package host
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/inabox/inabox/switch/inahdr"
+)
+
+// Tensor is one all-reduce a worker performs.
+type Tensor struct {
+	AllReduce uint16
+	Data      []float32
+	// Exps are the per-chunk exponents (QuantExponent); every worker must
+	// pass the same ones (see ExponentsFrom).
+	Exps []int8
+}
+
+// Report is a worker's account of one all-reduce. Every client fills the
+// counters its protocol has; the others stay 0.
+type Report struct {
+	AllReduce  uint16
+	Start, End time.Duration
+	// Chunks is the number of chunks (packets of Values values) of the
+	// tensor; Clipped the values the quantizer clipped.
+	Chunks, Clipped int
+	// Plan is FreeINA's partition of the chunks between the two paths.
+	Plan Plan
+	// Sent counts first transmissions of chunk messages.
+	Sent int
+	// SwitchResults came from the switch (its multicast, or a stored
+	// result sent back); PSResults from the parameter server; Dups are
+	// results already held.
+	SwitchResults, PSResults, Dups int
+	// Retransmits counts INA-path contributions resent after a timeout;
+	// PSResends contributions resent on the PS path (ATP, ESA:
+	// FlagOverflow|FlagResend); Fallbacks chunks sent raw over RC after
+	// UCRetries timeouts (FreeINA's UC path).
+	Retransmits, PSResends, Fallbacks int
+	// Fetches asked the PS for a late result, Pulls answered its requests
+	// for a raw contribution, Grants are GRANT multicasts seen (FreeINA).
+	Fetches, Pulls, Grants int
+	// PeerRequests are SwitchML re-contribution requests sent to peers;
+	// ReContribs chunks re-sent because a peer asked.
+	PeerRequests, ReContribs int
+}
+
+// Deadline is a per-chunk timer entry: at is when chunk's timer fires.
+type Deadline struct {
+	At    time.Duration
+	Chunk uint32
+}
+
+// Core is what every worker endpoint shares, FreeINA's and the baselines':
+// its place in the job, the tensors it all-reduces in order, their
+// quantization into chunks of Values int32 values, the results, and one
+// Report per finished all-reduce.
+type Core struct {
+	job     uint16
+	rank    int
+	workers int
+	values  int
+	quant   Quantizer
+	tensors []Tensor
+	results [][]int32
+	rexp    [][]int8
+	reports []Report
+	qbuf    []int32
+}
+
+// NewCore returns the core of worker rank (of workers) of job, with
+// values int32 values per chunk (0: 64) and quantizer q (its Workers is
+// set to workers if zero).
+func NewCore(job uint16, rank, workers, values int, q Quantizer, tensors []Tensor) Core {
+	if values == 0 {
+		values = 64
+	}
+	if q.Workers == 0 {
+		q.Workers = workers
+	}
+	return Core{job: job, rank: rank, workers: workers, values: values, quant: q, tensors: tensors,
+		results: make([][]int32, len(tensors)), rexp: make([][]int8, len(tensors)), qbuf: make([]int32, values)}
+}
+
+// Job, Rank, Workers and Values return the core's identity and chunk size.
+func (c *Core) Job() uint16 { return c.job }
+func (c *Core) Rank() int   { return c.rank }
+func (c *Core) Workers() int {
+	return c.workers
+}
+func (c *Core) Values() int { return c.values }
+
+// Quantizer returns the worker's quantizer.
+func (c *Core) Quantizer() Quantizer { return c.quant }
+
+// Tensor returns tensor i; Len how many there are.
+func (c *Core) Tensor(i int) *Tensor { return &c.tensors[i] }
+func (c *Core) Len() int             { return len(c.tensors) }
+
+// TensorIndex returns the index of the tensor with all-reduce id ar, or -1.
+func (c *Core) TensorIndex(ar uint16) int {
+	for i := range c.tensors {
+		if c.tensors[i].AllReduce == ar {
+			return i
+		}
+	}
+	return -1
+}
+
+// Chunks returns the number of chunks of tensor i.
+func (c *Core) Chunks(i int) uint32 {
+	return uint32((len(c.tensors[i].Data) + c.values - 1) / c.values)
+}
+
+// Exp returns chunk k of tensor i's exponent (QuantExponent), else 0.
+func (c *Core) Exp(i int, k uint32) int8 {
+	t := &c.tensors[i]
+	if c.quant.Mode == QuantExponent && int(k) < len(t.Exps) {
+		return t.Exps[k]
+	}
+	return 0
+}
+
+// Begin allocates tensor i's result and returns its report, started now.
+func (c *Core) Begin(i int, now time.Duration) Report {
+	n := c.Chunks(i)
+	c.results[i] = make([]int32, len(c.tensors[i].Data))
+	c.rexp[i] = make([]int8, n)
+	return Report{AllReduce: c.tensors[i].AllReduce, Start: now, Chunks: int(n)}
+}
+
+// Finish records rep, ended now.
+func (c *Core) Finish(rep Report, now time.Duration) {
+	rep.End = now
+	c.reports = append(c.reports, rep)
+}
+
+// EncodeChunk writes chunk k of tensor i into buf — the INA header (with
+// hdrChunk as its chunk field and flags) and the quantized values — and
+// returns its length; clipped values are counted in rep if it is not nil.
+func (c *Core) EncodeChunk(buf []byte, i int, k, hdrChunk uint32, flags uint8, rep *Report) int {
+	t := &c.tensors[i]
+	lo := int(k) * c.values
+	hi := min(lo+c.values, len(t.Data))
+	e := c.Exp(i, k)
+	q := c.qbuf[:hi-lo]
+	cl := c.quant.Quantize(q, t.Data[lo:hi], e)
+	if rep != nil {
+		rep.Clipped += cl
+	}
+	inahdr.Header(buf).Encode(inahdr.Meta{Flags: flags, Job: c.job, AllReduce: t.AllReduce, Count: hi - lo,
+		Chunk: hdrChunk, Worker: uint8(c.rank), Exponent: e, Bitmap: 1 << c.rank})
+	for x, v := range q {
+		binary.BigEndian.PutUint32(buf[inahdr.Len+4*x:], uint32(v))
+	}
+	return inahdr.Len + 4*len(q)
+}
+
+// Store copies the values of h, the result of chunk k of tensor i; it
+// reports false if h does not fit the chunk.
+func (c *Core) Store(i int, k uint32, h inahdr.Header) bool {
+	res := c.results[i]
+	lo := int(k) * c.values
+	hi := min(lo+c.values, len(res))
+	if lo >= len(res) || h.Count() != hi-lo || len(h) < h.Size() {
+		return false
+	}
+	for x := lo; x < hi; x++ {
+		res[x] = h.Value(x - lo)
+	}
+	c.rexp[i][k] = h.Exponent()
+	return true
+}
+
+// StoreValues copies vals, the int32 sum of chunk k of tensor i, with
+// exponent e (results computed on the host, e.g. by a ring).
+func (c *Core) StoreValues(i int, k uint32, vals []int32, e int8) {
+	copy(c.results[i][int(k)*c.values:], vals)
+	c.rexp[i][k] = e
+}
+
+// Done reports whether every tensor has been all-reduced.
+func (c *Core) Done() bool { return len(c.reports) == len(c.tensors) }
+
+// Finished is the number of all-reduces finished (they finish in order).
+func (c *Core) Finished() int { return len(c.reports) }
+
+// Reports returns one report per finished all-reduce.
+func (c *Core) Reports() []Report { return c.reports }
+
+// Result returns the int32 sum of tensor i (valid once finished).
+func (c *Core) Result(i int) []int32 { return c.results[i] }
+
+// DropResult releases tensor i's result (a runner that has checked it
+// keeps memory bounded on long runs); Result(i) is nil afterwards.
+func (c *Core) DropResult(i int) { c.results[i] = nil }
+
+// ResultExps returns the per-chunk exponents of tensor i's result.
+func (c *Core) ResultExps(i int) []int8 { return c.rexp[i] }
+
+// Dequantized returns tensor i's sum in float64.
+func (c *Core) Dequantized(i int) []float64 {
+	out := make([]float64, len(c.results[i]))
+	V := c.values
+	for k := 0; k*V < len(out); k++ {
+		hi := min((k+1)*V, len(out))
+		c.quant.Dequantize(out[k*V:hi], c.results[i][k*V:hi], c.rexp[i][k])
+	}
+	return out
+}
