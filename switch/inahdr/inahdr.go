@@ -28,13 +28,22 @@
 //   - Flags: see the Flag constants.
 //   - Job ID: tenant (training job); 0 is reserved and invalid.
 //   - All-reduce ID: the all-reduce (tensor / iteration) within the job.
-//   - Value count: number of int32 values that follow (1..MaxValues).
+//   - Value count: number of int32 values that follow (1..MaxValues; 0 in
+//     a control message and in an "absorbed" marker, see FlagCtl).
 //   - Chunk index: the chunk of the all-reduce this packet carries.
-//   - Worker ID: the sender's rank in the job (0..31).
+//   - Worker ID: the sender's rank in the job (0..31); in a control
+//     message, its opcode (CtlOp).
 //   - Exponent: SwitchML-style per-packet scaling exponent; the switch keeps the maximum.
 //   - Slot: the aggregator slot the switch used (written by the switch, informational).
 //   - Worker bitmap: in a worker's packet 1<<WorkerID; in a result or partial
 //     aggregate, the set of workers whose values are included.
+//
+// A control message (flags CtlFlags = FlagCtl|FlagBypass, Count 0, no
+// values) re-uses the fields: the Worker ID byte holds its opcode (CtlOp)
+// and Chunk index, Exponent, Slot and Worker bitmap carry per-opcode
+// parameters. Ctl is its typed form (Ctl.Encode, DecodeCtl); the Ctl
+// documentation has the wire table. Validate and Decode reject control
+// messages (Count 0); use DecodeCtl, Header.IsCtl and Header.IsAbsorbed.
 //
 // The layout is defined once, in Fields; the P4 twin's header declaration
 // (switch/p4) is checked against it by a test.
@@ -58,13 +67,19 @@ const MaxValues = 1024
 // MaxWorkers is the largest number of workers per job (bitmap width).
 const MaxWorkers = 32
 
-// Flag bits.
+// Flag bits. The eight bits are all assigned.
 const (
 	// FlagCollision: the switch had no aggregator for this packet (slot owned
 	// by another chunk, or no memory); the packet went to the PS unaggregated.
 	FlagCollision = 0x01
-	// FlagOverflow: a saturating add clipped at least one value (set by the
-	// switch on results), or the host asks the switch not to aggregate (ATP).
+	// FlagOverflow has one meaning per direction:
+	//   - on an aggregate (FlagResult or FlagPartial set), switch → PS and
+	//     workers, or PS → workers: a saturating add clipped at least one
+	//     value (set by the switch; by the PS on a sum of its own, and kept
+	//     on a switch result it relays);
+	//   - on a contribution, host → switch (FlagResult and FlagPartial
+	//     clear): "do not aggregate, forward this to the PS" (ATP; the
+	//     baselines' PS-path packets carry FlagOverflow|FlagResend).
 	FlagOverflow = 0x02
 	// FlagResend: a host retransmission after a timeout (ATP resend).
 	FlagResend = 0x04
@@ -79,6 +94,14 @@ const (
 	// FlagBypass: the packet travels the RC path to the PS; the switch
 	// forwards it like ordinary traffic and never aggregates it.
 	FlagBypass = 0x40
+	// FlagCtl marks FreeINA metadata (docs/freeina.md), with two meanings:
+	//   - alone (FlagBypass clear), on a Count-0 header travelling the RC
+	//     path to the PS: "absorbed by the switch", a worker's contribution
+	//     that the switch added into an aggregator and forwarded trimmed
+	//     (same RC headers and PSN, values cut off); see Header.IsAbsorbed;
+	//   - with FlagBypass: a control message (CtlFlags, Count 0) whose
+	//     opcode is in the Worker ID byte; see Ctl and Header.IsCtl.
+	FlagCtl = 0x80
 )
 
 // Field describes one header field, in wire order. Widths are in bits.
