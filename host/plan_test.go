@@ -3,6 +3,8 @@ package host
 import (
 	"testing"
 	"time"
+
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // TestPlanPartition: a plan splits every round into INA then PS chunks;
@@ -42,7 +44,7 @@ func TestPlanPartition(t *testing.T) {
 	}
 	// The wire form (PLAN message) round-trips.
 	p := Plan{Chunks: 123456, INA: 300, PS: 17}
-	m := ctlMsg(OpPlan, 1, 2, uint32(p.PS), uint16(p.INA), p.Chunks)
+	m := ctl(inahdr.Ctl{Op: inahdr.CtlPlan, Job: 1, AllReduce: 2, Chunks: p.Chunks, Slots: p.INA, PSChunks: p.PS})
 	if got := (Plan{Chunks: getU32(m[16:]), INA: int(getU16(m[14:])), PS: int(getU32(m[8:]))}); got != p {
 		t.Fatalf("PLAN round trip %+v", got)
 	}

@@ -10,43 +10,15 @@ import (
 	"encoding/binary"
 
 	"github.com/inabox/inabox/rdma"
-	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// Host-level control opcodes (INA header worker byte of a
-// FlagCtl|FlagBypass message on a worker↔PS RC connection).
-const (
-	// OpBegin (worker → PS): an all-reduce starts. Bitmap = chunks,
-	// Slot = aggregators wanted.
-	OpBegin = sw.CtlHost + iota
-	// OpPlan (PS → worker): the path partition. Slot = INA aggregators,
-	// Chunk = PS chunks per round, Bitmap = chunks.
-	OpPlan
-	// OpFetch (worker → PS): send me chunk Chunk's result when you have it.
-	OpFetch
-	// OpPull (PS → worker): resend chunk Chunk raw (FlagBypass): the switch
-	// lost the partial aggregate your contribution went into.
-	OpPull
-	// OpDone (worker → PS): I hold every result of the all-reduce (RC order
-	// also proves every contribution of mine was delivered).
-	OpDone
-)
+// flagResultPS marks a result sent by the PS over RC.
+const flagResultPS = inahdr.FlagFromPS | inahdr.FlagResult | inahdr.FlagBypass
 
-// Wire flags used by hosts.
-const (
-	flagCtlMsg = sw.FlagCtl | inahdr.FlagBypass
-	// flagResultPS marks a result sent by the PS over RC.
-	flagResultPS = inahdr.FlagFromPS | inahdr.FlagResult | inahdr.FlagBypass
-)
-
-// ctlMsg builds a control message payload.
-func ctlMsg(op uint8, job, ar uint16, chunk uint32, slot uint16, bitmap uint32) []byte {
-	b := make([]byte, inahdr.Len)
-	inahdr.Header(b).Encode(inahdr.Meta{Flags: flagCtlMsg, Job: job, AllReduce: ar, Chunk: chunk,
-		Worker: op, Slot: slot, Bitmap: bitmap})
-	return b
-}
+// ctl encodes control message c (the INA protocol's, package inahdr) as an
+// RC message payload.
+func ctl(c inahdr.Ctl) []byte { return c.Append(make([]byte, 0, inahdr.Len)) }
 
 // ucPayload returns the payload of a UC SEND Only frame addressed to qpn
 // (the result and GRANT frames the switch multicasts), or nil.

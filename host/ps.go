@@ -6,7 +6,6 @@ import (
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/rdma"
-	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -36,7 +35,7 @@ type PSConfig struct {
 	// CtlQPN is the PS's UC QP for GRANT frames from the switch.
 	CtlQPN uint32
 	// Switch is the switch's control address; SwitchCtlQPN its control QP
-	// (0: sw.DefaultCtlQPN).
+	// (the destination QP of ALLOC and FREE).
 	Switch       rdma.Endpoint
 	SwitchCtlQPN uint32
 	// GrantTimeout is the ALLOC retransmission timeout (0: 50 µs);
@@ -136,9 +135,6 @@ var (
 
 // NewPS returns a PS serving jobs.
 func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
-	if cfg.SwitchCtlQPN == 0 {
-		cfg.SwitchCtlQPN = sw.DefaultCtlQPN
-	}
 	if cfg.GrantTimeout == 0 {
 		cfg.GrantTimeout = 50 * time.Microsecond
 	}
@@ -307,8 +303,10 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 		p.stats.Stale++
 		return
 	}
-	if h.Flags()&flagCtlMsg == flagCtlMsg {
-		p.control(env, j, ref.rank, h)
+	if h.IsCtl() {
+		if c, err := inahdr.DecodeCtl(h); err == nil {
+			p.control(env, j, ref.rank, c)
+		}
 		return
 	}
 	a := j.ars[h.AllReduce()]
@@ -319,7 +317,7 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 	c := &a.ch[h.Chunk()]
 	bit := uint32(1) << ref.rank
 	switch {
-	case h.Has(sw.FlagCtl): // absorbed by the switch
+	case h.Has(inahdr.FlagCtl): // absorbed by the switch
 		p.stats.Absorbed++
 		c.absorbed |= bit
 	case h.Has(inahdr.FlagResult):
@@ -347,7 +345,7 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 			// existing lease is simply re-granted (ALLOC is idempotent).
 			p.stats.Reallocs++
 			a.reallocAt = p.now + p.cfg.GrantTimeout
-			p.toSwitchExact(env, j.id, a.id, uint16(a.plan.INA), a.chunks)
+			p.toSwitch(env, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: j.id, AllReduce: a.id, Want: a.plan.INA, Chunks: a.chunks, Exact: true})
 		}
 		if c.sum == nil {
 			c.sum = make([]int32, h.Count())
@@ -394,7 +392,7 @@ func (p *PS) check(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk) {
 		for r := 0; r < j.n; r++ {
 			if c.raw&(1<<r) == 0 {
 				p.stats.Pulls++
-				p.post(j, r, ctlMsg(OpPull, j.id, a.id, k, 0, 0))
+				p.post(j, r, ctl(inahdr.Ctl{Op: inahdr.CtlPull, Job: j.id, AllReduce: a.id, Chunk: k}))
 			}
 		}
 		return
@@ -407,7 +405,7 @@ func (p *PS) check(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk) {
 		for r := 0; r < j.n; r++ {
 			if (c.absorbed&^c.raw)&(1<<r) != 0 {
 				p.stats.Pulls++
-				p.post(j, r, ctlMsg(OpPull, j.id, a.id, k, 0, 0))
+				p.post(j, r, ctl(inahdr.Ctl{Op: inahdr.CtlPull, Job: j.id, AllReduce: a.id, Chunk: k}))
 			}
 		}
 	}
@@ -453,44 +451,44 @@ func (p *PS) finish(env *emu.Env, j *psJob, a *psAR) {
 	j.ctl.Observe(m)
 	if a.plan.INA > 0 {
 		p.stats.Frees++
-		p.toSwitch(env, sw.CtlFree, j.id, a.id, 0, 0)
+		p.toSwitch(env, inahdr.Ctl{Op: inahdr.CtlFree, Job: j.id, AllReduce: a.id})
 	}
 	if p.OnAllReduce != nil {
 		p.OnAllReduce(j.id, a.id, a.plan, m)
 	}
 }
 
-func (p *PS) control(env *emu.Env, j *psJob, rank int, h inahdr.Header) {
-	switch h.Worker() {
-	case OpBegin:
-		a := j.ars[h.AllReduce()]
+func (p *PS) control(env *emu.Env, j *psJob, rank int, c inahdr.Ctl) {
+	switch c.Op {
+	case inahdr.CtlBegin:
+		a := j.ars[c.AllReduce]
 		if a == nil {
-			a = &psAR{id: h.AllReduce(), chunks: h.Bitmap(), want: int(h.Slot()), start: p.now}
+			a = &psAR{id: c.AllReduce, chunks: c.Chunks, want: c.Want, start: p.now}
 			a.ch = make([]psChunk, a.chunks)
 			j.ars[a.id] = a
 			p.stats.Allocs++
 			a.tries = 1
 			a.allocAt = p.now + p.cfg.GrantTimeout
-			p.toSwitch(env, sw.CtlAlloc, j.id, a.id, uint16(min(a.want, 0xFFFF)), a.chunks)
+			p.toSwitch(env, p.alloc(j, a))
 			p.armAlloc(env)
 		} else if a.planned {
 			p.post(j, rank, p.planMsg(j, a))
 		}
-	case OpFetch:
-		a := j.ars[h.AllReduce()]
-		if a == nil || h.Chunk() >= a.chunks {
+	case inahdr.CtlFetch:
+		a := j.ars[c.AllReduce]
+		if a == nil || c.Chunk >= a.chunks {
 			return
 		}
 		p.stats.Fetches++
-		c := &a.ch[h.Chunk()]
-		if c.res != nil {
+		ch := &a.ch[c.Chunk]
+		if ch.res != nil {
 			p.stats.ResultsSent++
-			p.post(j, rank, c.res)
+			p.post(j, rank, ch.res)
 		} else {
-			c.fetch |= 1 << rank
+			ch.fetch |= 1 << rank
 		}
-	case OpDone:
-		a := j.ars[h.AllReduce()]
+	case inahdr.CtlDone:
+		a := j.ars[c.AllReduce]
 		if a == nil {
 			return
 		}
@@ -510,7 +508,12 @@ func (p *PS) control(env *emu.Env, j *psJob, rank int, h inahdr.Header) {
 }
 
 func (p *PS) planMsg(j *psJob, a *psAR) []byte {
-	return ctlMsg(OpPlan, j.id, a.id, uint32(a.plan.PS), uint16(a.plan.INA), a.chunks)
+	return ctl(inahdr.Ctl{Op: inahdr.CtlPlan, Job: j.id, AllReduce: a.id, Chunks: a.chunks, Slots: a.plan.INA, PSChunks: a.plan.PS})
+}
+
+// alloc is all-reduce a's ALLOC.
+func (p *PS) alloc(j *psJob, a *psAR) inahdr.Ctl {
+	return inahdr.Ctl{Op: inahdr.CtlAlloc, Job: j.id, AllReduce: a.id, Want: a.want, Chunks: a.chunks}
 }
 
 // grant handles a GRANT frame from the switch.
@@ -518,20 +521,20 @@ func (p *PS) grant(env *emu.Env, pl []byte) {
 	if len(pl) < inahdr.Len || pl[0] != inahdr.Version {
 		return
 	}
-	h := inahdr.Header(pl)
-	if h.Worker() != sw.CtlGrant {
+	c, err := inahdr.DecodeCtl(inahdr.Header(pl))
+	if err != nil || c.Op != inahdr.CtlGrant {
 		return
 	}
-	j := p.jobs[h.Job()]
+	j := p.jobs[c.Job]
 	if j == nil {
 		return
 	}
-	a := j.ars[h.AllReduce()]
+	a := j.ars[c.AllReduce]
 	if a == nil || a.planned {
 		return
 	}
 	p.stats.Grants++
-	p.makePlan(j, a, int(h.Slot()))
+	p.makePlan(j, a, c.Slots)
 }
 
 func (p *PS) makePlan(j *psJob, a *psAR, n int) {
@@ -582,24 +585,16 @@ func (p *PS) allocTimer(env *emu.Env) {
 			}
 			a.tries++
 			a.allocAt = p.now + p.cfg.GrantTimeout
-			p.toSwitch(env, sw.CtlAlloc, j.id, a.id, uint16(min(a.want, 0xFFFF)), a.chunks)
+			p.toSwitch(env, p.alloc(j, a))
 		}
 	}
 	p.armAlloc(env)
 }
 
-func (p *PS) toSwitchExact(env *emu.Env, job, ar uint16, slot uint16, bitmap uint32) {
-	p.ctlFrame(env, inahdr.Meta{Flags: flagCtlMsg, Job: job, AllReduce: ar, Worker: sw.CtlAlloc, Slot: slot, Bitmap: bitmap, Exponent: sw.CtlExact})
-}
-
-// toSwitch sends a control frame (UC SEND Only) to the switch.
-func (p *PS) toSwitch(env *emu.Env, op uint8, job, ar uint16, slot uint16, bitmap uint32) {
-	p.ctlFrame(env, inahdr.Meta{Flags: flagCtlMsg, Job: job, AllReduce: ar, Worker: op, Slot: slot, Bitmap: bitmap})
-}
-
-func (p *PS) ctlFrame(env *emu.Env, m inahdr.Meta) {
+// toSwitch sends control message c to the switch (a UC SEND Only).
+func (p *PS) toSwitch(env *emu.Env, c inahdr.Ctl) {
 	var hb [inahdr.Len]byte
-	inahdr.Header(hb[:]).Encode(m)
+	c.Encode(hb[:])
 	fh := rdma.FrameHeader{Src: p.cfg.Addr, Dst: p.cfg.Switch, Opcode: rdma.OpSendOnly, DestQP: p.cfg.SwitchCtlQPN,
 		SrcPort: rdma.SourcePort(p.cfg.CtlQPN)}
 	pk := env.NewPacket()

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/inabox/inabox/rdma"
-	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -42,7 +41,7 @@ func msg(flags uint8, chunk uint32, w int, vals ...int32) []byte {
 
 func trimmed(chunk uint32, w int) []byte {
 	b := make([]byte, inahdr.Len)
-	inahdr.Header(b).Encode(inahdr.Meta{Flags: sw.FlagCtl, Job: 1, AllReduce: 9, Chunk: chunk, Worker: uint8(w), Bitmap: 1 << w})
+	inahdr.Header(b).Encode(inahdr.Meta{Flags: inahdr.FlagCtl, Job: 1, AllReduce: 9, Chunk: chunk, Worker: uint8(w), Bitmap: 1 << w})
 	return b
 }
 
@@ -88,7 +87,7 @@ func TestPSDedup(t *testing.T) {
 	if r := inahdr.Header(a.ch[0].res); r.Value(0) != 7 || p.Stats().SwitchResults != 1 || p.Stats().ResultsSent != 3 {
 		t.Fatalf("switch result: %v %+v", a.ch[0].res, p.Stats())
 	}
-	p.feed(j, 1, ctlMsg(OpFetch, 1, 9, 0, 0, 0))
+	p.feed(j, 1, ctl(inahdr.Ctl{Op: inahdr.CtlFetch, Job: 1, AllReduce: 9, Chunk: 0}))
 	if p.Stats().ResultsSent != 4 {
 		t.Fatal("fetch not answered")
 	}
@@ -103,7 +102,7 @@ func TestPSDedup(t *testing.T) {
 		t.Fatalf("pulls %+v", st)
 	}
 	// a worker asks meanwhile: answered once the result exists
-	p.feed(j, 2, ctlMsg(OpFetch, 1, 9, 1, 0, 0))
+	p.feed(j, 2, ctl(inahdr.Ctl{Op: inahdr.CtlFetch, Job: 1, AllReduce: 9, Chunk: 1}))
 	p.feed(j, 0, msg(inahdr.FlagBypass|inahdr.FlagResend, 1, 0, 1, 1))
 	p.feed(j, 1, msg(inahdr.FlagBypass|inahdr.FlagResend, 1, 1, 2, 2))
 	if r := inahdr.Header(a.ch[1].res); r == nil || r.Value(0) != 8 || r.Value(1) != 8 {

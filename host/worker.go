@@ -5,7 +5,6 @@ import (
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/rdma"
-	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -233,7 +232,7 @@ func (w *Worker) begin(env *emu.Env) {
 		w.st.ucTries = make([]uint16, chunks)
 		w.st.ucSent = make([]time.Duration, chunks)
 	}
-	w.postCtl(ctlMsg(OpBegin, w.cfg.Job, t.AllReduce, 0, uint16(min(w.cfg.WantSlots, 0xFFFF)), chunks))
+	w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlBegin, Job: w.cfg.Job, AllReduce: t.AllReduce, Want: w.cfg.WantSlots, Chunks: chunks}))
 	if p, ok := w.plans[t.AllReduce]; ok {
 		w.setPlan(p)
 	}
@@ -446,7 +445,7 @@ func (w *Worker) uc(pl []byte) {
 	h := inahdr.Header(pl)
 	if h.Has(inahdr.FlagResult) {
 		w.result(h, true)
-	} else if w.st != nil && h.Worker() == sw.CtlGrant && h.Job() == w.cfg.Job {
+	} else if c, err := inahdr.DecodeCtl(h); err == nil && c.Op == inahdr.CtlGrant && w.st != nil && c.Job == w.cfg.Job {
 		w.st.rep.Grants++ // GRANT multicast: informational (the PS's PLAN rules)
 	}
 }
@@ -512,16 +511,20 @@ func (w *Worker) message(env *emu.Env, data []byte) {
 		return
 	}
 	h := inahdr.Header(data)
-	if h.Flags()&flagCtlMsg == flagCtlMsg {
-		switch h.Worker() {
-		case OpPlan:
-			p := Plan{Chunks: h.Bitmap(), INA: int(h.Slot()), PS: int(h.Chunk())}
-			w.plans[h.AllReduce()] = p
-			if w.st != nil && w.st.ar == h.AllReduce() && !w.st.planned {
+	if h.IsCtl() {
+		c, err := inahdr.DecodeCtl(h)
+		if err != nil {
+			return
+		}
+		switch c.Op {
+		case inahdr.CtlPlan:
+			p := Plan{Chunks: c.Chunks, INA: c.Slots, PS: c.PSChunks}
+			w.plans[c.AllReduce] = p
+			if w.st != nil && w.st.ar == c.AllReduce && !w.st.planned {
 				w.setPlan(p)
 			}
-		case OpPull:
-			w.pull(h.AllReduce(), h.Chunk())
+		case inahdr.CtlPull:
+			w.pull(c.AllReduce, c.Chunk)
 		}
 		return
 	}
@@ -586,7 +589,7 @@ func (w *Worker) gapFetch(m int) {
 		if !st.have[c] && !st.fetched[c] {
 			st.fetched[c] = true
 			st.rep.Fetches++
-			w.postCtl(ctlMsg(OpFetch, w.cfg.Job, st.ar, c, 0, 0))
+			w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlFetch, Job: w.cfg.Job, AllReduce: st.ar, Chunk: c}))
 		}
 	}
 }
@@ -603,7 +606,7 @@ func (w *Worker) expire() {
 		if !st.have[k] && !st.fetched[k] {
 			st.fetched[k] = true
 			st.rep.Fetches++
-			w.postCtl(ctlMsg(OpFetch, w.cfg.Job, st.ar, k, 0, 0))
+			w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlFetch, Job: w.cfg.Job, AllReduce: st.ar, Chunk: k}))
 		}
 	}
 	if st.dlHead == len(st.dl) {
@@ -617,7 +620,7 @@ func (w *Worker) flush(env *emu.Env) {
 		w.pump(env)
 		if st := w.st; st != nil && st.planned && st.nHave == st.chunks {
 			w.Finish(*st.rep, w.now)
-			w.postCtl(ctlMsg(OpDone, w.cfg.Job, st.ar, 0, 0, 0))
+			w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlDone, Job: w.cfg.Job, AllReduce: st.ar}))
 			w.st = nil
 			w.cur++
 			if w.cur < w.Len() {

@@ -64,6 +64,10 @@ func WorkerUCQPN(job uint16, rank int) uint32 { return qpn(3, job, rank) }
 // PSCtlQPN is the FreeINA PS's UC QP for GRANT frames from the switch.
 const PSCtlQPN = 0x400000
 
+// SwitchCtlQPN is the switch control plane's QP: the destination QP of the
+// control frames (ALLOC, FREE) the PSs send it.
+const SwitchCtlQPN = 0xC7C7C7
+
 // PSUCQPN is the FreeINA PS's UC QP for worker rank of job: the
 // destination QP of the worker's UC contributions (the switch's
 // ina_worker key; the PS sees those the switch forwards raw).

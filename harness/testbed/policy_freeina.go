@@ -47,7 +47,7 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 	if err := s.SetPool(1, 0, aggs*t.Stride, t.Stride); err != nil {
 		return nil, err
 	}
-	p.fi, err = sw.NewFreeINA(s, sw.FreeINAConfig{PoolID: 1, LeaseIdle: t.Spec.Timers.LeaseIdle, Addr: SwitchAddr})
+	p.fi, err = sw.NewFreeINA(s, sw.FreeINAConfig{PoolID: 1, LeaseIdle: t.Spec.Timers.LeaseIdle, Addr: SwitchAddr, CtlQPN: SwitchCtlQPN})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 }
 
 func (p *freeinaPolicy) PS(t *Testbed, i int) (emu.Node, error) {
-	cfg := host.PSConfig{Addr: PSAddr(i), CtlQPN: PSCtlQPN, Switch: SwitchAddr, INAPath: t.Spec.INAPath,
+	cfg := host.PSConfig{Addr: PSAddr(i), CtlQPN: PSCtlQPN, Switch: SwitchAddr, SwitchCtlQPN: SwitchCtlQPN, INAPath: t.Spec.INAPath,
 		GrantTimeout: t.Spec.Timers.GrantTimeout}
 	// (with the configured latency as given: negative when untimed)
 	cfg.Control.PipeSlots = PipeSlots(t.Spec.LinkBitsPerSecond, t.Spec.LinkDelay, t.Spec.Latency, t.Spec.ValuesPerPacket)
