@@ -6,7 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/report"
+	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/testbed"
 )
 
@@ -32,15 +33,15 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if *only != "" {
 		want = strings.Split(*only, ",")
 	}
-	var results []*harness.Results
+	var results []*report.Results
 	var missing, failed []string
 	for _, p := range want {
 		if _, ok := testbed.Lookup(p); !ok {
 			missing = append(missing, p)
 			continue
 		}
-		prog := harness.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
-		r, err := harness.Run(s, harness.RunOptions{Seed: *seed, Policy: p, Progress: prog})
+		prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
+		r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog})
 		if err != nil {
 			// A run that failed (wrong sum, unfinished, unsupported
 			// topology) gives no column: its numbers would mislead.
@@ -52,7 +53,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if len(results) == 0 {
 		return fmt.Errorf("compare: %w (not available yet: %s; failed: %s)", errNoPolicy, strings.Join(missing, ", "), strings.Join(failed, "; "))
 	}
-	c := harness.Compare(results)
+	c := report.Compare(results)
 	if *asJSON {
 		if err := c.WriteJSON(stdout); err != nil {
 			return err

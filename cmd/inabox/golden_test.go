@@ -94,9 +94,6 @@ func TestGoldenDefault(t *testing.T) {
 	}
 }
 
-// runCLI is the command line's entry point with its output captured.
-func runCLI(args []string, stdout, stderr io.Writer) error { return run(args, stdout, stderr) }
-
 func readManifest(t *testing.T, file, prefix string) map[string]string {
 	t.Helper()
 	f, err := os.Open(file)

@@ -18,7 +18,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/inabox/inabox/harness"
 	"github.com/inabox/inabox/harness/up"
 )
 
@@ -66,7 +65,7 @@ demo flags:
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := runCLI(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "inabox:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -80,7 +79,9 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-func run(args []string, stdout, stderr io.Writer) error {
+// runCLI runs the command line args (without the program name), writing to
+// stdout and stderr; main and the tests call it.
+func runCLI(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usageError{"no command given"}
@@ -111,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := harness.DefaultDemo
+	cfg := defaultDemo
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random source")
 	fs.StringVar(&cfg.PcapDir, "pcap", "", "write one pcap per node port into `DIR`")
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "RC messages each host sends")
@@ -124,7 +125,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if cfg.Messages < 1 {
 		return usageError{fmt.Sprintf("demo: --messages = %d: must be ≥ 1", cfg.Messages)}
 	}
-	res, err := harness.RunDemo(cfg)
+	res, err := runDemo(cfg)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 
 func TestDemo(t *testing.T) {
 	var out, errb bytes.Buffer
-	if err := run([]string{"demo", "--messages", "500"}, &out, &errb); err != nil {
+	if err := runCLI([]string{"demo", "--messages", "500"}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	for _, want := range []string{"default scenario", "h1:0<->s:0", "retransmits"} {
@@ -27,7 +27,7 @@ func TestRunBadInput(t *testing.T) {
 	}
 	for want, args := range cases {
 		var out, errb bytes.Buffer
-		err := run(args, &out, &errb)
+		err := runCLI(args, &out, &errb)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: error %v, want %q", args, err, want)
 		}
@@ -37,11 +37,11 @@ func TestRunBadInput(t *testing.T) {
 func TestDecodeDefaultScenarioPcap(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if err := run([]string{"demo", "--messages", "200", "--pcap", dir}, &out, &errb); err != nil {
+	if err := runCLI([]string{"demo", "--messages", "200", "--pcap", dir}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := run([]string{"decode", dir + "/h1-0.pcap"}, &out, &errb); err != nil {
+	if err := runCLI([]string{"decode", dir + "/h1-0.pcap"}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -50,10 +50,10 @@ func TestDecodeDefaultScenarioPcap(t *testing.T) {
 			t.Errorf("decode output lacks %q", want)
 		}
 	}
-	if err := run([]string{"decode"}, &out, &errb); err == nil {
+	if err := runCLI([]string{"decode"}, &out, &errb); err == nil {
 		t.Error("decode without a file succeeded")
 	}
-	if err := run([]string{"decode", dir + "/nope.pcap"}, &out, &errb); err == nil || !strings.Contains(err.Error(), "nope.pcap") {
+	if err := runCLI([]string{"decode", dir + "/nope.pcap"}, &out, &errb); err == nil || !strings.Contains(err.Error(), "nope.pcap") {
 		t.Errorf("decode of a missing file: %v", err)
 	}
 }

@@ -9,16 +9,18 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/report"
+	"github.com/inabox/inabox/harness/run"
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 )
 
 // loadScenario loads file, or the embedded default scenario when file is "".
-func loadScenario(file string) (*harness.Scenario, error) {
+func loadScenario(file string) (*scenario.Scenario, error) {
 	if file == "" {
-		return harness.EmbeddedScenario(harness.DefaultScenarioName)
+		return scenario.Embedded(scenario.DefaultName)
 	}
-	return harness.LoadScenario(file)
+	return scenario.Load(file)
 }
 
 // parseInterleaved parses flags and at most one positional argument, in any
@@ -50,7 +52,7 @@ func progressEnabled(stderr io.Writer, force bool) bool {
 		return true
 	}
 	f, ok := stderr.(*os.File)
-	return ok && harness.IsTerminal(f)
+	return ok && report.IsTerminal(f)
 }
 
 // cmdRun implements `inabox run [FILE]`.
@@ -80,8 +82,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if *policy != "" {
 		p = *policy
 	}
-	prog := harness.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
-	res, err := harness.Run(s, harness.RunOptions{Seed: *seed, Policy: *policy, PcapDir: *pcap, Progress: prog})
+	prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
+	res, err := run.Run(s, run.Options{Seed: *seed, Policy: *policy, PcapDir: *pcap, Progress: prog})
 	if res == nil {
 		return err
 	}
@@ -92,7 +94,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	if *out != "" {
-		files, werr := harness.WriteOutputs(*out, res)
+		files, werr := report.WriteOutputs(*out, res)
 		if werr != nil {
 			return werr
 		}

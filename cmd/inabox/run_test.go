@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/report"
 )
 
 const tinyYAML = `name: tiny
@@ -42,7 +42,7 @@ func TestRunScenario(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	args := []string{"run", f, "--out", filepath.Join(dir, "a"), "--pcap", filepath.Join(dir, "pcap"), "--seed", "5", "--policy", "freeina", "--progress"}
-	if err := run(args, &out, &errb); err != nil {
+	if err := runCLI(args, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	for _, want := range []string{"scenario tiny, policy freeina, seed 5: 2/2 jobs finished", "resnet", "switch memory utilization", "wrote"} {
@@ -59,7 +59,7 @@ func TestRunScenario(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := run([]string{"run", "--seed", "5", "--policy", "freeina", "--out", filepath.Join(dir, "b"), f}, &out, &errb); err != nil {
+	if err := runCLI([]string{"run", "--seed", "5", "--policy", "freeina", "--out", filepath.Join(dir, "b"), f}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(filepath.Join(dir, "a/results.json"))
@@ -69,7 +69,7 @@ func TestRunScenario(t *testing.T) {
 	}
 	// decode reads the pcap
 	out.Reset()
-	if err := run([]string{"decode", filepath.Join(dir, "pcap/h0.pcap")}, &out, &errb); err != nil || !strings.Contains(out.String(), "INA job=1") {
+	if err := runCLI([]string{"decode", filepath.Join(dir, "pcap/h0.pcap")}, &out, &errb); err != nil || !strings.Contains(out.String(), "INA job=1") {
 		t.Errorf("decode: %v\n%.400s", err, out.String())
 	}
 }
@@ -81,7 +81,7 @@ func TestRunDefaultScenario(t *testing.T) {
 		t.Skip("runs the default scenario")
 	}
 	var out, errb bytes.Buffer
-	if err := run([]string{"run"}, &out, &errb); err != nil {
+	if err := runCLI([]string{"run"}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	if !strings.Contains(out.String(), "scenario default, policy dynaina") || !strings.Contains(out.String(), "2/2 jobs finished") {
@@ -104,7 +104,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	for want, args := range cases {
 		var out, errb bytes.Buffer
-		err := run(args, &out, &errb)
+		err := runCLI(args, &out, &errb)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: error %v, want %q", args, err, want)
 		}
@@ -117,7 +117,7 @@ func TestRunErrors(t *testing.T) {
 func TestCompare(t *testing.T) {
 	f := tinyFile(t)
 	var out, errb bytes.Buffer
-	if err := run([]string{"compare", "--policies", "switchml,atp,freeina,dynaina", f}, &out, &errb); err != nil {
+	if err := runCLI([]string{"compare", "--policies", "switchml,atp,freeina,dynaina", f}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	s := out.String()
@@ -127,10 +127,10 @@ func TestCompare(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := run([]string{"compare", "--json", "--policies", "freeina,dynaina", f}, &out, &errb); err != nil {
+	if err := runCLI([]string{"compare", "--json", "--policies", "freeina,dynaina", f}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
-	var c harness.Comparison
+	var c report.Comparison
 	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -141,7 +141,7 @@ func TestCompare(t *testing.T) {
 	two := filepath.Join(t.TempDir(), "two.yaml")
 	os.WriteFile(two, []byte(strings.Replace(tinyYAML, "switch: {slots: 200}", "switch: {slots: 200}\n  ps: {count: 2}", 1)), 0o644)
 	out.Reset()
-	err := run([]string{"compare", "--policies", "atp,freeina", two}, &out, &errb)
+	err := runCLI([]string{"compare", "--policies", "atp,freeina", two}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 policies failed") ||
 		!strings.Contains(out.String(), "FAILED (no column): atp") || !strings.Contains(out.String(), "freeina") {
 		t.Errorf("error %v\n%s", err, out.String())

@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/scenario"
 )
 
 const validateUsage = `usage: inabox validate [--print] FILE.yaml...
@@ -32,13 +32,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return usageError{"validate: no scenario file given"}
 	}
-	models := harness.DefaultModels()
+	models := scenario.DefaultModels()
 	bad := 0
 	for _, file := range fs.Args() {
-		s, err := harness.LoadScenario(file)
+		s, err := scenario.Load(file)
 		if err != nil {
 			bad++
-			var se *harness.ScenarioError
+			var se *scenario.Error
 			if errors.As(err, &se) {
 				for _, fe := range se.Errs {
 					fmt.Fprintln(stderr, fe)

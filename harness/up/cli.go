@@ -83,7 +83,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // orchestrator (SIGKILL, no chance to clean up) left.
 const ownerFile = "owner"
 
-func (r *run) writeOwner() error {
+func (r *session) writeOwner() error {
 	s := strconv.Itoa(os.Getpid()) + "\n" + strings.Join(r.nsNames, "\n") + "\n"
 	return os.WriteFile(filepath.Join(r.dir, ownerFile), []byte(s), 0o644)
 }

@@ -22,7 +22,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/inabox/inabox/emu"
-	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/run"
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/up/swctl"
 	"github.com/inabox/inabox/host"
 	"github.com/inabox/inabox/internal/procnode"
@@ -49,10 +50,10 @@ type PeerReport struct {
 	StartUnixNano int64 `json:"start_unix_ns"`
 	// Worker: Job (0-based) and Rank; Done is true if every iteration
 	// finished; Iterations are checked bit-exact.
-	Job        int                      `json:"job"`
-	Rank       int                      `json:"rank"`
-	Done       bool                     `json:"done"`
-	Iterations []harness.IterationCheck `json:"iterations,omitempty"`
+	Job        int                  `json:"job"`
+	Rank       int                  `json:"rank"`
+	Done       bool                 `json:"done"`
+	Iterations []run.IterationCheck `json:"iterations,omitempty"`
 	// PS is a FreeINA/DynaINA parameter server's counters.
 	PS    *host.PSStats `json:"ps,omitempty"`
 	Error string        `json:"error,omitempty"`
@@ -98,11 +99,11 @@ func writeJSON(path string, v any) error {
 
 // scenarioFlags registers --scenario, --seed and --policy and returns a
 // function that prepares the scenario they name.
-func scenarioFlags(fs *flag.FlagSet) func() (*harness.Prepared, error) {
+func scenarioFlags(fs *flag.FlagSet) func() (*run.Prepared, error) {
 	file := fs.String("scenario", "", "scenario file (inabox run's format; \"\" = inabox up's embedded default, "+DefaultScenarioName+")")
 	seed := fs.Uint64("seed", 0, "seed (0 = the scenario's)")
 	policy := fs.String("policy", "", "policy (\"\" = the scenario's)")
-	return func() (*harness.Prepared, error) {
+	return func() (*run.Prepared, error) {
 		return prepareScenario(*file, *seed, *policy)
 	}
 }
@@ -119,18 +120,18 @@ const DefaultScenarioName = "up-multijob.yaml"
 
 // prepareScenario loads and prepares a scenario ("" = DefaultScenario); every process of a run
 // calls it with the same arguments and so builds the same testbed.
-func prepareScenario(file string, seed uint64, policy string) (*harness.Prepared, error) {
-	var s *harness.Scenario
+func prepareScenario(file string, seed uint64, policy string) (*run.Prepared, error) {
+	var s *scenario.Scenario
 	var err error
 	if file == "" {
-		s, err = harness.ParseScenario(DefaultScenarioName, DefaultScenario, harness.DefaultModels())
+		s, err = scenario.Parse(DefaultScenarioName, DefaultScenario, scenario.DefaultModels())
 	} else {
-		s, err = harness.LoadScenario(file)
+		s, err = scenario.Load(file)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return harness.Prepare(s, harness.RunOptions{Seed: seed, Policy: policy, Realtime: true})
+	return run.Prepare(s, run.Options{Seed: seed, Policy: policy, Realtime: true})
 }
 
 // SwitchMain is the inaswitch process: the aggregation switch serving one
@@ -375,7 +376,7 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	var me *harness.Peer
+	var me *run.Peer
 	for i := range peers {
 		if peers[i].Node == *nodeName {
 			me = &peers[i]

@@ -1,6 +1,6 @@
 // Package up is `inabox up`: it runs a scenario as real processes over TAP
 // devices and AF_PACKET sockets in network namespaces it creates. Every
-// process prepares the same scenario (harness.Prepare) and runs its one
+// process prepares the same scenario (run.Prepare) and runs its one
 // node of it — the switch, a PS or a worker — so the processes run the
 // state machines of the virtual-time emulator, unchanged.
 //
@@ -39,7 +39,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/inabox/inabox/harness"
+	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/up/swctl"
 	"github.com/inabox/inabox/internal/procnode"
 )
@@ -79,7 +79,7 @@ type Config struct {
 	OnRunning func(pids map[string]int)
 }
 
-func (c *Config) check() (*harness.Prepared, error) {
+func (c *Config) check() (*run.Prepared, error) {
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
 	}
@@ -123,7 +123,7 @@ type WorkerResult struct {
 	Rank int    `json:"rank"`
 	// Iterations are the worker's all-reduces (times on its own clock),
 	// each checked element by element against the reference sum.
-	Iterations []harness.IterationCheck `json:"iterations"`
+	Iterations []run.IterationCheck `json:"iterations"`
 	// Exact: every iteration finished and equals the reference.
 	Exact bool `json:"exact"`
 	// Gbps is the worker's all-reduced bytes over the time its
@@ -180,10 +180,12 @@ type proc struct {
 
 type device struct{ ns, name string }
 
-type run struct {
+// session is one run of Up: its processes and the namespaces and devices
+// it made for them.
+type session struct {
 	cfg     Config
-	prep    *harness.Prepared
-	peers   []harness.Peer
+	prep    *run.Prepared
+	peers   []run.Peer
 	id      string
 	dir     string
 	ownDir  bool
@@ -227,7 +229,7 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	defer cancel()
 	var idb [4]byte
 	rand.Read(idb[:])
-	r := &run{cfg: cfg, prep: prep, id: hex.EncodeToString(idb[:]), stderr: stderr, exits: make(chan *proc, 64)}
+	r := &session{cfg: cfg, prep: prep, id: hex.EncodeToString(idb[:]), stderr: stderr, exits: make(chan *proc, 64)}
 	r.peers, _ = prep.Peers() // checked
 	res.ID, res.Scenario, res.Policy, res.Seed = r.id, prep.Scenario().Name, prep.Policy(), prep.Seed()
 	defer func() {
@@ -265,18 +267,18 @@ func defaultCommand(role string, args []string) *exec.Cmd {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func (r *run) swNS() string { return NamePrefix + "sw-" + r.id }
+func (r *session) swNS() string { return NamePrefix + "sw-" + r.id }
 
 // peerNS returns the namespace of switch peer i (a worker or PS node).
-func (r *run) peerNS(i int) string { return NamePrefix + r.peers[i].Node + "-" + r.id }
+func (r *session) peerNS(i int) string { return NamePrefix + r.peers[i].Node + "-" + r.id }
 
-func (r *run) logf(format string, a ...any) {
+func (r *session) logf(format string, a ...any) {
 	fmt.Fprintf(r.stderr, "inabox up %s: "+format+"\n", append([]any{r.id}, a...)...)
 }
 
 // setup creates the work directory, the namespaces, and per switch port a
 // bridge and a veth pair whose far end is eth0 in the host's namespace.
-func (r *run) setup() error {
+func (r *session) setup() error {
 	if r.cfg.PcapDir != "" {
 		if err := os.MkdirAll(r.cfg.PcapDir, 0o755); err != nil {
 			return err
@@ -384,7 +386,7 @@ func setUp(h *netlink.Handle, name string, mtu int) error {
 	return h.LinkSetUp(l)
 }
 
-func (r *run) start(name, role string, args []string) (*proc, error) {
+func (r *session) start(name, role string, args []string) (*proc, error) {
 	p := &proc{name: name, role: role, done: make(chan struct{}), report: filepath.Join(r.dir, name+".json")}
 	args = append(args, "--report", p.report)
 	p.cmd = r.cfg.Command(role, args)
@@ -416,7 +418,7 @@ func (p *proc) died() error {
 	return errors.New(msg)
 }
 
-func (r *run) runAll(ctx context.Context, res *Result) error {
+func (r *session) runAll(ctx context.Context, res *Result) error {
 	cfg := r.cfg
 	_, ports, err := r.prep.Node(r.prep.SwitchName())
 	if err != nil {
@@ -484,7 +486,7 @@ func (r *run) runAll(ctx context.Context, res *Result) error {
 	swh.Close()
 	// 3. The PSs, then the workers.
 	var psProcs, workers []*proc
-	var workerPeers []harness.Peer
+	var workerPeers []run.Peer
 	for _, role := range []string{"ps", "worker"} {
 		for i, pe := range r.peers {
 			if pe.Role != role {
@@ -633,7 +635,7 @@ func (r *run) runAll(ctx context.Context, res *Result) error {
 // waitFiles waits until every process of procs (all if none are given)
 // has created its file <work dir>/<name><suffix>; a process exiting first
 // is fatal, and ctx ending names those still pending.
-func (r *run) waitFiles(ctx context.Context, suffix, pendingWord string, procs ...*proc) error {
+func (r *session) waitFiles(ctx context.Context, suffix, pendingWord string, procs ...*proc) error {
 	if len(procs) == 0 {
 		procs = r.procs
 	}
@@ -667,7 +669,7 @@ func workerProcs(ws []WorkerResult) []ProcResult {
 	return out
 }
 
-func (r *run) procResult(p *proc, rep procnode.Report) ProcResult {
+func (r *session) procResult(p *proc, rep procnode.Report) ProcResult {
 	return ProcResult{Name: p.name, Pid: p.cmd.Process.Pid, Elapsed: rep.Elapsed, MaxLate: rep.Realtime.MaxLate,
 		Late: rep.Realtime.Late, Events: rep.Realtime.Events, KeptUp: rep.Realtime.MaxLate <= r.cfg.LateTolerance}
 }
@@ -696,7 +698,7 @@ func readJSON(path string, v any) error {
 
 // cleanup kills every process still running, waits for it, deletes the
 // devices and namespaces the run created and its work directory.
-func (r *run) cleanup() error {
+func (r *session) cleanup() error {
 	var errs []error
 	// SIGTERM first, so processes flush their captures and reports (kept
 	// with --keep); SIGKILL whatever has not exited within 3 s.

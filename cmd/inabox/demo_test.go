@@ -1,4 +1,4 @@
-package harness
+package main
 
 import (
 	"bytes"
@@ -9,14 +9,14 @@ import (
 	"testing"
 )
 
-// In the default scenario RC recovers every loss, duplicate, reorder,
+// In the demo RC recovers every loss, duplicate, reorder,
 // corruption, the link flap and the switch crash: each host receives every
 // message of the other exactly once, in order, intact, and the link counters
 // conserve packets.
 func TestDemoExactlyOnceInOrder(t *testing.T) {
-	cfg := DefaultDemo
+	cfg := defaultDemo
 	cfg.Messages = 5000
-	r, err := RunDemo(cfg)
+	r, err := runDemo(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,16 +52,16 @@ func TestDemoExactlyOnceInOrder(t *testing.T) {
 }
 
 func TestDemoPcapAndDeterminism(t *testing.T) {
-	cfg := DefaultDemo
+	cfg := defaultDemo
 	cfg.Messages = 2000
 	d1, d2 := t.TempDir(), t.TempDir()
 	cfg.PcapDir = d1
-	r1, err := RunDemo(cfg)
+	r1, err := runDemo(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.PcapDir = d2
-	r2, err := RunDemo(cfg)
+	r2, err := runDemo(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +81,9 @@ func TestDemoPcapAndDeterminism(t *testing.T) {
 }
 
 func TestDemoBadConfig(t *testing.T) {
-	cfg := DefaultDemo
+	cfg := defaultDemo
 	cfg.Values = 0
-	if _, err := RunDemo(cfg); err == nil || !strings.Contains(err.Error(), "Values = 0") {
+	if _, err := runDemo(cfg); err == nil || !strings.Contains(err.Error(), "Values = 0") {
 		t.Errorf("Values 0: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package harness
+package run
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inabox/inabox/harness/report"
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 )
 
@@ -29,23 +31,23 @@ jobs:
   - {name: resnet, model: resnet50, workers: 2, iterations: 2, arrival: 20ms}
 `
 
-func tiny(t testing.TB, extra string) *Scenario {
+func tiny(t testing.TB, extra string) *scenario.Scenario {
 	t.Helper()
-	s, err := ParseScenario("tiny.yaml", []byte(tinyScenario+extra), DefaultModels())
+	s, err := scenario.Parse("tiny.yaml", []byte(tinyScenario+extra), scenario.DefaultModels())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func runJSON(t testing.TB, s *Scenario, o RunOptions) (*Results, []byte) {
+func runJSON(t testing.TB, s *scenario.Scenario, o Options) (*report.Results, []byte) {
 	t.Helper()
 	r, err := Run(s, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := WriteResultsJSON(&b, r); err != nil {
+	if err := report.WriteResultsJSON(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	return r, b.Bytes()
@@ -56,8 +58,8 @@ func runJSON(t testing.TB, s *Scenario, o RunOptions) (*Results, []byte) {
 func TestRunDeterministic(t *testing.T) {
 	s := tiny(t, "impairments:\n  - {link: all, loss: 0.002}\n")
 	for _, p := range []string{"freeina", "dynaina"} {
-		r1, a := runJSON(t, s, RunOptions{Policy: p})
-		_, b := runJSON(t, s, RunOptions{Policy: p})
+		r1, a := runJSON(t, s, Options{Policy: p})
+		_, b := runJSON(t, s, Options{Policy: p})
 		if !bytes.Equal(a, b) {
 			t.Fatalf("%s: results.json differs between two runs with seed %d", p, s.Seed)
 		}
@@ -71,8 +73,8 @@ func TestRunDeterministic(t *testing.T) {
 		}
 	}
 	// another seed draws other losses
-	_, c := runJSON(t, s, RunOptions{Policy: "freeina", Seed: 99})
-	_, a := runJSON(t, s, RunOptions{Policy: "freeina"})
+	_, c := runJSON(t, s, Options{Policy: "freeina", Seed: 99})
+	_, a := runJSON(t, s, Options{Policy: "freeina"})
 	if bytes.Equal(a, c) {
 		t.Error("seed 99 gave the same results as seed 3")
 	}
@@ -82,11 +84,11 @@ func TestRunDeterministic(t *testing.T) {
 // only during all-reduces; every chunk is accounted for on one path.
 func TestRunShape(t *testing.T) {
 	s := tiny(t, "")
-	plans := s.Plan(DefaultModels())
+	plans := s.Plan(scenario.DefaultModels())
 	for _, p := range []string{"freeina", "dynaina"} {
-		r, _ := runJSON(t, s, RunOptions{Policy: p})
+		r, _ := runJSON(t, s, Options{Policy: p})
 		for i, j := range r.Jobs {
-			if !j.Finished || j.Arrival != seconds(plans[i].Arrival) {
+			if !j.Finished || j.Arrival != report.Num(plans[i].Arrival.Seconds()) {
 				t.Fatalf("%s: job %+v", p, j)
 			}
 			for _, it := range j.Iters {
@@ -125,7 +127,7 @@ func TestRunFaults(t *testing.T) {
   - {at: 40ms, kind: link_down, target: h3, duration: 1ms}
 `)
 	for _, p := range []string{"freeina", "dynaina"} {
-		r, _ := runJSON(t, s, RunOptions{Policy: p})
+		r, _ := runJSON(t, s, Options{Policy: p})
 		if r.Summary.JobsFinished != 2 {
 			t.Fatalf("%s: %+v", p, r.Summary)
 		}
@@ -134,11 +136,11 @@ func TestRunFaults(t *testing.T) {
 
 func TestRunBadPolicy(t *testing.T) {
 	s := tiny(t, "")
-	if _, err := Run(s, RunOptions{Policy: "magic"}); err == nil || !strings.Contains(err.Error(), "magic") {
+	if _, err := Run(s, Options{Policy: "magic"}); err == nil || !strings.Contains(err.Error(), "magic") {
 		t.Errorf("unknown policy: %v", err)
 	}
 	js := tiny(t, "impairments:\n  - {link: h1, jitter: 1us}\n")
-	if _, err := Run(js, RunOptions{}); err == nil || !strings.Contains(err.Error(), "impairments[0].jitter") {
+	if _, err := Run(js, Options{}); err == nil || !strings.Contains(err.Error(), "impairments[0].jitter") {
 		t.Errorf("jitter: %v", err)
 	}
 }
@@ -164,7 +166,7 @@ func ranks(rs ...fakeRank) []testbed.WorkerHandle {
 // TestRunChecksSums: a wrong sum is an error, not a result.
 func TestRunChecksSums(t *testing.T) {
 	s := tiny(t, "")
-	plans := s.Plan(DefaultModels())
+	plans := s.Plan(scenario.DefaultModels())
 	r := &runner{s: s, plans: plans, gen: newTensorGen(1, s, plans)}
 	ref := r.gen.reference(1, 0)
 	good := append([]int32(nil), ref...)
@@ -189,7 +191,7 @@ func TestRunChecksSums(t *testing.T) {
 func TestRunProgress(t *testing.T) {
 	var b bytes.Buffer
 	s := tiny(t, "")
-	if _, err := Run(s, RunOptions{Policy: "freeina", Progress: NewProgress(&b, "tiny", true)}); err != nil {
+	if _, err := Run(s, Options{Policy: "freeina", Progress: report.NewProgress(&b, "tiny", true)}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "100%") || !strings.HasSuffix(b.String(), "\n") {
@@ -204,13 +206,13 @@ func TestScenariosLong(t *testing.T) {
 	if os.Getenv("INABOX_LONG") != "1" {
 		t.Skip("set INABOX_LONG=1")
 	}
-	for _, name := range EmbeddedScenarioNames() {
-		s, err := EmbeddedScenario(name)
+	for _, name := range scenario.EmbeddedNames() {
+		s, err := scenario.Embedded(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range testbed.Names() {
-			r, err := Run(s, RunOptions{Policy: p})
+			r, err := Run(s, Options{Policy: p})
 			if errors.Is(err, ErrUnfinished) && p == "none" {
 				continue
 			}

@@ -1,4 +1,4 @@
-package harness
+package run
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 	sw "github.com/inabox/inabox/switch"
 )
@@ -36,7 +37,7 @@ type Peer struct {
 // Prepare builds scenario s under opts (seed and policy) with its
 // impairments applied, for running node by node. opts.PcapDir, Progress and
 // Step do not apply.
-func Prepare(s *Scenario, opts RunOptions) (*Prepared, error) {
+func Prepare(s *scenario.Scenario, opts Options) (*Prepared, error) {
 	r, err := prepare(s, opts)
 	if err != nil {
 		return nil, err
@@ -45,14 +46,14 @@ func Prepare(s *Scenario, opts RunOptions) (*Prepared, error) {
 }
 
 // Scenario returns the scenario.
-func (p *Prepared) Scenario() *Scenario { return p.r.s }
+func (p *Prepared) Scenario() *scenario.Scenario { return p.r.s }
 
 // Policy and Seed are the ones in force (options applied).
 func (p *Prepared) Policy() string { return p.r.policy }
 func (p *Prepared) Seed() uint64   { return p.r.seed }
 
 // Plans returns the jobs as planned.
-func (p *Prepared) Plans() []JobPlan { return p.r.plans }
+func (p *Prepared) Plans() []scenario.JobPlan { return p.r.plans }
 
 // Network returns the built, never-run network.
 func (p *Prepared) Network() *emu.Network { return p.r.tb.Net }

@@ -1,9 +1,11 @@
-package harness
+package report
 
 import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/inabox/inabox/harness/scenario"
 )
 
 // synthetic feeds a collector with an idealized run of a scenario: each job
@@ -12,11 +14,11 @@ import (
 // metrics and outputs on realistic shapes.
 func synthetic(t *testing.T, name, policy string) *Results {
 	t.Helper()
-	s, err := EmbeddedScenario(name)
+	s, err := scenario.Embedded(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := DefaultModels()
+	ms := scenario.DefaultModels()
 	c := NewCollector(CollectorConfig{Scenario: s.Name, Policy: policy, Seed: s.Seed, TotalSlots: s.Topology.Switch.Slots})
 	type ev struct {
 		at time.Duration

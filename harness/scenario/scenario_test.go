@@ -1,4 +1,4 @@
-package harness
+package scenario
 
 import (
 	"errors"
@@ -29,16 +29,16 @@ func TestInvalidScenarios(t *testing.T) {
 			if !ok {
 				t.Fatalf("first line %q is not a '# want: ' comment", first)
 			}
-			_, err = ParseScenario(e.Name(), data, DefaultModels())
+			_, err = Parse(e.Name(), data, DefaultModels())
 			if err == nil {
 				t.Fatal("accepted")
 			}
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error:\n%v\nwant it to contain:\n%s", err, want)
 			}
-			var se *ScenarioError
+			var se *Error
 			if !errors.As(err, &se) || len(se.Errs) == 0 {
-				t.Errorf("error %T is not a *ScenarioError", err)
+				t.Errorf("error %T is not a *Error", err)
 			}
 		})
 	}
@@ -47,8 +47,8 @@ func TestInvalidScenarios(t *testing.T) {
 func isLanguage(m string) bool { return strings.HasPrefix(m, "bert") || strings.HasPrefix(m, "gpt") }
 
 func TestEmbeddedScenarios(t *testing.T) {
-	names := EmbeddedScenarioNames()
-	for _, want := range []string{DefaultScenarioName, "dynaina-contention.yaml", "freeina-single.yaml", "freeina-multi.yaml"} {
+	names := EmbeddedNames()
+	for _, want := range []string{DefaultName, "dynaina-contention.yaml", "freeina-single.yaml", "freeina-multi.yaml"} {
 		found := false
 		for _, n := range names {
 			found = found || n == want
@@ -60,7 +60,7 @@ func TestEmbeddedScenarios(t *testing.T) {
 	ms := DefaultModels()
 	for _, n := range names {
 		t.Run(n, func(t *testing.T) {
-			s, err := EmbeddedScenario(n)
+			s, err := Embedded(n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestEmbeddedScenarios(t *testing.T) {
 				t.Errorf("name %q in file %s", s.Name, n)
 			}
 			// The same file on disk and embedded.
-			disk, err := LoadScenario(filepath.Join("..", "testdata", "scenarios", n))
+			disk, err := Load(filepath.Join("..", "..", "testdata", "scenarios", n))
 			if err != nil || disk.Name != s.Name {
 				t.Errorf("disk copy: %v", err)
 			}
@@ -91,7 +91,7 @@ func TestEmbeddedScenarios(t *testing.T) {
 			}
 		})
 	}
-	s, err := EmbeddedScenario("dynaina-contention.yaml")
+	s, err := Embedded("dynaina-contention.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestEmbeddedScenarios(t *testing.T) {
 		t.Errorf("policy %s", s.Policy)
 	}
 	for _, n := range []string{"freeina-single.yaml", "freeina-multi.yaml"} {
-		s, err := EmbeddedScenario(n)
+		s, err := Embedded(n)
 		if err != nil || s.Policy != "freeina" {
 			t.Errorf("%s: %v", n, err)
 		}
@@ -120,7 +120,7 @@ func TestEmbeddedScenarios(t *testing.T) {
 }
 
 func TestScenarioDefaults(t *testing.T) {
-	s, err := ParseScenario("dir/my-exp.yaml", []byte("jobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: bert-base, workers: 2, iterations: 1, arrival: 5ms, comm_ratio: 0.5}\n"), DefaultModels())
+	s, err := Parse("dir/my-exp.yaml", []byte("jobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: bert-base, workers: 2, iterations: 1, arrival: 5ms, comm_ratio: 0.5}\n"), DefaultModels())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestScenarioDefaults(t *testing.T) {
 		t.Errorf("comm_ratio override: %+v", p[1])
 	}
 	// Explicit zero seed is kept; shared hosts wrap.
-	s, err = ParseScenario("x.yaml", []byte("seed: 0\ntopology: {hosts: 4, ps: {count: 2}}\njobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: vgg16, workers: 3, iterations: 2}\n"), DefaultModels())
+	s, err = Parse("x.yaml", []byte("seed: 0\ntopology: {hosts: 4, ps: {count: 2}}\njobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: vgg16, workers: 3, iterations: 2}\n"), DefaultModels())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestScenarioErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseScenario("x.yaml", []byte(c.src), DefaultModels())
+			_, err := Parse("x.yaml", []byte(c.src), DefaultModels())
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error:\n%v\nwant:\n%s", err, c.want)
 			}
@@ -206,8 +206,8 @@ func TestScenarioErrors(t *testing.T) {
 
 func TestScenarioManyErrorsInFileOrder(t *testing.T) {
 	src := "policy: x\njobs:\n  - {name: a, model: nope, workers: 0, iterations: 1}\nscaling: {tensor_scale: 3}\n"
-	_, err := ParseScenario("x.yaml", []byte(src), DefaultModels())
-	var se *ScenarioError
+	_, err := Parse("x.yaml", []byte(src), DefaultModels())
+	var se *Error
 	if !errors.As(err, &se) || len(se.Errs) != 4 {
 		t.Fatalf("%v", err)
 	}
@@ -220,7 +220,7 @@ func TestScenarioManyErrorsInFileOrder(t *testing.T) {
 }
 
 func TestValidateAfterOverride(t *testing.T) {
-	s, err := EmbeddedScenario("freeina-single.yaml")
+	s, err := Embedded("freeina-single.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestValidateAfterOverride(t *testing.T) {
 }
 
 func TestLoadScenarioMissing(t *testing.T) {
-	if _, err := LoadScenario(filepath.Join(t.TempDir(), "no.yaml")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Load(filepath.Join(t.TempDir(), "no.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%v", err)
 	}
 }
@@ -246,7 +246,7 @@ impairments:
   - {link: h1, corrupt: 0.5, jitter: 1us, reorder: 0.1, reorder_delay: 2us}
 `
 	ms := DefaultModels()
-	s, err := ParseScenario("x.yaml", []byte(src), ms)
+	s, err := Parse("x.yaml", []byte(src), ms)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ impairments:
 // FuzzParseScenario: any input either parses into a scenario that
 // validates and plans, or fails with an error naming the file.
 func FuzzParseScenario(f *testing.F) {
-	for _, n := range EmbeddedScenarioNames() {
+	for _, n := range EmbeddedNames() {
 		b, _ := fs.ReadFile(testdata.Scenarios, "scenarios/"+n)
 		f.Add(b)
 	}
@@ -289,7 +289,7 @@ func FuzzParseScenario(f *testing.F) {
 	}
 	ms := DefaultModels()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ParseScenario("f.yaml", data, ms)
+		s, err := Parse("f.yaml", data, ms)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "f.yaml") {
 				t.Fatalf("error does not name the file: %v", err)

@@ -1,9 +1,10 @@
-package harness
+package run
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 )
 
@@ -12,8 +13,8 @@ import (
 // running into the time limit.
 func TestRunEndsOnTransportFailure(t *testing.T) {
 	s := loadEmbedded(t, "default.yaml")
-	s.Faults = append(s.Faults, FaultSpec{At: Duration(350e6), Kind: FaultNodeCrash, Target: "ps0"})
-	_, err := Run(s, RunOptions{Policy: "freeina"})
+	s.Faults = append(s.Faults, scenario.Fault{At: scenario.Duration(350e6), Kind: scenario.FaultNodeCrash, Target: "ps0"})
+	_, err := Run(s, Options{Policy: "freeina"})
 	if err == nil {
 		t.Fatal("Run succeeded with the PS gone")
 	}
@@ -28,7 +29,7 @@ func TestRunEndsOnTransportFailure(t *testing.T) {
 func TestPreparePeers(t *testing.T) {
 	s := loadEmbedded(t, "default.yaml")
 	for _, policy := range testbed.Names() {
-		p, err := Prepare(s, RunOptions{Policy: policy})
+		p, err := Prepare(s, Options{Policy: policy})
 		if err != nil {
 			t.Fatalf("%s: %v", policy, err)
 		}
@@ -66,9 +67,9 @@ func TestPreparePeers(t *testing.T) {
 	}
 }
 
-func loadEmbedded(t *testing.T, name string) *Scenario {
+func loadEmbedded(t *testing.T, name string) *scenario.Scenario {
 	t.Helper()
-	s, err := EmbeddedScenario(name)
+	s, err := scenario.Embedded(name)
 	if err != nil {
 		t.Fatal(err)
 	}

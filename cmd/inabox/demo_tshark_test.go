@@ -1,4 +1,4 @@
-package harness
+package main
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"github.com/inabox/inabox/rdma"
 )
 
-// The pcaps the default scenario writes are real RoCEv2 frames: tshark reads
+// The pcaps the demo writes are real RoCEv2 frames: tshark reads
 // every frame of every port's capture and decodes it as RRoCE (InfiniBand BTH
 // over UDP 4791) with a good IPv4 checksum, the opcode, destination QP and
 // PSN that the frame carries (read back here with our own parser), and no
@@ -23,10 +23,10 @@ func TestPcapsDecodeWithTshark(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {
 		t.Skip("tshark not installed (apt-get install tshark; CI installs it)")
 	}
-	cfg := DefaultDemo
+	cfg := defaultDemo
 	cfg.Messages = 3000
 	cfg.PcapDir = t.TempDir()
-	r, err := RunDemo(cfg)
+	r, err := runDemo(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package harness
+package scenario
 
 import (
 	"bytes"
@@ -88,8 +88,8 @@ type Scenario struct {
 	FreeINAPath string           `yaml:"freeina_path,omitempty" json:"freeina_path,omitempty"`
 	Scaling     Scaling          `yaml:"scaling" json:"scaling"`
 	Topology    Topology         `yaml:"topology" json:"topology"`
-	Jobs        []JobSpec        `yaml:"jobs" json:"jobs"`
-	Faults      []FaultSpec      `yaml:"faults,omitempty" json:"faults,omitempty"`
+	Jobs        []Job            `yaml:"jobs" json:"jobs"`
+	Faults      []Fault          `yaml:"faults,omitempty" json:"faults,omitempty"`
 	Impairments []LinkImpairment `yaml:"impairments,omitempty" json:"impairments,omitempty"`
 
 	file  string
@@ -114,30 +114,30 @@ type Scaling struct {
 // Topology is a single switch with every worker host and parameter server
 // attached by one link.
 type Topology struct {
-	LinkGbps     float64    `yaml:"link_gbps" json:"link_gbps"`
-	LinkDelay    Duration   `yaml:"link_delay" json:"link_delay"`
-	QueuePackets int        `yaml:"queue_packets,omitempty" json:"queue_packets,omitempty"`
-	Hosts        int        `yaml:"hosts" json:"hosts"`
-	Switch       SwitchSpec `yaml:"switch" json:"switch"`
-	PS           PSSpec     `yaml:"ps" json:"ps"`
+	LinkGbps     float64  `yaml:"link_gbps" json:"link_gbps"`
+	LinkDelay    Duration `yaml:"link_delay" json:"link_delay"`
+	QueuePackets int      `yaml:"queue_packets,omitempty" json:"queue_packets,omitempty"`
+	Hosts        int      `yaml:"hosts" json:"hosts"`
+	Switch       Switch   `yaml:"switch" json:"switch"`
+	PS           PS       `yaml:"ps" json:"ps"`
 }
 
-// SwitchSpec sizes the aggregation switch.
-type SwitchSpec struct {
+// Switch sizes the aggregation switch.
+type Switch struct {
 	Slots           int      `yaml:"slots" json:"slots"`
 	ValuesPerPacket int      `yaml:"values_per_packet" json:"values_per_packet"`
 	PassTime        Duration `yaml:"pass_time" json:"pass_time"`
 	Latency         Duration `yaml:"latency" json:"latency"`
 }
 
-// PSSpec describes the parameter servers.
-type PSSpec struct {
+// PS describes the parameter servers.
+type PS struct {
 	Count    int     `yaml:"count" json:"count"`
 	LinkGbps float64 `yaml:"link_gbps" json:"link_gbps"`
 }
 
-// JobSpec is one training job.
-type JobSpec struct {
+// Job is one training job.
+type Job struct {
 	Name       string   `yaml:"name" json:"name"`
 	Model      string   `yaml:"model" json:"model"`
 	Workers    int      `yaml:"workers" json:"workers"`
@@ -149,8 +149,8 @@ type JobSpec struct {
 	CommRatio float64 `yaml:"comm_ratio,omitempty" json:"comm_ratio,omitempty"`
 }
 
-// FaultSpec is one injected fault; see Scenario for the kinds.
-type FaultSpec struct {
+// Fault is one injected fault; see Scenario for the kinds.
+type Fault struct {
 	At       Duration `yaml:"at" json:"at"`
 	Kind     string   `yaml:"kind" json:"kind"`
 	Target   string   `yaml:"target" json:"target"`
@@ -261,12 +261,12 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
-// ScenarioError lists every problem found in a scenario file, in file order.
-type ScenarioError struct {
+// Error lists every problem found in a scenario file, in file order.
+type Error struct {
 	Errs []*FieldError
 }
 
-func (e *ScenarioError) Error() string {
+func (e *Error) Error() string {
 	s := make([]string, len(e.Errs))
 	for i, fe := range e.Errs {
 		s[i] = fe.Error()
@@ -275,7 +275,7 @@ func (e *ScenarioError) Error() string {
 }
 
 // Unwrap returns the field errors.
-func (e *ScenarioError) Unwrap() []error {
+func (e *Error) Unwrap() []error {
 	out := make([]error, len(e.Errs))
 	for i, fe := range e.Errs {
 		out[i] = fe
@@ -283,28 +283,28 @@ func (e *ScenarioError) Unwrap() []error {
 	return out
 }
 
-// LoadScenario reads, decodes, fills in and validates a scenario file
+// Load reads, decodes, fills in and validates a scenario file
 // against the embedded model profiles.
-func LoadScenario(file string) (*Scenario, error) {
+func Load(file string) (*Scenario, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	return ParseScenario(file, data, defaultModels)
+	return Parse(file, data, defaultModels)
 }
 
-// EmbeddedScenario loads testdata/scenarios/<name> (e.g.
+// Embedded loads testdata/scenarios/<name> (e.g.
 // "freeina-single.yaml") from the embedded copy.
-func EmbeddedScenario(name string) (*Scenario, error) {
+func Embedded(name string) (*Scenario, error) {
 	data, err := fs.ReadFile(testdata.Scenarios, path.Join("scenarios", name))
 	if err != nil {
 		return nil, err
 	}
-	return ParseScenario(name, data, defaultModels)
+	return Parse(name, data, defaultModels)
 }
 
-// EmbeddedScenarioNames lists the valid embedded scenarios.
-func EmbeddedScenarioNames() []string {
+// EmbeddedNames lists the valid embedded scenarios.
+func EmbeddedNames() []string {
 	ents, _ := fs.ReadDir(testdata.Scenarios, "scenarios")
 	var out []string
 	for _, e := range ents {
@@ -315,15 +315,15 @@ func EmbeddedScenarioNames() []string {
 	return out
 }
 
-// DefaultScenarioName is the embedded scenario `inabox run` uses when none
+// DefaultName is the embedded scenario `inabox run` uses when none
 // is given.
-const DefaultScenarioName = "default.yaml"
+const DefaultName = "default.yaml"
 
-// ParseScenario decodes a scenario (unknown keys are errors), fills in the
+// Parse decodes a scenario (unknown keys are errors), fills in the
 // defaults and validates it against models. file names the source in
-// errors. A returned error is a *ScenarioError unless the YAML is not
+// errors. A returned error is a *Error unless the YAML is not
 // well-formed.
-func ParseScenario(file string, data []byte, models Models) (*Scenario, error) {
+func Parse(file string, data []byte, models Models) (*Scenario, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
@@ -338,7 +338,7 @@ func ParseScenario(file string, data []byte, models Models) (*Scenario, error) {
 			return nil, idx.typeErrors(file, te)
 		}
 		if errors.Is(err, io.EOF) {
-			return nil, &ScenarioError{Errs: []*FieldError{{File: file, Rule: "empty file: want a mapping with at least jobs"}}}
+			return nil, &Error{Errs: []*FieldError{{File: file, Rule: "empty file: want a mapping with at least jobs"}}}
 		}
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -527,7 +527,7 @@ func (s *Scenario) Validate(models Models) error {
 		}
 		return cmp.Compare(la, lb)
 	})
-	return &ScenarioError{Errs: v.errs}
+	return &Error{Errs: v.errs}
 }
 
 func (s *Scenario) has(p string) bool { return s.index != nil && s.index.has(p) }
@@ -769,8 +769,8 @@ var (
 )
 
 // typeErrors converts the decoder's messages into field errors.
-func (x *nodeIndex) typeErrors(file string, te *yaml.TypeError) *ScenarioError {
-	out := &ScenarioError{}
+func (x *nodeIndex) typeErrors(file string, te *yaml.TypeError) *Error {
+	out := &Error{}
 	for _, msg := range te.Errors {
 		fe := &FieldError{File: file, Rule: msg}
 		if m := reUnknown.FindStringSubmatch(msg); m != nil {
@@ -819,7 +819,7 @@ func typeWord(goType string) string {
 		return "a list"
 	case goType == "string":
 		return "a string"
-	case strings.HasPrefix(goType, "harness."):
+	case strings.HasPrefix(goType, "scenario."):
 		return "a mapping"
 	}
 	return goType
@@ -841,7 +841,7 @@ func tagWord(tag string) string {
 // field" errors.
 var knownKeys = func() map[string][]string {
 	out := map[string][]string{}
-	for _, v := range []any{Scenario{}, Scaling{}, Topology{}, SwitchSpec{}, PSSpec{}, JobSpec{}, FaultSpec{}, LinkImpairment{}} {
+	for _, v := range []any{Scenario{}, Scaling{}, Topology{}, Switch{}, PS{}, Job{}, Fault{}, LinkImpairment{}} {
 		t := reflect.TypeOf(v)
 		var keys []string
 		for i := 0; i < t.NumField(); i++ {

@@ -1,4 +1,4 @@
-package harness
+package run
 
 import (
 	"errors"
@@ -10,30 +10,14 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/report"
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 	"github.com/inabox/inabox/host"
 )
 
-// The experiment runner: a scenario, a policy and a seed in, Results out.
-//
-// Run builds the policy's emulated testbed from the scenario (one worker
-// node per job worker, the switch with the scenario's memory, the parameter
-// servers, links at the scaled rates), gives every worker its tensors
-// (deterministic from the seed, scaled gradient size), and steps virtual
-// time until every job has done its iterations or the time limit. Each
-// job arrives, then per iteration computes (the model's compute time, the
-// worker's gap) and all-reduces its gradient. Every all-reduce result of
-// every worker is checked exactly against a reference sum computed here: a
-// wrong sum is an error, never a result. The metrics Collector gets job
-// arrivals and finishes, iteration and all-reduce times, switch memory
-// occupancy sampled from the allocator, collisions, switch/PS-path chunks and
-// retransmissions.
-//
-// The testbed (topology, addressing, the policy's switch program and
-// endpoints) comes from harness/testbed; the policies are its registry.
-
-// RunOptions modify a run without editing the scenario.
-type RunOptions struct {
+// Options modify a run without editing the scenario.
+type Options struct {
 	// Seed, if non-zero, replaces the scenario's seed.
 	Seed uint64
 	// Policy, if set, replaces the scenario's policy.
@@ -42,9 +26,9 @@ type RunOptions struct {
 	// host or PS end: h0.pcap, ps0.pcap, ...).
 	PcapDir string
 	// Progress, if set, is told virtual time as the run advances.
-	Progress Progress
+	Progress report.Progress
 	// Models are the model profiles (nil: the embedded ones).
-	Models Models
+	Models scenario.Models
 	// Step is the virtual time between two samples of the testbed (switch
 	// occupancy, finished all-reduces); 0 means 100 µs.
 	Step time.Duration
@@ -62,7 +46,7 @@ var ErrUnfinished = errors.New("not finished by time_limit")
 // Run runs scenario s under opts and returns its results. If a job has not
 // finished by the time limit it returns the results so far and an error
 // wrapping ErrUnfinished.
-func Run(s *Scenario, opts RunOptions) (*Results, error) {
+func Run(s *scenario.Scenario, opts Options) (*report.Results, error) {
 	r, err := prepare(s, opts)
 	if err != nil {
 		return nil, err
@@ -79,7 +63,7 @@ func Run(s *Scenario, opts RunOptions) (*Results, error) {
 	}
 	prog := opts.Progress
 	if prog == nil {
-		prog = nopProgress{}
+		prog = noProgress{}
 	}
 	defer prog.Done()
 	return r.run(r.step, prog)
@@ -87,7 +71,7 @@ func Run(s *Scenario, opts RunOptions) (*Results, error) {
 
 // prepare builds scenario s's testbed for the policy of opts (or s) with
 // the impairments applied: everything up to the fault schedule.
-func prepare(s *Scenario, opts RunOptions) (*runner, error) {
+func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	policy := s.Policy
 	if opts.Policy != "" {
 		policy = opts.Policy
@@ -101,7 +85,7 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	}
 	models := opts.Models
 	if models == nil {
-		models = defaultModels
+		models = scenario.DefaultModels()
 	}
 	step := opts.Step
 	if step <= 0 {
@@ -109,7 +93,7 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	}
 	for i, im := range s.Impairments {
 		if im.Jitter != 0 {
-			return nil, fmt.Errorf("%s: impairments[%d].jitter: %v: not supported by the runner (links are built before impairments apply)", s.file, i, im.Jitter)
+			return nil, fmt.Errorf("%s: impairments[%d].jitter: %v: not supported by the runner (links are built before impairments apply)", s.File(), i, im.Jitter)
 		}
 	}
 	plans := s.Plan(models)
@@ -120,7 +104,7 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 	}
 	r := &runner{s: s, tb: tb, plans: plans, gen: gen, policy: policy, seed: seed, step: step,
 		hostLinks: map[string][]*emu.Link{}, hostNodes: map[string][]string{}}
-	r.col = NewCollector(CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: s.Topology.Switch.Slots})
+	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: s.Topology.Switch.Slots})
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
 		for w, h := range p.Hosts {
@@ -144,14 +128,14 @@ func prepare(s *Scenario, opts RunOptions) (*runner, error) {
 }
 
 type runner struct {
-	s         *Scenario
+	s         *scenario.Scenario
 	tb        *testbed.Testbed
 	policy    string
 	seed      uint64
 	step      time.Duration
-	plans     []JobPlan
+	plans     []scenario.JobPlan
 	gen       *tensorGen
-	col       *Collector
+	col       *report.Collector
 	hostLinks map[string][]*emu.Link
 	hostNodes map[string][]string
 	// per job: iterations fed to the collector, arrival fed, finished
@@ -160,6 +144,15 @@ type runner struct {
 	done    []bool
 	occ     map[occKey]int
 }
+
+// occKey is a (pool, job) pair of the switch's occupancy.
+type occKey struct{ pool, job string }
+
+// noProgress is the Progress of a run given none.
+type noProgress struct{}
+
+func (noProgress) Update(time.Duration, time.Duration) {}
+func (noProgress) Done()                               {}
 
 func (r *runner) impairments() error {
 	for _, im := range r.s.Impairments {
@@ -198,11 +191,11 @@ func (r *runner) faults() error {
 		at, dur := f.At.D(), f.Duration.D()
 		var err error
 		switch f.Kind {
-		case FaultSwitchReboot:
+		case scenario.FaultSwitchReboot:
 			if err = n.Crash(at, testbed.SwitchNode); err == nil {
 				err = n.Restart(at+dur, testbed.SwitchNode)
 			}
-		case FaultNodeCrash:
+		case scenario.FaultNodeCrash:
 			for _, node := range r.hostNodes[f.Target] {
 				if err = n.Crash(at, node); err != nil {
 					break
@@ -216,18 +209,18 @@ func (r *runner) faults() error {
 		default:
 			for _, l := range r.hostLinks[f.Target] {
 				switch f.Kind {
-				case FaultLinkDown:
+				case scenario.FaultLinkDown:
 					n.LinkDown(at, l)
 					if dur > 0 {
 						n.LinkUp(at+dur, l)
 					}
-				case FaultLinkUp:
+				case scenario.FaultLinkUp:
 					n.LinkUp(at, l)
-				case FaultLossBurst:
+				case scenario.FaultLossBurst:
 					err = n.LossBurst(at, dur, l, f.Value)
-				case FaultCorrupt:
+				case scenario.FaultCorrupt:
 					err = n.CorruptWindow(at, dur, l, f.Value)
-				case FaultDelaySpike:
+				case scenario.FaultDelaySpike:
 					err = n.DelaySpike(at, dur, l, time.Duration(f.Value*float64(time.Microsecond)))
 				}
 				if err != nil {
@@ -236,7 +229,7 @@ func (r *runner) faults() error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: faults[%d]: %w", r.s.file, i, err)
+			return fmt.Errorf("%s: faults[%d]: %w", r.s.File(), i, err)
 		}
 	}
 	return nil
@@ -286,13 +279,13 @@ func (r *runner) pcap(dir string) (func(), error) {
 	return closeAll, nil
 }
 
-func (r *runner) run(step time.Duration, prog Progress) (*Results, error) {
+func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results, error) {
 	n := r.tb.Net
 	nj := len(r.plans)
 	r.fed, r.arrived, r.done = make([]int, nj), make([]bool, nj), make([]bool, nj)
 	r.occ = map[occKey]int{}
 	limit := r.s.TimeLimit.D()
-	total := r.s.Estimate(defaultModels).VirtualTime
+	total := r.s.Estimate(scenario.DefaultModels()).VirtualTime
 	if total > limit {
 		total = limit
 	}
@@ -495,12 +488,12 @@ func span(w testbed.Worker, i int) (start, end time.Duration) {
 // sums (fixed-point quantization as the workers do, summed exactly).
 type tensorGen struct {
 	seed  uint64
-	plans []JobPlan
+	plans []scenario.JobPlan
 	data  map[[3]int][]float32 // job, rank, variant
 	ref   map[[2]int][]int32   // job, variant
 }
 
-func newTensorGen(seed uint64, s *Scenario, plans []JobPlan) *tensorGen {
+func newTensorGen(seed uint64, s *scenario.Scenario, plans []scenario.JobPlan) *tensorGen {
 	return &tensorGen{seed: seed, plans: plans, data: map[[3]int][]float32{}, ref: map[[2]int][]int32{}}
 }
 

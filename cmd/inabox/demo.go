@@ -1,10 +1,9 @@
-// Package harness runs scenarios on the emulator and reports what happened.
-//
-// Until the experiment runner lands, it holds the embedded default scenario:
-// two RoCEv2 hosts exchanging INA-header messages over RDMA reliable
-// connections through a learning switch, over impaired links, with a link
-// flap and a switch crash, printing every counter.
-package harness
+package main
+
+// `inabox demo`: the emulator on its own, without the aggregation switch —
+// two RDMA RC hosts through emu/nodes' learning switch over impaired links,
+// a link flap and a switch crash, printing every link, port and queue-pair
+// counter.
 
 import (
 	"encoding/binary"
@@ -22,8 +21,8 @@ import (
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// DemoConfig configures the default scenario.
-type DemoConfig struct {
+// demoConfig configures the demo.
+type demoConfig struct {
 	Seed uint64
 	// PcapDir, if set, receives one pcap file per node port.
 	PcapDir string
@@ -33,19 +32,20 @@ type DemoConfig struct {
 	Values   int
 }
 
-// DefaultDemo is the embedded default scenario.
-var DefaultDemo = DemoConfig{Seed: 1, Messages: 20000, Values: 64}
+// defaultDemo is the demo `inabox demo` runs (its flags change Seed,
+// PcapDir and Messages).
+var defaultDemo = demoConfig{Seed: 1, Messages: 20000, Values: 64}
 
-// DemoResult is what the default scenario measured.
-type DemoResult struct {
+// demoResult is what the demo measured.
+type demoResult struct {
 	End   time.Duration
-	Hosts map[string]HostReport
-	Links []LinkReport
+	Hosts map[string]hostReport
+	Links []linkReport
 	Ports map[string]emu.NodePortStats
 }
 
-// HostReport is one host's view: its QP's counters and what it received.
-type HostReport struct {
+// hostReport is one host's view: its QP's counters and what it received.
+type hostReport struct {
 	QP rdma.Stats
 	// Sent and Completed count this host's messages; Received counts the
 	// peer's messages delivered, InOrder those that arrived as the next
@@ -55,15 +55,15 @@ type HostReport struct {
 	QPState                                        string
 }
 
-// LinkReport is one link direction's counters.
-type LinkReport struct {
+// linkReport is one link direction's counters.
+type linkReport struct {
 	Name  string
 	Stats emu.LinkStats
 }
 
 type demoHost struct {
 	name  string
-	rep   HostReport
+	rep   hostReport
 	data  []byte // all messages, back to back
 	size  int
 	next  int
@@ -91,7 +91,7 @@ func message(buf []byte, worker uint8, i, values int) {
 	}
 }
 
-// RunDemo runs the default scenario in virtual time.
+// runDemo runs the demo in virtual time.
 //
 //	h1 ──25 Gb/s, 2 µs, 1% loss, dup, reorder, corrupt── s ──10 Gb/s, 5 µs, ECN── h2
 //
@@ -99,9 +99,9 @@ func message(buf []byte, worker uint8, i, values int) {
 // link flaps at 2 ms and the switch crashes at 6 ms and restarts 100 µs later,
 // losing its MAC table. RC recovers every loss: each host must receive every
 // message exactly once, in order, intact.
-func RunDemo(cfg DemoConfig) (DemoResult, error) {
+func runDemo(cfg demoConfig) (demoResult, error) {
 	if cfg.Values < 1 || cfg.Values > inahdr.MaxValues {
-		return DemoResult{}, fmt.Errorf("harness: Values = %d: must be in [1, %d]", cfg.Values, inahdr.MaxValues)
+		return demoResult{}, fmt.Errorf("demo: Values = %d: must be in [1, %d]", cfg.Values, inahdr.MaxValues)
 	}
 	n := emu.NewNetwork(emu.Config{Seed: cfg.Seed})
 	ea := rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.0.0.1")}
@@ -135,11 +135,11 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 	}
 	h1, d1, err := mk("h1", 0, ea, eb, 0x11, 0x22)
 	if err != nil {
-		return DemoResult{}, err
+		return demoResult{}, err
 	}
 	h2, d2, err := mk("h2", 1, eb, ea, 0x22, 0x11)
 	if err != nil {
-		return DemoResult{}, err
+		return demoResult{}, err
 	}
 	for _, x := range []struct {
 		name  string
@@ -147,7 +147,7 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 		node  emu.Node
 	}{{"h1", 1, h1}, {"h2", 1, h2}, {"s", 2, nodes.NewL2Switch()}} {
 		if err := n.AddNode(x.name, x.ports, x.node); err != nil {
-			return DemoResult{}, err
+			return demoResult{}, err
 		}
 	}
 	edge := emu.LinkConfig{
@@ -157,18 +157,18 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 	core := emu.LinkConfig{BitsPerSecond: 10e9, Delay: 5 * time.Microsecond, QueueBytes: 64 << 10, ECNThresholdBytes: 16 << 10}
 	l1, err := n.Connect("h1", 0, "s", 0, edge)
 	if err != nil {
-		return DemoResult{}, err
+		return demoResult{}, err
 	}
 	if _, err := n.Connect("s", 1, "h2", 0, core); err != nil {
-		return DemoResult{}, err
+		return demoResult{}, err
 	}
 	n.LinkDown(2*time.Millisecond, l1)
 	n.LinkUp(2*time.Millisecond+200*time.Microsecond, l1)
 	if err := n.Crash(6*time.Millisecond, "s"); err != nil {
-		return DemoResult{}, err
+		return demoResult{}, err
 	}
 	if err := n.Restart(6*time.Millisecond+100*time.Microsecond, "s"); err != nil {
-		return DemoResult{}, err
+		return demoResult{}, err
 	}
 	ports := []struct {
 		node string
@@ -176,24 +176,24 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 	}{{"h1", 0}, {"s", 0}, {"s", 1}, {"h2", 0}}
 	if cfg.PcapDir != "" {
 		if err := os.MkdirAll(cfg.PcapDir, 0o755); err != nil {
-			return DemoResult{}, err
+			return demoResult{}, err
 		}
 		for _, p := range ports {
 			f, err := os.Create(filepath.Join(cfg.PcapDir, fmt.Sprintf("%s-%d.pcap", p.node, p.port)))
 			if err != nil {
-				return DemoResult{}, err
+				return demoResult{}, err
 			}
 			defer f.Close()
 			if err := n.Capture(p.node, p.port, f); err != nil {
-				return DemoResult{}, err
+				return demoResult{}, err
 			}
 		}
 	}
 	end, err := n.RunUntil(10 * time.Second)
 	if err != nil {
-		return DemoResult{}, err
+		return demoResult{}, err
 	}
-	res := DemoResult{End: end, Hosts: map[string]HostReport{}, Ports: map[string]emu.NodePortStats{}}
+	res := demoResult{End: end, Hosts: map[string]hostReport{}, Ports: map[string]emu.NodePortStats{}}
 	for _, x := range []struct {
 		d *demoHost
 		h *rdma.Host
@@ -204,7 +204,7 @@ func RunDemo(cfg DemoConfig) (DemoResult, error) {
 	}
 	for _, l := range n.Links() {
 		for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
-			res.Links = append(res.Links, LinkReport{Name: l.Name() + " " + d.String(), Stats: l.Stats(d)})
+			res.Links = append(res.Links, linkReport{Name: l.Name() + " " + d.String(), Stats: l.Stats(d)})
 		}
 	}
 	for _, p := range ports {
@@ -234,7 +234,7 @@ func (d *demoHost) check(b []byte, peer uint8, values int) {
 }
 
 // Print writes the result as tables.
-func (r DemoResult) Print(w io.Writer) {
+func (r demoResult) Print(w io.Writer) {
 	fmt.Fprintf(w, "default scenario: RC hosts h1 <-> learning switch s <-> h2, virtual time %v\n\n", r.End)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "link direction\tsent\tdelivered\tdown\tmtu\tqueue\tloss\tdup\treorder\tcorrupt\tecn\tq-hw pkts\tq-hw bytes\t")

@@ -1,8 +1,9 @@
-package harness
+package run
 
 import (
 	"time"
 
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 	"github.com/inabox/inabox/host"
 	sw "github.com/inabox/inabox/switch"
@@ -11,7 +12,7 @@ import (
 // testbedSpec is scenario s's testbed: its links at the scaled rates, its
 // switch, its jobs as planned, and the protocol timers stretched by the
 // scenario's time scale (testbed.ScaledTimers).
-func testbedSpec(s *Scenario, seed uint64, plans []JobPlan, realtime bool) testbed.Spec {
+func testbedSpec(s *scenario.Scenario, seed uint64, plans []scenario.JobPlan, realtime bool) testbed.Spec {
 	t := s.Topology
 	values := t.Switch.ValuesPerPacket
 	stride := (values + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
