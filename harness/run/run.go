@@ -3,8 +3,6 @@ package run
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
-	"github.com/inabox/inabox/host"
 )
 
 // Options modify a run without editing the scenario.
@@ -127,6 +124,8 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	return r, nil
 }
 
+// runner is a scenario's testbed built for one policy and seed, and the
+// state of its run: what has been fed to the collector so far.
 type runner struct {
 	s         *scenario.Scenario
 	tb        *testbed.Testbed
@@ -154,131 +153,9 @@ type noProgress struct{}
 func (noProgress) Update(time.Duration, time.Duration) {}
 func (noProgress) Done()                               {}
 
-func (r *runner) impairments() error {
-	for _, im := range r.s.Impairments {
-		e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(), Corrupt: im.Corrupt}
-		var links []*emu.Link
-		if im.Link == "all" {
-			for _, h := range r.sortedHosts() {
-				links = append(links, r.hostLinks[h]...)
-			}
-		} else {
-			links = r.hostLinks[im.Link]
-		}
-		for _, l := range links {
-			for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
-				if err := l.SetImpairments(d, e); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (r *runner) sortedHosts() []string {
-	hs := make([]string, 0, len(r.hostLinks))
-	for h := range r.hostLinks {
-		hs = append(hs, h)
-	}
-	sort.Strings(hs)
-	return hs
-}
-
-func (r *runner) faults() error {
-	n := r.tb.Net
-	for i, f := range r.s.Faults {
-		at, dur := f.At.D(), f.Duration.D()
-		var err error
-		switch f.Kind {
-		case scenario.FaultSwitchReboot:
-			if err = n.Crash(at, testbed.SwitchNode); err == nil {
-				err = n.Restart(at+dur, testbed.SwitchNode)
-			}
-		case scenario.FaultNodeCrash:
-			for _, node := range r.hostNodes[f.Target] {
-				if err = n.Crash(at, node); err != nil {
-					break
-				}
-				if dur > 0 {
-					if err = n.Restart(at+dur, node); err != nil {
-						break
-					}
-				}
-			}
-		default:
-			for _, l := range r.hostLinks[f.Target] {
-				switch f.Kind {
-				case scenario.FaultLinkDown:
-					n.LinkDown(at, l)
-					if dur > 0 {
-						n.LinkUp(at+dur, l)
-					}
-				case scenario.FaultLinkUp:
-					n.LinkUp(at, l)
-				case scenario.FaultLossBurst:
-					err = n.LossBurst(at, dur, l, f.Value)
-				case scenario.FaultCorrupt:
-					err = n.CorruptWindow(at, dur, l, f.Value)
-				case scenario.FaultDelaySpike:
-					err = n.DelaySpike(at, dur, l, time.Duration(f.Value*float64(time.Microsecond)))
-				}
-				if err != nil {
-					break
-				}
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("%s: faults[%d]: %w", r.s.File(), i, err)
-		}
-	}
-	return nil
-}
-
-func (r *runner) pcap(dir string) (func(), error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	n := r.tb.Net
-	add := func(name, node string) error {
-		f, err := os.Create(filepath.Join(dir, name+".pcap"))
-		if err != nil {
-			return err
-		}
-		files = append(files, f)
-		return n.Capture(node, 0, f)
-	}
-	for i, p := range r.plans {
-		for w := range p.Workers {
-			node := r.tb.Worker(i, w).Name
-			name := p.Hosts[w]
-			if p.Workers > 0 && len(r.hostNodes[name]) > 1 {
-				name = fmt.Sprintf("%s-%s", name, node)
-			}
-			if err := add(name, node); err != nil {
-				closeAll()
-				return nil, err
-			}
-		}
-	}
-	for i := range r.s.PSNames() {
-		if i >= len(r.tb.PSs) {
-			continue
-		}
-		if err := add(fmt.Sprintf("ps%d", i), r.tb.PSs[i].Name); err != nil {
-			closeAll()
-			return nil, err
-		}
-	}
-	return closeAll, nil
-}
-
+// run steps virtual time by step until every job has finished or the time
+// limit, sampling the testbed after each step, then gives the collector
+// the testbed's counters and returns its results.
 func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results, error) {
 	n := r.tb.Net
 	nj := len(r.plans)
@@ -454,99 +331,4 @@ func (r *runner) sample(now time.Duration) error {
 		}
 	}
 	return nil
-}
-
-// check compares every worker's result of job i's all-reduce k with the
-// reference and frees it.
-func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
-	ref := r.gen.reference(i, k)
-	for rank, w := range ws {
-		got := w.Endpoint.Result(k)
-		if len(got) != len(ref) {
-			return fmt.Errorf("%s: job %s worker %d iteration %d: result has %d elements, want %d", r.s.Name, r.plans[i].Name, rank, k, len(got), len(ref))
-		}
-		for e := range ref {
-			if got[e] != ref[e] {
-				return fmt.Errorf("%s: job %s worker %d iteration %d: element %d = %d, want %d (wrong all-reduce sum)",
-					r.s.Name, r.plans[i].Name, rank, k, e, got[e], ref[e])
-			}
-		}
-		w.Endpoint.DropResult(k)
-	}
-	return nil
-}
-
-// span returns worker w's all-reduce i's start and end.
-func span(w testbed.Worker, i int) (start, end time.Duration) {
-	rep := w.Reports()[i]
-	return rep.Start, rep.End
-}
-
-// tensorGen makes every worker's gradients, deterministic from the seed:
-// two variants per worker, alternating by iteration (so a result left over
-// from the previous all-reduce cannot pass the check), and their reference
-// sums (fixed-point quantization as the workers do, summed exactly).
-type tensorGen struct {
-	seed  uint64
-	plans []scenario.JobPlan
-	data  map[[3]int][]float32 // job, rank, variant
-	ref   map[[2]int][]int32   // job, variant
-}
-
-func newTensorGen(seed uint64, s *scenario.Scenario, plans []scenario.JobPlan) *tensorGen {
-	return &tensorGen{seed: seed, plans: plans, data: map[[3]int][]float32{}, ref: map[[2]int][]int32{}}
-}
-
-func (g *tensorGen) variant(job, rank, v int) []float32 {
-	key := [3]int{job, rank, v}
-	if d, ok := g.data[key]; ok {
-		return d
-	}
-	x := g.seed*0x9E3779B97F4A7C15 ^ uint64(job+1)<<40 ^ uint64(rank+1)<<20 ^ uint64(v+1)*0xBF58476D1CE4E5B9
-	if x == 0 {
-		x = 1
-	}
-	out := make([]float32, g.plans[job].Elements)
-	for i := range out {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		out[i] = float32(int64(x>>11)%(1<<21)-(1<<20)) / (1 << 20) // [-1, 1)
-	}
-	g.data[key] = out
-	return out
-}
-
-// tensors returns worker rank of job (from 0)'s all-reduces, one per
-// iteration (all-reduce ids 1, 2, ...; they wrap at 65535).
-func (g *tensorGen) tensors(ji, rank int) []host.Tensor {
-	p := g.plans[ji]
-	ts := make([]host.Tensor, p.Iterations)
-	for k := range ts {
-		ts[k] = host.Tensor{AllReduce: uint16(k%0xFFFF + 1), Data: g.variant(ji, rank, k%2)}
-	}
-	return ts
-}
-
-func (g *tensorGen) reference(job, k int) []int32 {
-	key := [2]int{job, k % 2}
-	if r, ok := g.ref[key]; ok {
-		return r
-	}
-	p := g.plans[job]
-	q := host.Quantizer{Workers: p.Workers}
-	sum := make([]int64, p.Elements)
-	buf := make([]int32, p.Elements)
-	for rank := 0; rank < p.Workers; rank++ {
-		q.Quantize(buf, g.variant(job, rank, k%2), 0)
-		for i, v := range buf {
-			sum[i] += int64(v)
-		}
-	}
-	out := make([]int32, p.Elements)
-	for i, v := range sum {
-		out[i] = int32(v)
-	}
-	g.ref[key] = out
-	return out
 }

@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"math"
 	"os"
 	"path"
-	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +17,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/inabox/inabox/emu"
-	"github.com/inabox/inabox/harness/testbed"
 	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 	"github.com/inabox/inabox/testdata"
@@ -235,56 +231,8 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalJSON writes d as a duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(d.String())), nil }
 
-// FieldError is one problem in a scenario file, naming the field by its YAML
-// path, e.g. "scenario.yaml:14: jobs[2].workers: 0: must be between 1 and 32".
-type FieldError struct {
-	File  string
-	Line  int    // 0 if unknown
-	Path  string // e.g. jobs[2].workers
-	Value string // the offending value as written; empty if none
-	Rule  string
-}
-
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	if e.Path != "" {
-		b.WriteString(": " + e.Path)
-	}
-	if e.Value != "" {
-		b.WriteString(": " + e.Value)
-	}
-	b.WriteString(": " + e.Rule)
-	return b.String()
-}
-
-// Error lists every problem found in a scenario file, in file order.
-type Error struct {
-	Errs []*FieldError
-}
-
-func (e *Error) Error() string {
-	s := make([]string, len(e.Errs))
-	for i, fe := range e.Errs {
-		s[i] = fe.Error()
-	}
-	return strings.Join(s, "\n")
-}
-
-// Unwrap returns the field errors.
-func (e *Error) Unwrap() []error {
-	out := make([]error, len(e.Errs))
-	for i, fe := range e.Errs {
-		out[i] = fe
-	}
-	return out
-}
-
-// Load reads, decodes, fills in and validates a scenario file
-// against the embedded model profiles.
+// Load reads, decodes, fills in and validates a scenario file against the
+// embedded model profiles.
 func Load(file string) (*Scenario, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -293,8 +241,8 @@ func Load(file string) (*Scenario, error) {
 	return Parse(file, data, defaultModels)
 }
 
-// Embedded loads testdata/scenarios/<name> (e.g.
-// "freeina-single.yaml") from the embedded copy.
+// Embedded loads testdata/scenarios/<name> (e.g. "freeina-single.yaml")
+// from the embedded copy.
 func Embedded(name string) (*Scenario, error) {
 	data, err := fs.ReadFile(testdata.Scenarios, path.Join("scenarios", name))
 	if err != nil {
@@ -315,14 +263,13 @@ func EmbeddedNames() []string {
 	return out
 }
 
-// DefaultName is the embedded scenario `inabox run` uses when none
-// is given.
+// DefaultName is the embedded scenario `inabox run` uses when none is
+// given.
 const DefaultName = "default.yaml"
 
-// Parse decodes a scenario (unknown keys are errors), fills in the
-// defaults and validates it against models. file names the source in
-// errors. A returned error is a *Error unless the YAML is not
-// well-formed.
+// Parse decodes a scenario (unknown keys are errors), fills in the defaults
+// and validates it against models. file names the source in errors. A
+// returned error is an *Error unless the YAML is not well-formed.
 func Parse(file string, data []byte, models Models) (*Scenario, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -397,176 +344,10 @@ func (s *Scenario) fillDefaults(file string) {
 	}
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-
-// Validate checks every field; it names the first problem of each field.
-// Call it again after changing a loaded scenario (e.g. a --policy or --seed
-// override).
-func (s *Scenario) Validate(models Models) error {
-	v := validator{s: s}
-	v.check("name", s.Name, namePattern.MatchString(s.Name), "must match [A-Za-z0-9_.-]+")
-	v.check("time_limit", s.TimeLimit, s.TimeLimit > 0, "must be > 0")
-	v.check("policy", s.Policy, slices.Contains(testbed.Names(), s.Policy), "must be one of "+strings.Join(testbed.Names(), ", "))
-	v.check("freeina_path", s.FreeINAPath, s.FreeINAPath == "uc" || s.FreeINAPath == "trim", "must be uc or trim")
-	v.check("scaling.tensor_scale", s.Scaling.TensorScale, s.Scaling.TensorScale > 0 && s.Scaling.TensorScale <= 1, "must be in (0, 1]")
-	v.check("scaling.rate_scale", s.Scaling.RateScale, s.Scaling.RateScale > 0 && s.Scaling.RateScale <= 1, "must be in (0, 1]")
-
-	t := s.Topology
-	v.check("topology.link_gbps", t.LinkGbps, t.LinkGbps > 0 && t.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
-	v.check("topology.link_delay", t.LinkDelay, t.LinkDelay >= 0 && t.LinkDelay.D() <= time.Second, "must be in [0, 1s]")
-	v.check("topology.queue_packets", t.QueuePackets, t.QueuePackets >= 0, "must be ≥ 0 (0 = the emulator default)")
-	maxW := 0
-	sumW := 0
-	for _, j := range s.Jobs {
-		maxW = max(maxW, j.Workers)
-		sumW += j.Workers
-	}
-	if t.Hosts != 0 {
-		v.check("topology.hosts", t.Hosts, t.Hosts >= 1 && t.Hosts <= MaxHosts, fmt.Sprintf("must be 0 (one per worker) or between 1 and %d", MaxHosts))
-		v.check("topology.hosts", t.Hosts, t.Hosts >= maxW, fmt.Sprintf("must be ≥ the largest job's workers (%d): a job's workers sit on distinct hosts", maxW))
-	} else {
-		v.check("jobs", sumW, sumW <= MaxHosts, fmt.Sprintf("total workers must be ≤ %d when topology.hosts is 0", MaxHosts))
-	}
-	v.check("topology.switch.slots", t.Switch.Slots, t.Switch.Slots >= 1 && t.Switch.Slots <= sw.MaxSlots, fmt.Sprintf("must be between 1 and %d", sw.MaxSlots))
-	v.check("topology.switch.values_per_packet", t.Switch.ValuesPerPacket, t.Switch.ValuesPerPacket >= 1 && t.Switch.ValuesPerPacket <= inahdr.MaxValues,
-		fmt.Sprintf("must be between 1 and %d", inahdr.MaxValues))
-	v.check("topology.switch.pass_time", t.Switch.PassTime, t.Switch.PassTime >= 0 && t.Switch.PassTime.D() <= time.Millisecond, "must be in [0, 1ms]")
-	v.check("topology.switch.latency", t.Switch.Latency, t.Switch.Latency >= 0 && t.Switch.Latency.D() <= time.Millisecond, "must be in [0, 1ms]")
-	v.check("topology.ps.count", t.PS.Count, t.PS.Count >= 1 && t.PS.Count <= MaxPS, fmt.Sprintf("must be between 1 and %d", MaxPS))
-	v.check("topology.ps.link_gbps", t.PS.LinkGbps, t.PS.LinkGbps > 0 && t.PS.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
-
-	v.check("jobs", len(s.Jobs), len(s.Jobs) > 0, "need at least one job")
-	names := map[string]int{}
-	for i, j := range s.Jobs {
-		p := fmt.Sprintf("jobs[%d].", i)
-		if v.check(p+"name", j.Name, namePattern.MatchString(j.Name), "must match [A-Za-z0-9_.-]+") {
-			if k, dup := names[j.Name]; dup {
-				v.fail(p+"name", j.Name, fmt.Sprintf("duplicate: jobs[%d] has this name", k))
-			}
-			names[j.Name] = i
-		}
-		_, known := models[j.Model]
-		v.check(p+"model", j.Model, known, "unknown model; known: "+strings.Join(models.Names(), ", "))
-		v.check(p+"workers", j.Workers, j.Workers >= 1 && j.Workers <= MaxJobWorkers, fmt.Sprintf("must be between 1 and %d", MaxJobWorkers))
-		v.check(p+"iterations", j.Iterations, j.Iterations >= 1 && j.Iterations <= MaxIterations, fmt.Sprintf("must be between 1 and %d", MaxIterations))
-		v.check(p+"arrival", j.Arrival, j.Arrival >= 0 && j.Arrival < s.TimeLimit, "must be in [0, time_limit)")
-		v.check(p+"priority", j.Priority, j.Priority >= 0 && j.Priority <= 255, "must be between 0 and 255")
-		if s.has(p + "comm_ratio") {
-			v.check(p+"comm_ratio", j.CommRatio, j.CommRatio > 0 && j.CommRatio <= 1000, "must be in (0, 1000]")
-		}
-	}
-
-	links := map[string]bool{}
-	for _, h := range s.HostNames() {
-		links[h] = true
-	}
-	for _, h := range s.PSNames() {
-		links[h] = true
-	}
-	linkRule := "must name a link by its host: h0..h" + strconv.Itoa(s.NumHosts()-1) + " or ps0..ps" + strconv.Itoa(t.PS.Count-1)
-	for i, f := range s.Faults {
-		p := fmt.Sprintf("faults[%d].", i)
-		v.check(p+"at", f.At, f.At >= 0 && f.At < s.TimeLimit, "must be in [0, time_limit)")
-		v.check(p+"duration", f.Duration, f.Duration >= 0, "must be ≥ 0")
-		hasValue := s.has(p + "value")
-		switch f.Kind {
-		case FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultCorrupt, FaultDelaySpike:
-			v.check(p+"target", f.Target, links[f.Target], linkRule)
-		case FaultSwitchReboot:
-			v.check(p+"target", f.Target, f.Target == "" || f.Target == SwitchName, `must be "sw" (or absent)`)
-		case FaultNodeCrash:
-			v.check(p+"target", f.Target, links[f.Target], "must name a host (h0..) or parameter server (ps0..)")
-		default:
-			v.fail(p+"kind", f.Kind, "must be one of "+strings.Join(FaultKinds, ", "))
-		}
-		switch f.Kind {
-		case FaultLinkUp:
-			v.check(p+"duration", f.Duration, f.Duration == 0, "link_up takes no duration")
-		case FaultLossBurst, FaultCorrupt:
-			v.check(p+"duration", f.Duration, f.Duration > 0, f.Kind+" needs a duration > 0")
-			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1, f.Kind+" needs a probability in (0, 1]")
-			hasValue = false
-		case FaultDelaySpike:
-			v.check(p+"duration", f.Duration, f.Duration > 0, "delay_spike needs a duration > 0")
-			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1e6, "delay_spike needs the extra delay in µs, in (0, 1e6]")
-			hasValue = false
-		}
-		if hasValue && slices.Contains(FaultKinds, f.Kind) {
-			v.fail(p+"value", f.Value, f.Kind+" takes no value")
-		}
-	}
-	seen := map[string]int{}
-	for i, im := range s.Impairments {
-		p := fmt.Sprintf("impairments[%d].", i)
-		if v.check(p+"link", im.Link, im.Link == "all" || links[im.Link], linkRule+`, or "all"`) {
-			if k, dup := seen[im.Link]; dup {
-				v.fail(p+"link", im.Link, fmt.Sprintf("duplicate: impairments[%d] names this link", k))
-			}
-			seen[im.Link] = i
-		}
-		for _, pr := range []struct {
-			f string
-			x float64
-		}{{"loss", im.Loss}, {"duplicate", im.Duplicate}, {"reorder", im.Reorder}, {"corrupt", im.Corrupt}} {
-			v.check(p+pr.f, pr.x, pr.x >= 0 && pr.x <= 1, "must be a probability in [0, 1]")
-		}
-		v.check(p+"reorder_delay", im.ReorderDelay, im.ReorderDelay >= 0, "must be ≥ 0")
-		v.check(p+"jitter", im.Jitter, im.Jitter >= 0, "must be ≥ 0")
-	}
-	if len(v.errs) == 0 {
-		return nil
-	}
-	// File order; errors without a line (defaults, derived checks) last.
-	slices.SortStableFunc(v.errs, func(a, b *FieldError) int {
-		la, lb := a.Line, b.Line
-		if la == 0 {
-			la = math.MaxInt
-		}
-		if lb == 0 {
-			lb = math.MaxInt
-		}
-		return cmp.Compare(la, lb)
-	})
-	return &Error{Errs: v.errs}
-}
-
 func (s *Scenario) has(p string) bool { return s.index != nil && s.index.has(p) }
 
 // File is the name the scenario was loaded from.
 func (s *Scenario) File() string { return s.file }
-
-type validator struct {
-	s    *Scenario
-	errs []*FieldError
-}
-
-func (v *validator) check(p string, val any, ok bool, rule string) bool {
-	if !ok {
-		v.fail(p, val, rule)
-	}
-	return ok
-}
-
-func (v *validator) fail(p string, val any, rule string) {
-	fe := &FieldError{File: v.s.file, Path: p, Rule: rule}
-	switch x := val.(type) {
-	case string:
-		fe.Value = strconv.Quote(x)
-	case float64:
-		fe.Value = strconv.FormatFloat(x, 'g', -1, 64)
-	default:
-		fe.Value = fmt.Sprint(x)
-	}
-	if v.s.index != nil {
-		fe.Line = v.s.index.line(p)
-		if _, isString := val.(string); !isString {
-			if raw, ok := v.s.index.value(p); ok {
-				fe.Value = raw // as written in the file
-			}
-		}
-	}
-	v.errs = append(v.errs, fe)
-}
 
 // NumHosts is the number of worker hosts: topology.hosts, or the sum of
 // the jobs' workers when it is 0.
@@ -608,251 +389,6 @@ func (s *Scenario) LinkBitsPerSecond() int64 {
 func (s *Scenario) PSLinkBitsPerSecond() int64 {
 	return int64(math.Round(s.Topology.PS.LinkGbps * 1e9 * s.Scaling.RateScale))
 }
-
-// JobPlan is a job resolved against its model, the scaling and the
-// topology: what the runner builds.
-type JobPlan struct {
-	Index      int // position in jobs; the switch job id is Index+1
-	Name       string
-	Model      Model
-	Workers    int
-	Iterations int
-	Arrival    time.Duration
-	Priority   int
-	// Hosts[i] runs worker i; PS aggregates what the switch does not.
-	Hosts []string
-	PS    string
-	// Per all-reduce, after tensor_scale: int32 elements, payload bytes and
-	// INA packets per worker.
-	Elements, Bytes, Packets int64
-	// Compute is the per-iteration compute time (the model's, or derived
-	// from comm_ratio).
-	Compute time.Duration
-	// CommIdeal is the all-reduce lower bound at the scaled link rate with
-	// INA headers; CommRatio is CommIdeal / Compute.
-	CommIdeal time.Duration
-	CommRatio float64
-}
-
-// Plan resolves every job. The scenario must be valid for models.
-// Worker placement: with topology.hosts 0 each worker has its own host,
-// jobs taking consecutive hosts; otherwise job j's workers start at host
-// (sum of earlier jobs' workers) mod hosts, wrapping, so jobs share hosts
-// evenly. Job j uses ps(j mod count).
-func (s *Scenario) Plan(models Models) []JobPlan {
-	hosts := s.HostNames()
-	vpp := int64(s.Topology.Switch.ValuesPerPacket)
-	eff := WireEfficiency(int(vpp), INAHeaderBytes)
-	rate := float64(s.LinkBitsPerSecond())
-	out := make([]JobPlan, len(s.Jobs))
-	off := 0
-	for i, j := range s.Jobs {
-		m := models[j.Model]
-		elems := max(int64(math.Ceil(float64(m.Elements())*s.Scaling.TensorScale)), 1)
-		p := JobPlan{Index: i, Name: j.Name, Model: m, Workers: j.Workers, Iterations: j.Iterations,
-			Arrival: j.Arrival.D(), Priority: j.Priority, PS: "ps" + strconv.Itoa(i%max(s.Topology.PS.Count, 1)),
-			Elements: elems, Bytes: 4 * elems, Packets: (elems + vpp - 1) / vpp, Compute: m.Compute()}
-		for w := 0; w < j.Workers; w++ {
-			p.Hosts = append(p.Hosts, hosts[(off+w)%len(hosts)])
-		}
-		off += j.Workers
-		if rate > 0 {
-			p.CommIdeal = time.Duration(math.Round(float64(p.Bytes) * 8 / (rate * eff) * 1e9))
-		}
-		if j.CommRatio > 0 {
-			p.Compute = time.Duration(math.Round(float64(p.CommIdeal) / j.CommRatio))
-		}
-		if p.Compute > 0 {
-			p.CommRatio = float64(p.CommIdeal) / float64(p.Compute)
-		}
-		out[i] = p
-	}
-	return out
-}
-
-// Estimate is a rough cost of a scenario for the emulator.
-type Estimate struct {
-	// WorkerPackets is the INA packets all workers send over the run (no
-	// retransmissions); the emulator handles about 3 packet events per
-	// worker packet (to the switch, result multicast, RC ACK).
-	WorkerPackets int64
-	// VirtualTime is a lower bound on the makespan: the latest of arrival +
-	// iterations × (compute + ideal all-reduce) over the jobs.
-	VirtualTime time.Duration
-}
-
-// Estimate computes the cost estimate. The scenario must be valid for
-// models.
-func (s *Scenario) Estimate(models Models) Estimate {
-	var e Estimate
-	for _, p := range s.Plan(models) {
-		e.WorkerPackets += p.Packets * int64(p.Workers) * int64(p.Iterations)
-		e.VirtualTime = max(e.VirtualTime, p.Arrival+time.Duration(p.Iterations)*(p.Compute+p.CommIdeal))
-	}
-	return e
-}
-
-// nodeIndex maps YAML paths ("jobs[2].workers") to their nodes.
-type nodeIndex struct {
-	keys   map[string]*yaml.Node // the key node of a mapping entry
-	values map[string]*yaml.Node
-	order  []string
-}
-
-func newNodeIndex(root *yaml.Node) *nodeIndex {
-	idx := &nodeIndex{keys: map[string]*yaml.Node{}, values: map[string]*yaml.Node{}}
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		idx.walk("", nil, root.Content[0])
-	}
-	return idx
-}
-
-func (x *nodeIndex) walk(p string, key, n *yaml.Node) {
-	if p != "" {
-		x.keys[p], x.values[p] = key, n
-		x.order = append(x.order, p)
-	}
-	join := func(k string) string {
-		if p == "" {
-			return k
-		}
-		return p + "." + k
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			x.walk(join(n.Content[i].Value), n.Content[i], n.Content[i+1])
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			x.walk(fmt.Sprintf("%s[%d]", p, i), nil, c)
-		}
-	case yaml.AliasNode:
-		if n.Alias != nil {
-			x.walk(p, key, n.Alias)
-		}
-	}
-}
-
-func (x *nodeIndex) has(p string) bool { _, ok := x.values[p]; return ok }
-
-// line is the line of p, or of its closest present ancestor.
-func (x *nodeIndex) line(p string) int {
-	for p != "" {
-		if n := x.values[p]; n != nil {
-			if k := x.keys[p]; k != nil {
-				return k.Line
-			}
-			return n.Line
-		}
-		i := strings.LastIndexAny(p, ".[")
-		if i < 0 {
-			break
-		}
-		p = p[:i]
-	}
-	return 0
-}
-
-func (x *nodeIndex) value(p string) (string, bool) {
-	n := x.values[p]
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return "", false
-	}
-	return n.Value, true
-}
-
-var (
-	reUnknown = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
-	reType    = regexp.MustCompile("^line (\\d+): cannot unmarshal (?:!!\\w+ )?`(.*)` into (.+?)(?:: (.*))?$")
-	reTypeAny = regexp.MustCompile(`^line (\d+): cannot unmarshal (\S+) into (.+)$`)
-)
-
-// typeErrors converts the decoder's messages into field errors.
-func (x *nodeIndex) typeErrors(file string, te *yaml.TypeError) *Error {
-	out := &Error{}
-	for _, msg := range te.Errors {
-		fe := &FieldError{File: file, Rule: msg}
-		if m := reUnknown.FindStringSubmatch(msg); m != nil {
-			fe.Line, _ = strconv.Atoi(m[1])
-			fe.Path = x.find(fe.Line, func(p string, k, v *yaml.Node) bool { return k != nil && k.Value == m[2] })
-			fe.Rule = "unknown field"
-			if known := knownKeys[m[3]]; known != nil {
-				fe.Rule += "; known: " + strings.Join(known, ", ")
-			}
-		} else if m := reType.FindStringSubmatch(msg); m != nil {
-			fe.Line, _ = strconv.Atoi(m[1])
-			fe.Path = x.find(fe.Line, func(p string, k, v *yaml.Node) bool { return v.Kind == yaml.ScalarNode && v.Value == m[2] })
-			fe.Value = m[2]
-			fe.Rule = "want " + typeWord(m[3])
-			if m[4] != "" {
-				fe.Rule = m[4]
-			}
-		} else if m := reTypeAny.FindStringSubmatch(msg); m != nil {
-			fe.Line, _ = strconv.Atoi(m[1])
-			fe.Path = x.find(fe.Line, func(p string, k, v *yaml.Node) bool { return v.Line == fe.Line && v.Tag == m[2] })
-			fe.Rule = "want " + typeWord(m[3]) + ", got " + tagWord(m[2])
-		}
-		out.Errs = append(out.Errs, fe)
-	}
-	return out
-}
-
-// find returns the first path whose key or value is on line and matches.
-func (x *nodeIndex) find(line int, match func(p string, k, v *yaml.Node) bool) string {
-	for _, p := range x.order {
-		k, v := x.keys[p], x.values[p]
-		if (k != nil && k.Line == line || v.Line == line) && match(p, k, v) {
-			return p
-		}
-	}
-	return ""
-}
-
-func typeWord(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
-		return "an integer (" + goType + ")"
-	case strings.HasPrefix(goType, "float"):
-		return "a number"
-	case strings.HasPrefix(goType, "[]"):
-		return "a list"
-	case goType == "string":
-		return "a string"
-	case strings.HasPrefix(goType, "scenario."):
-		return "a mapping"
-	}
-	return goType
-}
-
-func tagWord(tag string) string {
-	switch tag {
-	case "!!seq":
-		return "a list"
-	case "!!map":
-		return "a mapping"
-	case "!!str":
-		return "a string"
-	}
-	return tag
-}
-
-// knownKeys maps the decoder's type names to their YAML keys, for "unknown
-// field" errors.
-var knownKeys = func() map[string][]string {
-	out := map[string][]string{}
-	for _, v := range []any{Scenario{}, Scaling{}, Topology{}, Switch{}, PS{}, Job{}, Fault{}, LinkImpairment{}} {
-		t := reflect.TypeOf(v)
-		var keys []string
-		for i := 0; i < t.NumField(); i++ {
-			if tag := t.Field(i).Tag.Get("yaml"); tag != "" {
-				keys = append(keys, strings.Split(tag, ",")[0])
-			}
-		}
-		out[t.String()] = keys
-	}
-	return out
-}()
 
 // WithPolicy returns a copy of s under another policy (for `compare` and
 // --policy), validated against models.

@@ -1,0 +1,178 @@
+package report
+
+import (
+	"math"
+	"strconv"
+	"time"
+)
+
+// Num is a float64 written to JSON with 12 significant digits (null for
+// NaN or ±Inf), so equal runs give byte-identical results.json.
+type Num float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	f = roundSig(f)
+	// As encoding/json: plain decimals unless very small or very large.
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		return strconv.AppendFloat(nil, f, 'e', -1, 64), nil
+	}
+	return strconv.AppendFloat(nil, f, 'f', -1, 64), nil
+}
+
+// roundSig rounds to 12 significant digits.
+func roundSig(f float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 12, 64), 64)
+	return r
+}
+
+func seconds(d time.Duration) Num { return Num(d.Seconds()) }
+
+// Point is one sample of a time series or CDF, written as [x, y].
+type Point struct{ X, Y Num }
+
+// MarshalJSON writes [x, y].
+func (p Point) MarshalJSON() ([]byte, error) {
+	x, _ := p.X.MarshalJSON()
+	y, _ := p.Y.MarshalJSON()
+	return []byte("[" + string(x) + "," + string(y) + "]"), nil
+}
+
+// Results is what a run measured. Times are virtual seconds.
+type Results struct {
+	Scenario string      `json:"scenario"`
+	Policy   string      `json:"policy"`
+	Seed     uint64      `json:"seed"`
+	End      Num         `json:"end_s"`
+	Summary  Summary     `json:"summary"`
+	Jobs     []JobResult `json:"jobs"`
+	Memory   Memory      `json:"memory"`
+	// Throughput is the aggregation throughput of all jobs over time:
+	// (bin start s, elements/s), each all-reduce's elements spread evenly
+	// over its duration.
+	Throughput []Point `json:"throughput"`
+	// JCTCDF is the empirical CDF of finished jobs' JCT: (s, fraction).
+	JCTCDF []Point `json:"jct_cdf"`
+}
+
+// Summary aggregates over jobs. Undefined values (no data) are null.
+type Summary struct {
+	Jobs         int `json:"jobs"`
+	JobsFinished int `json:"jobs_finished"`
+	// Makespan is the last finish (or the end of the run if a job did not
+	// finish) minus the first arrival.
+	Makespan Num `json:"makespan_s"`
+	JCTMean  Num `json:"jct_mean_s"`
+	JCTP50   Num `json:"jct_p50_s"`
+	JCTP95   Num `json:"jct_p95_s"`
+	JCTMax   Num `json:"jct_max_s"`
+	// IterMean is the mean over jobs of each job's mean iteration time.
+	IterMean Num `json:"iter_time_mean_s"`
+	// AggThroughput is all elements aggregated / the time at least one
+	// all-reduce was running (elements/s).
+	AggThroughput Num   `json:"agg_throughput_eps"`
+	Elements      int64 `json:"elements"`
+	// MemUtilMean and MemUtilPeak are Memory's, repeated for the table.
+	MemUtilMean         Num   `json:"mem_util_mean"`
+	MemUtilPeak         Num   `json:"mem_util_peak"`
+	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
+	Collisions          int64 `json:"collisions"`
+	SwitchChunks        int64 `json:"switch_chunks"`
+	PSChunks            int64 `json:"ps_chunks"`
+	PSFraction          Num   `json:"ps_path_fraction"`
+	Retransmissions     int64 `json:"retransmissions"`
+}
+
+// JobResult is one job's measurements.
+type JobResult struct {
+	Name     string `json:"name"`
+	Model    string `json:"model"`
+	Workers  int    `json:"workers"`
+	Arrival  Num    `json:"arrival_s"`
+	Finished bool   `json:"finished"`
+	// Finish is the completion time, or the end of the run if unfinished;
+	// JCT is Finish − Arrival (a lower bound if unfinished).
+	Finish     Num `json:"finish_s"`
+	JCT        Num `json:"jct_s"`
+	Iterations int `json:"iterations"` // completed
+	IterMean   Num `json:"iter_time_mean_s"`
+	IterP50    Num `json:"iter_time_p50_s"`
+	IterP95    Num `json:"iter_time_p95_s"`
+	IterP99    Num `json:"iter_time_p99_s"`
+	// CommTime is the total time in all-reduce; AggThroughput is elements /
+	// CommTime.
+	CommTime            Num   `json:"comm_time_s"`
+	Elements            int64 `json:"elements"`
+	AggThroughput       Num   `json:"agg_throughput_eps"`
+	Aggregations        int64 `json:"useful_aggs"`
+	SlotSeconds         Num   `json:"occupied_slot_s"`
+	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
+	Collisions          int64 `json:"collisions"`
+	SwitchChunks        int64 `json:"switch_chunks"`
+	PSChunks            int64 `json:"ps_chunks"`
+	PSFraction          Num   `json:"ps_path_fraction"`
+	Retransmissions     int64 `json:"retransmissions"`
+	// Throughput is the job's aggregation throughput over time.
+	Throughput []Point           `json:"throughput"`
+	Iters      []IterationResult `json:"iteration_log"`
+}
+
+// IterationResult is one iteration; times are -1 when not seen.
+type IterationResult struct {
+	Iteration      int   `json:"iteration"`
+	Start          Num   `json:"start_s"`
+	AllReduceStart Num   `json:"allreduce_start_s"`
+	AllReduceEnd   Num   `json:"allreduce_end_s"`
+	End            Num   `json:"end_s"`
+	Bytes          int64 `json:"bytes"`
+	Elements       int64 `json:"elements"`
+}
+
+// Duration is End − Start, or -1 if either is missing.
+func (it IterationResult) Duration() Num {
+	if it.Start < 0 || it.End < 0 {
+		return -1
+	}
+	return it.End - it.Start
+}
+
+// CommTime is AllReduceEnd − AllReduceStart, or -1 if either is missing.
+func (it IterationResult) CommTime() Num {
+	if it.AllReduceStart < 0 || it.AllReduceEnd < 0 {
+		return -1
+	}
+	return it.AllReduceEnd - it.AllReduceStart
+}
+
+// Memory is switch memory use over the run.
+type Memory struct {
+	TotalSlots int `json:"total_slots"`
+	// MeanUtilization is the time average over [0, end] of occupied /
+	// total slots; PeakUtilization its maximum.
+	MeanUtilization Num `json:"mean_utilization"`
+	PeakUtilization Num `json:"peak_utilization"`
+	// OccupiedSlotSeconds integrates occupied slots over time;
+	// UsefulPerSlotSecond is useful aggregations / OccupiedSlotSeconds.
+	OccupiedSlotSeconds Num   `json:"occupied_slot_s"`
+	UsefulAggregations  int64 `json:"useful_aggs"`
+	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
+	// Utilization is occupied / total over time: (bin start s, mean over
+	// the bin).
+	Utilization []Point `json:"utilization"`
+	// Series is each (pool, job)'s mean occupied slots per bin, sorted by
+	// pool then job.
+	Series []OccupancySeries `json:"series"`
+}
+
+// OccupancySeries is one (pool, job) pair's occupancy.
+type OccupancySeries struct {
+	Pool        string  `json:"pool"`
+	Job         string  `json:"job"`
+	PeakSlots   int     `json:"peak_slots"`
+	SlotSeconds Num     `json:"occupied_slot_s"`
+	Slots       []Point `json:"slots"`
+}

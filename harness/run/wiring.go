@@ -1,0 +1,146 @@
+package run
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/scenario"
+	"github.com/inabox/inabox/harness/testbed"
+)
+
+// impairments sets the scenario's impairments on both directions of every
+// link they name ("all": every host's and PS's link, in name order).
+func (r *runner) impairments() error {
+	for _, im := range r.s.Impairments {
+		e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(), Corrupt: im.Corrupt}
+		var links []*emu.Link
+		if im.Link == "all" {
+			for _, h := range r.sortedHosts() {
+				links = append(links, r.hostLinks[h]...)
+			}
+		} else {
+			links = r.hostLinks[im.Link]
+		}
+		for _, l := range links {
+			for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
+				if err := l.SetImpairments(d, e); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// sortedHosts are the hosts and PSs with links, by name.
+func (r *runner) sortedHosts() []string {
+	hs := make([]string, 0, len(r.hostLinks))
+	for h := range r.hostLinks {
+		hs = append(hs, h)
+	}
+	sort.Strings(hs)
+	return hs
+}
+
+// faults schedules the scenario's faults at their virtual times: link
+// faults on every link of the target, crashes on every node of the target.
+func (r *runner) faults() error {
+	n := r.tb.Net
+	for i, f := range r.s.Faults {
+		at, dur := f.At.D(), f.Duration.D()
+		var err error
+		switch f.Kind {
+		case scenario.FaultSwitchReboot:
+			if err = n.Crash(at, testbed.SwitchNode); err == nil {
+				err = n.Restart(at+dur, testbed.SwitchNode)
+			}
+		case scenario.FaultNodeCrash:
+			for _, node := range r.hostNodes[f.Target] {
+				if err = n.Crash(at, node); err != nil {
+					break
+				}
+				if dur > 0 {
+					if err = n.Restart(at+dur, node); err != nil {
+						break
+					}
+				}
+			}
+		default:
+			for _, l := range r.hostLinks[f.Target] {
+				switch f.Kind {
+				case scenario.FaultLinkDown:
+					n.LinkDown(at, l)
+					if dur > 0 {
+						n.LinkUp(at+dur, l)
+					}
+				case scenario.FaultLinkUp:
+					n.LinkUp(at, l)
+				case scenario.FaultLossBurst:
+					err = n.LossBurst(at, dur, l, f.Value)
+				case scenario.FaultCorrupt:
+					err = n.CorruptWindow(at, dur, l, f.Value)
+				case scenario.FaultDelaySpike:
+					err = n.DelaySpike(at, dur, l, time.Duration(f.Value*float64(time.Microsecond)))
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: faults[%d]: %w", r.s.File(), i, err)
+		}
+	}
+	return nil
+}
+
+// pcap captures every worker's and PS's link at its host end into dir
+// (h0.pcap, ps0.pcap; h0-<node>.pcap for a host running several workers)
+// and returns the function that closes the files.
+func (r *runner) pcap(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	n := r.tb.Net
+	add := func(name, node string) error {
+		f, err := os.Create(filepath.Join(dir, name+".pcap"))
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		return n.Capture(node, 0, f)
+	}
+	for i, p := range r.plans {
+		for w := range p.Workers {
+			node := r.tb.Worker(i, w).Name
+			name := p.Hosts[w]
+			if p.Workers > 0 && len(r.hostNodes[name]) > 1 {
+				name = fmt.Sprintf("%s-%s", name, node)
+			}
+			if err := add(name, node); err != nil {
+				closeAll()
+				return nil, err
+			}
+		}
+	}
+	for i := range r.s.PSNames() {
+		if i >= len(r.tb.PSs) {
+			continue
+		}
+		if err := add(fmt.Sprintf("ps%d", i), r.tb.PSs[i].Name); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	return closeAll, nil
+}

@@ -1,0 +1,221 @@
+package scenario
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// FieldError is one problem in a scenario file, naming the field by its YAML
+// path, e.g. "scenario.yaml:14: jobs[2].workers: 0: must be between 1 and 32".
+type FieldError struct {
+	File  string
+	Line  int    // 0 if unknown
+	Path  string // e.g. jobs[2].workers
+	Value string // the offending value as written; empty if none
+	Rule  string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Path != "" {
+		b.WriteString(": " + e.Path)
+	}
+	if e.Value != "" {
+		b.WriteString(": " + e.Value)
+	}
+	b.WriteString(": " + e.Rule)
+	return b.String()
+}
+
+// Error lists every problem found in a scenario file, in file order.
+type Error struct {
+	Errs []*FieldError
+}
+
+func (e *Error) Error() string {
+	s := make([]string, len(e.Errs))
+	for i, fe := range e.Errs {
+		s[i] = fe.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// Unwrap returns the field errors.
+func (e *Error) Unwrap() []error {
+	out := make([]error, len(e.Errs))
+	for i, fe := range e.Errs {
+		out[i] = fe
+	}
+	return out
+}
+
+// nodeIndex maps YAML paths ("jobs[2].workers") to their nodes.
+type nodeIndex struct {
+	keys   map[string]*yaml.Node // the key node of a mapping entry
+	values map[string]*yaml.Node
+	order  []string
+}
+
+func newNodeIndex(root *yaml.Node) *nodeIndex {
+	idx := &nodeIndex{keys: map[string]*yaml.Node{}, values: map[string]*yaml.Node{}}
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		idx.walk("", nil, root.Content[0])
+	}
+	return idx
+}
+
+func (x *nodeIndex) walk(p string, key, n *yaml.Node) {
+	if p != "" {
+		x.keys[p], x.values[p] = key, n
+		x.order = append(x.order, p)
+	}
+	join := func(k string) string {
+		if p == "" {
+			return k
+		}
+		return p + "." + k
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			x.walk(join(n.Content[i].Value), n.Content[i], n.Content[i+1])
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			x.walk(fmt.Sprintf("%s[%d]", p, i), nil, c)
+		}
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			x.walk(p, key, n.Alias)
+		}
+	}
+}
+
+func (x *nodeIndex) has(p string) bool { _, ok := x.values[p]; return ok }
+
+// line is the line of p, or of its closest present ancestor.
+func (x *nodeIndex) line(p string) int {
+	for p != "" {
+		if n := x.values[p]; n != nil {
+			if k := x.keys[p]; k != nil {
+				return k.Line
+			}
+			return n.Line
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+func (x *nodeIndex) value(p string) (string, bool) {
+	n := x.values[p]
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	return n.Value, true
+}
+
+var (
+	reUnknown = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
+	reType    = regexp.MustCompile("^line (\\d+): cannot unmarshal (?:!!\\w+ )?`(.*)` into (.+?)(?:: (.*))?$")
+	reTypeAny = regexp.MustCompile(`^line (\d+): cannot unmarshal (\S+) into (.+)$`)
+)
+
+// typeErrors converts the decoder's messages into field errors.
+func (x *nodeIndex) typeErrors(file string, te *yaml.TypeError) *Error {
+	out := &Error{}
+	for _, msg := range te.Errors {
+		fe := &FieldError{File: file, Rule: msg}
+		if m := reUnknown.FindStringSubmatch(msg); m != nil {
+			fe.Line, _ = strconv.Atoi(m[1])
+			fe.Path = x.find(fe.Line, func(p string, k, v *yaml.Node) bool { return k != nil && k.Value == m[2] })
+			fe.Rule = "unknown field"
+			if known := knownKeys[m[3]]; known != nil {
+				fe.Rule += "; known: " + strings.Join(known, ", ")
+			}
+		} else if m := reType.FindStringSubmatch(msg); m != nil {
+			fe.Line, _ = strconv.Atoi(m[1])
+			fe.Path = x.find(fe.Line, func(p string, k, v *yaml.Node) bool { return v.Kind == yaml.ScalarNode && v.Value == m[2] })
+			fe.Value = m[2]
+			fe.Rule = "want " + typeWord(m[3])
+			if m[4] != "" {
+				fe.Rule = m[4]
+			}
+		} else if m := reTypeAny.FindStringSubmatch(msg); m != nil {
+			fe.Line, _ = strconv.Atoi(m[1])
+			fe.Path = x.find(fe.Line, func(p string, k, v *yaml.Node) bool { return v.Line == fe.Line && v.Tag == m[2] })
+			fe.Rule = "want " + typeWord(m[3]) + ", got " + tagWord(m[2])
+		}
+		out.Errs = append(out.Errs, fe)
+	}
+	return out
+}
+
+// find returns the first path whose key or value is on line and matches.
+func (x *nodeIndex) find(line int, match func(p string, k, v *yaml.Node) bool) string {
+	for _, p := range x.order {
+		k, v := x.keys[p], x.values[p]
+		if (k != nil && k.Line == line || v.Line == line) && match(p, k, v) {
+			return p
+		}
+	}
+	return ""
+}
+
+func typeWord(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer (" + goType + ")"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case goType == "string":
+		return "a string"
+	case strings.HasPrefix(goType, "scenario."):
+		return "a mapping"
+	}
+	return goType
+}
+
+func tagWord(tag string) string {
+	switch tag {
+	case "!!seq":
+		return "a list"
+	case "!!map":
+		return "a mapping"
+	case "!!str":
+		return "a string"
+	}
+	return tag
+}
+
+// knownKeys maps the decoder's type names to their YAML keys, for "unknown
+// field" errors.
+var knownKeys = func() map[string][]string {
+	out := map[string][]string{}
+	for _, v := range []any{Scenario{}, Scaling{}, Topology{}, Switch{}, PS{}, Job{}, Fault{}, LinkImpairment{}} {
+		t := reflect.TypeOf(v)
+		var keys []string
+		for i := 0; i < t.NumField(); i++ {
+			if tag := t.Field(i).Tag.Get("yaml"); tag != "" {
+				keys = append(keys, strings.Split(tag, ",")[0])
+			}
+		}
+		out[t.String()] = keys
+	}
+	return out
+}()

@@ -1,0 +1,182 @@
+package scenario
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inabox/inabox/harness/testbed"
+	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/inahdr"
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// Validate checks every field; it names the first problem of each field.
+// Call it again after changing a loaded scenario (e.g. a --policy or --seed
+// override).
+func (s *Scenario) Validate(models Models) error {
+	v := validator{s: s}
+	v.check("name", s.Name, namePattern.MatchString(s.Name), "must match [A-Za-z0-9_.-]+")
+	v.check("time_limit", s.TimeLimit, s.TimeLimit > 0, "must be > 0")
+	v.check("policy", s.Policy, slices.Contains(testbed.Names(), s.Policy), "must be one of "+strings.Join(testbed.Names(), ", "))
+	v.check("freeina_path", s.FreeINAPath, s.FreeINAPath == "uc" || s.FreeINAPath == "trim", "must be uc or trim")
+	v.check("scaling.tensor_scale", s.Scaling.TensorScale, s.Scaling.TensorScale > 0 && s.Scaling.TensorScale <= 1, "must be in (0, 1]")
+	v.check("scaling.rate_scale", s.Scaling.RateScale, s.Scaling.RateScale > 0 && s.Scaling.RateScale <= 1, "must be in (0, 1]")
+
+	t := s.Topology
+	v.check("topology.link_gbps", t.LinkGbps, t.LinkGbps > 0 && t.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
+	v.check("topology.link_delay", t.LinkDelay, t.LinkDelay >= 0 && t.LinkDelay.D() <= time.Second, "must be in [0, 1s]")
+	v.check("topology.queue_packets", t.QueuePackets, t.QueuePackets >= 0, "must be ≥ 0 (0 = the emulator default)")
+	maxW := 0
+	sumW := 0
+	for _, j := range s.Jobs {
+		maxW = max(maxW, j.Workers)
+		sumW += j.Workers
+	}
+	if t.Hosts != 0 {
+		v.check("topology.hosts", t.Hosts, t.Hosts >= 1 && t.Hosts <= MaxHosts, fmt.Sprintf("must be 0 (one per worker) or between 1 and %d", MaxHosts))
+		v.check("topology.hosts", t.Hosts, t.Hosts >= maxW, fmt.Sprintf("must be ≥ the largest job's workers (%d): a job's workers sit on distinct hosts", maxW))
+	} else {
+		v.check("jobs", sumW, sumW <= MaxHosts, fmt.Sprintf("total workers must be ≤ %d when topology.hosts is 0", MaxHosts))
+	}
+	v.check("topology.switch.slots", t.Switch.Slots, t.Switch.Slots >= 1 && t.Switch.Slots <= sw.MaxSlots, fmt.Sprintf("must be between 1 and %d", sw.MaxSlots))
+	v.check("topology.switch.values_per_packet", t.Switch.ValuesPerPacket, t.Switch.ValuesPerPacket >= 1 && t.Switch.ValuesPerPacket <= inahdr.MaxValues,
+		fmt.Sprintf("must be between 1 and %d", inahdr.MaxValues))
+	v.check("topology.switch.pass_time", t.Switch.PassTime, t.Switch.PassTime >= 0 && t.Switch.PassTime.D() <= time.Millisecond, "must be in [0, 1ms]")
+	v.check("topology.switch.latency", t.Switch.Latency, t.Switch.Latency >= 0 && t.Switch.Latency.D() <= time.Millisecond, "must be in [0, 1ms]")
+	v.check("topology.ps.count", t.PS.Count, t.PS.Count >= 1 && t.PS.Count <= MaxPS, fmt.Sprintf("must be between 1 and %d", MaxPS))
+	v.check("topology.ps.link_gbps", t.PS.LinkGbps, t.PS.LinkGbps > 0 && t.PS.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
+
+	v.check("jobs", len(s.Jobs), len(s.Jobs) > 0, "need at least one job")
+	names := map[string]int{}
+	for i, j := range s.Jobs {
+		p := fmt.Sprintf("jobs[%d].", i)
+		if v.check(p+"name", j.Name, namePattern.MatchString(j.Name), "must match [A-Za-z0-9_.-]+") {
+			if k, dup := names[j.Name]; dup {
+				v.fail(p+"name", j.Name, fmt.Sprintf("duplicate: jobs[%d] has this name", k))
+			}
+			names[j.Name] = i
+		}
+		_, known := models[j.Model]
+		v.check(p+"model", j.Model, known, "unknown model; known: "+strings.Join(models.Names(), ", "))
+		v.check(p+"workers", j.Workers, j.Workers >= 1 && j.Workers <= MaxJobWorkers, fmt.Sprintf("must be between 1 and %d", MaxJobWorkers))
+		v.check(p+"iterations", j.Iterations, j.Iterations >= 1 && j.Iterations <= MaxIterations, fmt.Sprintf("must be between 1 and %d", MaxIterations))
+		v.check(p+"arrival", j.Arrival, j.Arrival >= 0 && j.Arrival < s.TimeLimit, "must be in [0, time_limit)")
+		v.check(p+"priority", j.Priority, j.Priority >= 0 && j.Priority <= 255, "must be between 0 and 255")
+		if s.has(p + "comm_ratio") {
+			v.check(p+"comm_ratio", j.CommRatio, j.CommRatio > 0 && j.CommRatio <= 1000, "must be in (0, 1000]")
+		}
+	}
+
+	links := map[string]bool{}
+	for _, h := range s.HostNames() {
+		links[h] = true
+	}
+	for _, h := range s.PSNames() {
+		links[h] = true
+	}
+	linkRule := "must name a link by its host: h0..h" + strconv.Itoa(s.NumHosts()-1) + " or ps0..ps" + strconv.Itoa(t.PS.Count-1)
+	for i, f := range s.Faults {
+		p := fmt.Sprintf("faults[%d].", i)
+		v.check(p+"at", f.At, f.At >= 0 && f.At < s.TimeLimit, "must be in [0, time_limit)")
+		v.check(p+"duration", f.Duration, f.Duration >= 0, "must be ≥ 0")
+		hasValue := s.has(p + "value")
+		switch f.Kind {
+		case FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultCorrupt, FaultDelaySpike:
+			v.check(p+"target", f.Target, links[f.Target], linkRule)
+		case FaultSwitchReboot:
+			v.check(p+"target", f.Target, f.Target == "" || f.Target == SwitchName, `must be "sw" (or absent)`)
+		case FaultNodeCrash:
+			v.check(p+"target", f.Target, links[f.Target], "must name a host (h0..) or parameter server (ps0..)")
+		default:
+			v.fail(p+"kind", f.Kind, "must be one of "+strings.Join(FaultKinds, ", "))
+		}
+		switch f.Kind {
+		case FaultLinkUp:
+			v.check(p+"duration", f.Duration, f.Duration == 0, "link_up takes no duration")
+		case FaultLossBurst, FaultCorrupt:
+			v.check(p+"duration", f.Duration, f.Duration > 0, f.Kind+" needs a duration > 0")
+			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1, f.Kind+" needs a probability in (0, 1]")
+			hasValue = false
+		case FaultDelaySpike:
+			v.check(p+"duration", f.Duration, f.Duration > 0, "delay_spike needs a duration > 0")
+			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1e6, "delay_spike needs the extra delay in µs, in (0, 1e6]")
+			hasValue = false
+		}
+		if hasValue && slices.Contains(FaultKinds, f.Kind) {
+			v.fail(p+"value", f.Value, f.Kind+" takes no value")
+		}
+	}
+	seen := map[string]int{}
+	for i, im := range s.Impairments {
+		p := fmt.Sprintf("impairments[%d].", i)
+		if v.check(p+"link", im.Link, im.Link == "all" || links[im.Link], linkRule+`, or "all"`) {
+			if k, dup := seen[im.Link]; dup {
+				v.fail(p+"link", im.Link, fmt.Sprintf("duplicate: impairments[%d] names this link", k))
+			}
+			seen[im.Link] = i
+		}
+		for _, pr := range []struct {
+			f string
+			x float64
+		}{{"loss", im.Loss}, {"duplicate", im.Duplicate}, {"reorder", im.Reorder}, {"corrupt", im.Corrupt}} {
+			v.check(p+pr.f, pr.x, pr.x >= 0 && pr.x <= 1, "must be a probability in [0, 1]")
+		}
+		v.check(p+"reorder_delay", im.ReorderDelay, im.ReorderDelay >= 0, "must be ≥ 0")
+		v.check(p+"jitter", im.Jitter, im.Jitter >= 0, "must be ≥ 0")
+	}
+	if len(v.errs) == 0 {
+		return nil
+	}
+	// File order; errors without a line (defaults, derived checks) last.
+	slices.SortStableFunc(v.errs, func(a, b *FieldError) int {
+		la, lb := a.Line, b.Line
+		if la == 0 {
+			la = math.MaxInt
+		}
+		if lb == 0 {
+			lb = math.MaxInt
+		}
+		return cmp.Compare(la, lb)
+	})
+	return &Error{Errs: v.errs}
+}
+
+type validator struct {
+	s    *Scenario
+	errs []*FieldError
+}
+
+func (v *validator) check(p string, val any, ok bool, rule string) bool {
+	if !ok {
+		v.fail(p, val, rule)
+	}
+	return ok
+}
+
+func (v *validator) fail(p string, val any, rule string) {
+	fe := &FieldError{File: v.s.file, Path: p, Rule: rule}
+	switch x := val.(type) {
+	case string:
+		fe.Value = strconv.Quote(x)
+	case float64:
+		fe.Value = strconv.FormatFloat(x, 'g', -1, 64)
+	default:
+		fe.Value = fmt.Sprint(x)
+	}
+	if v.s.index != nil {
+		fe.Line = v.s.index.line(p)
+		if _, isString := val.(string); !isString {
+			if raw, ok := v.s.index.value(p); ok {
+				fe.Value = raw // as written in the file
+			}
+		}
+	}
+	v.errs = append(v.errs, fe)
+}
