@@ -458,12 +458,3 @@ func (t *Testbed) switchJobCounters(job int) Counters {
 	}
 	return c
 }
-
-// qpFailure names the node of q if q is in the error state.
-func qpFailure(node string, q *rdma.QP, peer string) error {
-	if err := q.Err(); err != nil {
-		c := q.Config()
-		return fmt.Errorf("%s: RC QP %#x to %s (%v QP %#x): %w", node, c.QPN, peer, c.Remote.IP, c.RemoteQPN, err)
-	}
-	return nil
-}

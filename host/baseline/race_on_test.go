@@ -1,5 +1,0 @@
-//go:build race
-
-package baseline
-
-const raceEnabled = true
