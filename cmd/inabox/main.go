@@ -16,12 +16,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/inabox/inabox/harness/testbed"
 	"github.com/inabox/inabox/harness/up"
 )
 
-const usage = `inabox: in-network aggregation in a box
+// usage is the help text; the policy names come from the registry.
+var usage = strings.ReplaceAll(usageText, "{policies}", strings.Join(testbed.Names(), ", "))
+
+const usageText = `inabox: in-network aggregation in a box
 
 usage:
   inabox run [flags] [FILE]
@@ -46,7 +51,7 @@ run flags:
   --out DIR      write results.json, jobs.csv, job-<name>.csv and SVG plots into DIR
   --pcap DIR     write one pcap file per link into DIR
   --seed N       replace the scenario's seed
-  --policy NAME  replace the scenario's policy (none, switchml, atp, esa, freeina, dynaina)
+  --policy NAME  replace the scenario's policy ({policies})
   --progress     draw the progress bar even when stderr is not a terminal
 
 up flags:
