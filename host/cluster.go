@@ -269,7 +269,7 @@ func NewCluster(cfg ClusterConfig, tensors func(job uint16, rank int) []Tensor) 
 		if err := s.AddMcastGroup(job, members...); err != nil {
 			return nil, err
 		}
-		if err := s.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<n - 1, Group: job, PSPort: psi, PolicyID: FreeINAPolicyID, PoolID: 1, FreeINA: true}); err != nil {
+		if err := s.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<n - 1, Group: job, PSPort: psi, PolicyID: FreeINAPolicyID, PoolID: 1}); err != nil {
 			return nil, err
 		}
 		fi.AddJob(sw.FreeINAJob{Job: job, PSPort: psi, PSRID: psRID})
