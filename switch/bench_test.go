@@ -28,7 +28,7 @@ func baseRound(frames []Frame, orig [][]byte, acc []int32, chunk uint32, nv, wor
 }
 
 // BenchmarkPipeline measures aggregated values per second per core through
-// Process (8 workers, hashed policy, batches of 32 frames, one Egress per
+// Process (8 workers, hashed stage, batches of 32 frames, one Egress per
 // result for its ICRC) against a plain int32 add loop over the same payload
 // bytes (big-endian decode + add into an accumulator), the base. Both
 // restore the completing packets' payloads each round, since the pipeline
@@ -46,7 +46,7 @@ func BenchmarkPipeline(b *testing.B) {
 			if err := s.SetPool(1, 0, 4096, passes); err != nil {
 				b.Fatal(err)
 			}
-			installJob(b, s, 1, workers, PolicyHashed, 1, 0, 40)
+			installJob(b, s, 1, workers, StageHashed, 1, 0, 40)
 			var frames []Frame
 			var orig [][]byte
 			for c := 0; c < chunks; c++ {

@@ -8,192 +8,53 @@ import (
 
 // Control-plane errors.
 var (
-	ErrNoPool      = errors.New("sw: no such pool")
-	ErrPoolRange   = errors.New("sw: pool outside switch memory or misaligned")
-	ErrNoJob       = errors.New("sw: no such job")
-	ErrJobID       = errors.New("sw: job id 0 is reserved")
-	ErrWorkerID    = errors.New("sw: worker id out of range")
-	ErrNoPolicy    = errors.New("sw: no such policy")
-	ErrPolicyInUse = errors.New("sw: policy id already registered")
-	ErrNoGroup     = errors.New("sw: no such multicast group")
-	ErrNoNode      = errors.New("sw: no such multicast node")
-	ErrPort        = errors.New("sw: port out of range")
+	ErrNoPool     = errors.New("sw: no such pool")
+	ErrPoolRange  = errors.New("sw: pool outside switch memory or misaligned")
+	ErrNoJob      = errors.New("sw: no such job")
+	ErrJobID      = errors.New("sw: job id 0 is reserved")
+	ErrWorkerID   = errors.New("sw: worker id out of range")
+	ErrNoStage    = errors.New("sw: no such slot stage")
+	ErrStageInUse = errors.New("sw: slot stage id already in use")
+	ErrNoGroup    = errors.New("sw: no such multicast group")
+	ErrNoNode     = errors.New("sw: no such multicast node")
+	ErrPort       = errors.New("sw: port out of range")
 )
 
-// Policy ids of the built-in policies (the `policy` parameter of the P4
-// twin's set_job action).
+// Slot stage ids of the built-in stages (JobSpec.PolicyID, the `policy`
+// parameter of the P4 twin's set_job action).
 const (
-	PolicyStatic     = 0
-	PolicyHashed     = 1
-	PolicyPreemptive = 2
-	// PolicyCustom is the first id free for RegisterPolicy.
-	PolicyCustom = 16
+	StageStatic     = 0
+	StageHashed     = 1
+	StagePreemptive = 2
+	// StageCustom is the first id free for RegisterStage.
+	StageCustom = 16
 )
-
-// Pool is a range of aggregator slots. Stride is the number of slots of one
-// aggregator (= passes of the largest packet the pool serves); aggregators
-// start at Base + k*Stride, k < Aggregators().
-type Pool struct {
-	ID     uint16
-	Base   int
-	Slots  int
-	Stride int
-
-	// Counters, read with Switch.PoolStats.
-	stats PoolStats
-}
-
-// Aggregators returns how many aggregators the pool holds.
-func (p *Pool) Aggregators() int { return p.Slots / p.Stride }
-
-// PoolStats are per-pool counters.
-type PoolStats struct {
-	Claims, Reclaims, Collisions, Preemptions, Completions, Releases uint64
-	// CollisionsOnHeld counts the collisions that found the aggregator
-	// complete and held for the PS's ACK (ATP/ESA, ResultToPS); the rest
-	// found it claimed by an unfinished chunk.
-	CollisionsOnHeld uint64
-}
-
-// Job is an installed job entry (table ina_job). Policies read it; only the
-// control plane changes it.
-type Job struct {
-	ID uint16
-	// Mask is the set of workers whose contributions complete a chunk.
-	Mask uint32
-	// Group is the multicast group the result goes to.
-	Group uint16
-	// PSPort is the port towards the job's parameter server: collisions,
-	// partial sums and (with ResultToPS) results are sent there.
-	PSPort int
-	// ResultToPS sends a completed aggregate to the PS instead of the group
-	// and holds the aggregator until the PS's ACK (ATP).
-	ResultToPS bool
-	// Priority orders jobs for the Preemptive policy (higher wins).
-	Priority uint8
-	// PolicyID selects the allocation Policy.
-	PolicyID int
-	// Pool is the job's memory pool.
-	Pool *Pool
-	// FreeINA selects the FreeINA data path (trim and forward, see
-	// freeina.go): absorbed contributions go on to the PS trimmed, the
-	// completing one carries the result to the PS and is multicast to the
-	// workers as UC SEND Only frames.
-	FreeINA bool
-
-	policy Policy
-	stats  JobStats
-}
-
-// JobStats are per-job counters.
-type JobStats struct {
-	Packets     uint64 // INA packets accepted for the job
-	Absorbed    uint64 // contributions added and dropped (not last)
-	Results     uint64 // results emitted (completions)
-	Resent      uint64 // results re-sent for a retransmission after completion
-	Duplicates  uint64 // retransmissions of counted contributions, dropped
-	Collisions  uint64 // sent to the PS for lack of an aggregator
-	Preempted   uint64 // partial sums of this job evicted to its PS
-	Overflows   uint64 // results with the overflow flag
-	Acks        uint64 // PS acknowledgements handled
-	Foreign     uint64 // packets claiming this job from a wrong port/QP/worker
-	ValuesAdded uint64 // int32 values added into registers
-}
-
-// JobSpec is the inert description of a job, as installed by SetJob.
-type JobSpec struct {
-	ID         uint16
-	Mask       uint32
-	Group      uint16
-	PSPort     int
-	ResultToPS bool
-	Priority   uint8
-	PolicyID   int
-	PoolID     uint16
-	FreeINA    bool
-}
-
-// WorkerEntry is an entry of table ina_worker: packets from (Port, QP) belong
-// to Job as Worker; RID names the worker's egress rewrite (for unicast
-// results) and PS marks the job's parameter server.
-type WorkerEntry struct {
-	Port   int
-	QP     uint32
-	Job    uint16
-	Worker uint8
-	RID    uint16
-	PS     bool
-}
-
-// Rewrite is an egress rewrite (table ina_egress, keyed by replication id):
-// a result copy to a worker gets these addresses and destination QP.
-type Rewrite struct {
-	SrcMAC, DstMAC [6]byte
-	SrcIP, DstIP   netip.Addr
-	DstQP          uint32
-}
-
-// McastMember is one replica of a multicast group.
-type McastMember struct {
-	RID  uint16
-	Port int
-}
-
-type mcNode struct {
-	rid   uint16
-	ports []int
-}
-
-type route struct {
-	prefix netip.Prefix
-	port   int
-}
-
-type workerKey struct {
-	port int
-	qp   uint32
-}
-
-// tables holds everything the control plane installs. Guarded by Switch.mu.
-type tables struct {
-	workers  map[workerKey]WorkerEntry
-	jobs     []*Job // indexed by job id
-	pools    map[uint16]*Pool
-	policies map[int]Policy
-	rewrites map[uint16]*Rewrite
-	nodes    []mcNode // by node handle
-	groups   map[uint16][]int
-	members  map[uint16][]McastMember // derived from groups+nodes
-	l2       map[[6]byte]int
-	routes   []route // sorted by prefix length, longest first
-	l2Def    int     // default egress port for misses, -1 drop
-}
 
 func (s *Switch) initTables() {
 	s.t = tables{
 		workers:  map[workerKey]WorkerEntry{},
 		pools:    map[uint16]*Pool{},
-		policies: map[int]Policy{},
+		stages:   map[int]SlotStage{},
 		rewrites: map[uint16]*Rewrite{},
 		groups:   map[uint16][]int{},
 		members:  map[uint16][]McastMember{},
 		l2:       map[[6]byte]int{},
 		l2Def:    -1,
 	}
-	s.t.policies[PolicyStatic] = Static{}
-	s.t.policies[PolicyHashed] = Hashed{}
-	s.t.policies[PolicyPreemptive] = Preemptive{}
+	s.t.stages[StageStatic] = Static{}
+	s.t.stages[StageHashed] = Hashed{}
+	s.t.stages[StagePreemptive] = Preemptive{}
 }
 
-// RegisterPolicy installs a policy under id (≥ PolicyCustom), for jobs
+// RegisterStage installs slot stage st under id (≥ StageCustom), for jobs
 // whose PolicyID is id.
-func (s *Switch) RegisterPolicy(id int, p Policy) error {
+func (s *Switch) RegisterStage(id int, st SlotStage) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.t.policies[id]; ok || id < PolicyCustom {
-		return fmt.Errorf("%w: %d", ErrPolicyInUse, id)
+	if _, ok := s.t.stages[id]; ok || id < StageCustom {
+		return fmt.Errorf("%w: %d", ErrStageInUse, id)
 	}
-	s.t.policies[id] = p
+	s.t.stages[id] = st
 	return nil
 }
 
@@ -229,9 +90,9 @@ func (s *Switch) SetJob(js JobSpec) error {
 	if pool == nil {
 		return fmt.Errorf("%w: %d", ErrNoPool, js.PoolID)
 	}
-	pol := s.t.policies[js.PolicyID]
-	if pol == nil {
-		return fmt.Errorf("%w: %d", ErrNoPolicy, js.PolicyID)
+	st := s.t.stages[js.PolicyID]
+	if st == nil {
+		return fmt.Errorf("%w: %d", ErrNoStage, js.PolicyID)
 	}
 	for int(js.ID) >= len(s.t.jobs) {
 		s.t.jobs = append(s.t.jobs, nil)
@@ -241,9 +102,16 @@ func (s *Switch) SetJob(js JobSpec) error {
 		j = &Job{}
 		s.t.jobs[js.ID] = j
 	}
-	st := j.stats
 	*j = Job{ID: js.ID, Mask: js.Mask, Group: js.Group, PSPort: js.PSPort, ResultToPS: js.ResultToPS,
-		Priority: js.Priority, PolicyID: js.PolicyID, Pool: pool, FreeINA: js.FreeINA, policy: pol, stats: st}
+		Priority: js.Priority, PolicyID: js.PolicyID, Pool: pool, stage: st, stats: j.stats}
+	return nil
+}
+
+// jobByID returns job id's entry, or nil.
+func (s *Switch) jobByID(id uint16) *Job {
+	if int(id) < len(s.t.jobs) {
+		return s.t.jobs[id]
+	}
 	return nil
 }
 
@@ -396,6 +264,11 @@ func (s *Switch) SetDefaultPort(port int) {
 func (s *Switch) ResetSlots(base, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.resetSlotsLocked(base, n)
+}
+
+// resetSlotsLocked is ResetSlots with s.mu held.
+func (s *Switch) resetSlotsLocked(base, n int) {
 	for i := base; i < base+n && i < s.cfg.Slots; i++ {
 		if i < 0 {
 			continue

@@ -1,7 +1,11 @@
 // Package sw (directory switch/) is the in-network aggregation switch: a
-// software model of a programmable switch running an INA program (ATP,
-// SwitchML, ESA), with a P4_16 twin in switch/p4 that runs the same test
-// vectors on BMv2.
+// software model of a programmable switch running an INA program, with a
+// P4_16 twin in switch/p4 that runs the same test vectors on BMv2. It
+// carries SwitchML, ATP and ESA (slot stages Static, Hashed, Preemptive),
+// FreeINA (per-all-reduce leases, the trim and UC data paths, its control
+// plane in FreeINANode) and DynaINA (a multi-tenant scheduler of switch
+// memory, switch/dynaina, wired behind FreeINA's allocation by
+// DynaINANode).
 //
 // # Data plane
 //
@@ -10,9 +14,9 @@
 //	parse      Ethernet → IPv4 → UDP(4791) → BTH [→ RETH] [→ ImmDt] → INA header → values
 //	classify   ina_worker (ingress port, dest QP) → job, worker, rid; ina_job; ina_pool;
 //	           non-INA traffic: l2_fwd (dmac), then ipv4_lpm (dst), default drop
-//	locate     the job's Policy maps (job, all-reduce, chunk) to an aggregator
-//	slot meta  one read-modify-write each of the owner, bitmap, counter,
-//	           state, priority and exponent arrays at the aggregator head
+//	slot       the job's SlotStage locates the chunk's aggregator and decides the
+//	           contribution: one read-modify-write each of the owner, bitmap,
+//	           counter, state, priority and exponent arrays at the aggregator head
 //	values     pass k adds values [kV, (k+1)V) into slot head+k; V values per
 //	           pass (64 by default); more values take recirculation passes,
 //	           which are counted and charged to pipeline capacity
@@ -27,14 +31,25 @@
 // per-aggregator overflow flag, and memory is a fixed number of slots of V
 // values (Tofino-1: up to 16K slots of 64 values per pipe).
 //
+// # Slot stages
+//
+// The job table's stage id selects a job's SlotStage. Static (SwitchML),
+// Hashed (ATP) and Preemptive (ESA) are built in and share one contention
+// data path that differs only in Locate and Contend. FreeINA's stage (a
+// *FreeINA, registered with RegisterStage) locates chunks through the
+// all-reduce's lease and keeps the workers' RC connections to the PS whole
+// (trim and forward) or absorbs UC contributions. Every stage reads and
+// writes aggregators through the same register helpers.
+//
 // # Control plane
 //
 // Tables change only through the control-plane methods (AddWorker, SetJob,
-// SetPool, AddMcastGroup, ...), which the STF runner also uses. Allocation is
-// delegated to a Policy per job: Static (SwitchML), Hashed (ATP) and
-// Preemptive (ESA) are built in; others register with RegisterPolicy.
+// SetPool, AddMcastGroup, RegisterStage, ...), which the STF runner also
+// uses. FreeINA's leases change through its own methods (Alloc, Free,
+// Expire), driven by FreeINANode from ALLOC/FREE control frames, or by
+// DynaINANode from the DynaINA scheduler's decisions.
 //
 // Frames handed to Process are rewritten in place; see Frame for the
-// verdicts and Egress for multicast replicas. Node adapts a Switch to the
-// emulator (emu.Node).
+// verdicts, Egress and EgressUC for multicast replicas. Node adapts a
+// Switch to the emulator (emu.Node).
 package sw

@@ -1,40 +1,16 @@
 package sw
 
 import (
-	"encoding/binary"
 	"errors"
 	"time"
 
 	"github.com/inabox/inabox/rdma"
-	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// FreeINA mode (docs/freeina.md).
-//
-// A job installed with JobSpec.FreeINA sends every contribution as an RC
-// SEND Only on its worker's QP to the parameter server; the switch sits on
-// the path. For such a job the slot stage:
-//
-//   - adds a new contribution into the leased aggregator and forwards the
-//     packet to the PS trimmed (same RC headers and PSN, payload = the INA
-//     header with Count 0 and FlagCtl: "absorbed by the switch");
-//   - sends the completing contribution to the PS with the full sum
-//     (FlagResult) and multicasts it to the job's group as UC SEND Only
-//     frames (EgressUC), PSN = chunk & 0xFFFFFF;
-//   - forwards a retransmission of a counted contribution trimmed, or, if
-//     the aggregator holds that chunk's completed result, with the result;
-//   - forwards anything without an aggregator (no lease, or the aggregator
-//     belongs to a newer chunk) raw to the PS, marked FlagCollision.
-//
-// The RC connection worker↔PS therefore sees every PSN: RC is never broken.
-//
-// A contribution that arrives as a UC SEND Only (opcode 0x24, the hosts'
-// "uc" INA path) is a best-effort datagram with no PSN to keep: the slot
-// stage then drops what it absorbs (and a retransmission of a counted,
-// incomplete contribution), multicasts the completing one to the group
-// only, and sends a retransmission that finds its chunk complete back to
-// its sender with the result. Without an aggregator it is still forwarded
-// raw to the PS (FlagCollision), which finishes the chunk.
+// FreeINA's allocator and control plane (docs/freeina.md): leases of
+// aggregators per all-reduce, granted on ALLOC, ended by FREE or an idle
+// timeout. Its slot stage is in stage_freeina.go, the node that speaks the
+// control protocol in freeina_node.go.
 
 // FlagCtl marks FreeINA metadata. Alone, on a Count-0 header travelling
 // the RC path to the PS, it means "absorbed by the switch" (a trimmed
@@ -63,136 +39,11 @@ const (
 // to the switch's control plane.
 const DefaultCtlQPN = 0xC7C7C7
 
-// freeINASlotMeta is the slot stage of a FreeINA job.
-func (s *Switch) freeINASlotMeta(f *Frame, m *pmeta, h inahdr.Header) {
-	j := m.job
-	r := &s.r
-	pool := j.Pool
-	if m.passes > pool.Stride || h.Has(inahdr.FlagOverflow) {
-		s.collide(m, j)
-		return
-	}
-	head, ok := j.policy.Locate(j, m.tag)
-	if !ok || head < pool.Base || head+pool.Stride > pool.Base+pool.Slots {
-		s.collide(m, j)
-		return
-	}
-	m.head = head
-	bit := uint32(1) << m.worker
-	own, st := r.owner[head], r.state[head]
-	uc := f.Data[offBTH] == 0x24
-	switch {
-	case own == m.tag && st == StateClaimed:
-		if r.bitmap[head]&bit != 0 { // counted already: trimmed again
-			m.emit, m.port, m.reason, m.trim, m.setFl = emPort, j.PSPort, ReasonDuplicate, true, FlagCtl
-			if uc { // UC: nothing to acknowledge, drop it
-				m.emit, m.trim, m.setFl = emDrop, false, 0
-			}
-			j.stats.Duplicates++
-			return
-		}
-		r.bitmap[head] |= bit
-		r.count[head]++
-		if e := h.Exponent(); e > r.exp[head] {
-			r.exp[head] = e
-		}
-		m.op = opAdd
-	case own == m.tag: // complete: the retransmission carries the result
-		m.op, m.readout = opRead, true
-		m.emit, m.port, m.reason = emPort, j.PSPort, ReasonResent
-		if uc { // UC: the stored result back to the sender (its UC QP)
-			m.emit, m.port = emBack, f.InPort
-		}
-		m.setFl, m.bitmap, m.exp, m.ovf = inahdr.FlagResult, r.bitmap[head], r.exp[head], r.ovf[head] != 0
-		m.outTag = m.tag
-		j.stats.Resent++
-		return
-	case st == StateFree:
-		s.claim(m, j, head, h, false)
-		pool.stats.Claims++
-	case own.Job() == m.tag.Job() && (own.AllReduce() != m.tag.AllReduce() || own.Chunk() < m.tag.Chunk()):
-		// SwitchML-style reuse: the slot's previous chunk (or a previous
-		// all-reduce's leftover) gives way to a newer chunk. If it was not
-		// complete, its missing contributions now go raw to the PS, which
-		// finishes it (pull); nothing is counted twice.
-		s.claim(m, j, head, h, false)
-		pool.stats.Reclaims++
-	default:
-		s.collide(m, j)
-		return
-	}
-	if r.bitmap[head] == j.Mask {
-		m.readout = true
-		m.bitmap, m.exp, m.outTag = r.bitmap[head], r.exp[head], m.tag
-		m.setFl = inahdr.FlagResult
-		m.reason = ReasonResult
-		m.emit, m.port = emFwdMcast, j.PSPort
-		if uc { // UC: the workers only; the PS never sees the chunk
-			m.emit = emMcast
-		}
-		j.stats.Results++
-		pool.stats.Completions++
-		s.setState(head, StateComplete)
-		if o, ok := j.policy.(CompletionObserver); ok {
-			o.Completed(j, m.tag, head)
-		}
-		return
-	}
-	m.emit, m.port, m.reason, m.trim, m.setFl = emPort, j.PSPort, ReasonAbsorbed, true, FlagCtl
-	if uc { // UC: absorbed means consumed
-		m.emit, m.trim, m.setFl = emDrop, false, 0
-	}
-	j.stats.Absorbed++
-}
-
-// trimFrame cuts a RoCEv2 frame after the INA header at offset ina: Count
-// becomes 0, the pad 0, and the IPv4 total length, UDP length and IPv4
-// checksum are fixed. The caller recomputes the ICRC.
-func trimFrame(d []byte, ina int) []byte {
-	n := ina + inahdr.Len + rdma.ICRCLen
-	if n > len(d) {
-		return d
-	}
-	d = d[:n]
-	inahdr.Header(d[ina:]).SetCount(0)
-	d[offBTH+1] &^= 0x30 // pad count 0 (the INA header is 4-byte aligned)
-	binary.BigEndian.PutUint16(d[offIP+2:], uint16(n-offIP))
-	binary.BigEndian.PutUint16(d[offUDP+4:], uint16(n-offUDP))
-	ipChecksum(d[offIP : offIP+20])
-	return d
-}
-
-// EgressUC finishes one replica of an ActForwardMulticast frame for member
-// m: the egress rewrite of m.RID (addresses, destination QP), the RC opcode
-// turned into its UC twin (SEND Only → UC SEND Only), PSN = chunk &
-// 0xFFFFFF (a UC responder accepts an Only packet whatever the PSN gap),
-// AckReq cleared, IPv4 checksum and ICRC fixed.
-func (s *Switch) EgressUC(frame []byte, m McastMember) {
-	s.mu.Lock()
-	rw := s.t.rewrites[m.RID]
-	s.countTx(m.Port, len(frame))
-	s.mu.Unlock()
-	if len(frame) < minRoCE {
-		return
-	}
-	if rw != nil {
-		applyRewrite(frame, rw)
-	}
-	bth := rdma.BTH(frame[offBTH:])
-	bth.SetOpcode(rdma.Opcode(byte(bth.Opcode())&0x1F | 0x20))
-	bth.SetAckReq(false)
-	if ina := offBTH + inaExt(frame[offBTH]); ina >= offBTH && ina+inahdr.Len <= len(frame) {
-		bth.SetPSN(inahdr.Header(frame[ina:]).Chunk() & 0xFFFFFF)
-	}
-	_ = rdma.SetICRC(frame)
-}
-
 // FreeINAConfig configures FreeINA's all-reduce-level allocation.
 type FreeINAConfig struct {
 	// PoolID is the pool leases are carved from; FreeINA jobs are installed
 	// in it (JobSpec.PoolID) with PolicyID = the id FreeINA is registered
-	// under and FreeINA = true. Leases count aggregators of the pool's
-	// stride.
+	// under. Leases count aggregators of the pool's stride.
 	PoolID uint16
 	// CtlQPN is the destination QP of control frames for the switch;
 	// 0 means DefaultCtlQPN.
@@ -231,10 +82,10 @@ type FreeINAStats struct {
 	CtlBad                                                           uint64
 }
 
-// FreeINA is the all-reduce-level allocator: a Policy (register it with
-// RegisterPolicy under an id ≥ PolicyCustom) whose Locate maps chunk c of
-// an all-reduce holding a lease to Base + c mod Slots, and returns ok=false
-// without a lease (the packet goes raw to the PS).
+// FreeINA is the all-reduce-level allocator and the slot stage of its jobs
+// (register it with RegisterStage under an id ≥ StageCustom): chunk c of an
+// all-reduce holding a lease uses aggregator c mod the lease's size;
+// without a lease the packet goes raw to the PS.
 type FreeINA struct {
 	s      *Switch
 	cfg    FreeINAConfig
@@ -271,23 +122,6 @@ func leaseKey(job, ar uint16) uint32 { return uint32(job)<<16 | uint32(ar) }
 
 // Config returns the configuration with defaults filled in.
 func (f *FreeINA) Config() FreeINAConfig { return f.cfg }
-
-// Name implements Policy.
-func (f *FreeINA) Name() string { return "freeina" }
-
-// Locate implements Policy: the all-reduce's lease, or ok=false.
-func (f *FreeINA) Locate(j *Job, tag Tag) (int, bool) {
-	l := f.leases[leaseKey(tag.Job(), tag.AllReduce())]
-	if l == nil || l.Slots == 0 {
-		return 0, false
-	}
-	l.LastUse = f.now
-	return l.Base + int(tag.Chunk()%uint32(l.Slots))*f.pool.Stride, true
-}
-
-// Contend implements Policy (unused by the FreeINA slot stage, which
-// decides reuse itself).
-func (f *FreeINA) Contend(j *Job, cur Occupant) Verdict { return Collide }
 
 // AddJob registers where a job's GRANTs go.
 func (f *FreeINA) AddJob(j FreeINAJob) {
@@ -450,15 +284,4 @@ func (f *FreeINA) Reboot() {
 	clear(f.used)
 	f.s.resetSlotsLocked(0, f.s.cfg.Slots)
 	f.stats.Reboots++
-}
-
-// resetSlotsLocked is ResetSlots with s.mu held.
-func (s *Switch) resetSlotsLocked(base, n int) {
-	for i := base; i < base+n && i < s.cfg.Slots; i++ {
-		if i < 0 {
-			continue
-		}
-		s.setState(i, StateFree)
-		s.r.owner[i], s.r.bitmap[i], s.r.count[i], s.r.ovf[i] = 0, 0, 0, 0
-	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-const fiPolicy = PolicyCustom + 5
+const fiStage = StageCustom + 5
 
 // newFreeINASwitch: pool 1 = aggregators [0, slots) stride 1, job 1 with n
 // workers in FreeINA mode, PS on port 40.
@@ -23,13 +23,10 @@ func newFreeINASwitch(t *testing.T, n, slots int) (*Switch, *FreeINA) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RegisterPolicy(fiPolicy, f); err != nil {
+	if err := s.RegisterStage(fiStage, f); err != nil {
 		t.Fatal(err)
 	}
-	installJob(t, s, 1, n, fiPolicy, 1, 0, 40)
-	s.mu.Lock()
-	s.t.jobs[1].FreeINA = true
-	s.mu.Unlock()
+	installJob(t, s, 1, n, fiStage, 1, 0, 40)
 	return s, f
 }
 

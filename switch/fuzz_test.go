@@ -19,7 +19,7 @@ func FuzzPipeline(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte, port uint8) {
 		s := newTestSwitch(t, 64)
 		s.SetPool(1, 0, 64, 4)
-		installJob(t, s, 1, 2, PolicyPreemptive, 1, 0, 40)
+		installJob(t, s, 1, 2, StagePreemptive, 1, 0, 40)
 		s.AddL2(mac(0x30), 30)
 		for _, o := range runBatch(s, []Frame{{Data: append([]byte(nil), frame...), InPort: int(port % 8)}}) {
 			if isRoCE(o.frame) && o.why != ReasonForward && !rdma.CheckICRC(o.frame) {

@@ -84,7 +84,7 @@ func newTestSwitch(t testing.TB, slots int) *Switch {
 
 // installJob installs a job with n workers on ports 1..n, PS on port psPort,
 // multicast group = job, rids job*100+w.
-func installJob(t testing.TB, s *Switch, job uint16, n int, policy int, pool uint16, prio uint8, psPort int) {
+func installJob(t testing.TB, s *Switch, job uint16, n int, stage int, pool uint16, prio uint8, psPort int) {
 	t.Helper()
 	var members []McastMember
 	for w := 0; w < n; w++ {
@@ -104,7 +104,7 @@ func installJob(t testing.TB, s *Switch, job uint16, n int, policy int, pool uin
 	if n == 32 {
 		mask = 0xFFFFFFFF
 	}
-	if err := s.SetJob(JobSpec{ID: job, Mask: mask, Group: job, PSPort: psPort, Priority: prio, PolicyID: policy, PoolID: pool}); err != nil {
+	if err := s.SetJob(JobSpec{ID: job, Mask: mask, Group: job, PSPort: psPort, Priority: prio, PolicyID: stage, PoolID: pool}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -46,7 +46,7 @@ func TestEmuEndToEnd(t *testing.T) {
 	if err := s.SetPool(1, 0, 1024, 4); err != nil {
 		t.Fatal(err)
 	}
-	installJob(t, s, 1, n, PolicyHashed, 1, 0, 40)
+	installJob(t, s, 1, n, StageHashed, 1, 0, 40)
 	net := emu.NewNetwork(emu.Config{Seed: 1})
 	if err := net.AddNode("sw", 64, NewNode(s)); err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestTimedNodeRecirculationCost(t *testing.T) {
 	finish := func(nv int) time.Duration {
 		s := newTestSwitch(t, 1024)
 		s.SetPool(1, 0, 1024, 4)
-		installJob(t, s, 1, 2, PolicyHashed, 1, 0, 40)
+		installJob(t, s, 1, 2, StageHashed, 1, 0, 40)
 		net := emu.NewNetwork(emu.Config{Seed: 1})
 		node := NewTimedNode(s, NodeConfig{PassTime: 10 * time.Nanosecond, Latency: 100 * time.Nanosecond})
 		net.AddNode("sw", 64, node)

@@ -24,7 +24,7 @@ import (
 // ATP and ESA. SwitchML avoids it by keeping the window at most half the
 // pool (shadow copies).
 func TestNoDoubleCountingUnderContention(t *testing.T) {
-	for _, pol := range []int{PolicyHashed, PolicyPreemptive, PolicyStatic} {
+	for _, pol := range []int{StageHashed, StagePreemptive, StageStatic} {
 		t.Run(fmt.Sprint(pol), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(pol), 7))
 			const nw, chunks, nv = 4, 24, 8
@@ -32,7 +32,7 @@ func TestNoDoubleCountingUnderContention(t *testing.T) {
 			s.SetPool(1, 0, 3, 1)
 			s.SetPool(2, 3, 3, 1)
 			pool2 := uint16(1)
-			if pol == PolicyStatic {
+			if pol == StageStatic {
 				pool2 = 2 // static pools are per job
 			}
 			installJob(t, s, 1, nw, pol, 1, 1, 40)
@@ -115,7 +115,7 @@ func TestNoDoubleCountingUnderContention(t *testing.T) {
 				}
 			}
 			st := s.Stats()
-			t.Logf("policy %d: results %d (chunks %d) collisions %d preempted %d duplicates %d", pol,
+			t.Logf("stage %d: results %d (chunks %d) collisions %d preempted %d duplicates %d", pol,
 				st.ByReason[ReasonResult], len(seen), st.ByReason[ReasonCollision], st.ByReason[ReasonPreempted], st.ByReason[ReasonDuplicate])
 			if st.ByReason[ReasonResult] == 0 || st.ByReason[ReasonCollision] == 0 {
 				t.Fatalf("scenario too easy: %+v", st.ByReason)

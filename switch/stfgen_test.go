@@ -43,15 +43,15 @@ type gpool struct {
 var genPools = []gpool{{1, 0, 16, 1}, {2, 16, 8, 4}, {3, 48, 1, 1}, {4, 64, 8, 1}, {5, 80, 8, 1}, {6, 96, 1, 1}}
 
 var genJobs = []gjob{
-	{id: 1, ports: []int{1, 2, 3}, ps: 40, policy: PolicyStatic, pool: 1},
-	{id: 2, ports: []int{4, 5}, ps: 40, policy: PolicyHashed, pool: 5},
-	{id: 3, ports: []int{6, 7}, ps: 40, policy: PolicyStatic, pool: 2},
-	{id: 4, ports: []int{8, 9}, ps: 41, policy: PolicyHashed, pool: 3},
-	{id: 5, ports: []int{10, 11}, ps: 42, policy: PolicyHashed, pool: 3},
-	{id: 6, ports: []int{12, 13}, ps: 43, policy: PolicyPreemptive, pool: 6, prio: 1},
-	{id: 7, ports: []int{14, 15}, ps: 44, policy: PolicyPreemptive, pool: 6, prio: 5},
-	{id: 8, ports: []int{16, 17}, ps: 45, policy: PolicyHashed, pool: 4, toPS: true},
-	{id: 9, ports: []int{18}, ps: 46, policy: PolicyStatic, pool: 1, skipJob: true},
+	{id: 1, ports: []int{1, 2, 3}, ps: 40, policy: StageStatic, pool: 1},
+	{id: 2, ports: []int{4, 5}, ps: 40, policy: StageHashed, pool: 5},
+	{id: 3, ports: []int{6, 7}, ps: 40, policy: StageStatic, pool: 2},
+	{id: 4, ports: []int{8, 9}, ps: 41, policy: StageHashed, pool: 3},
+	{id: 5, ports: []int{10, 11}, ps: 42, policy: StageHashed, pool: 3},
+	{id: 6, ports: []int{12, 13}, ps: 43, policy: StagePreemptive, pool: 6, prio: 1},
+	{id: 7, ports: []int{14, 15}, ps: 44, policy: StagePreemptive, pool: 6, prio: 5},
+	{id: 8, ports: []int{16, 17}, ps: 45, policy: StageHashed, pool: 4, toPS: true},
+	{id: 9, ports: []int{18}, ps: 46, policy: StageStatic, pool: 1, skipJob: true},
 }
 
 func gjobByID(id uint16) gjob {

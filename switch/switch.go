@@ -109,8 +109,8 @@ func New(cfg Config) (*Switch, error) {
 // Config returns the switch's configuration.
 func (s *Switch) Config() Config { return s.cfg }
 
-// Lock and Unlock take the switch's lock, for policies whose control-plane
-// state must change between batches.
+// Lock and Unlock take the switch's lock, for slot stages whose
+// control-plane state must change between batches.
 func (s *Switch) Lock()   { s.mu.Lock() }
 func (s *Switch) Unlock() { s.mu.Unlock() }
 

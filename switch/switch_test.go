@@ -2,6 +2,7 @@ package sw
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -23,7 +24,7 @@ func randVals(r *rand.Rand, n int, lim int32) []int32 {
 func TestAggregationExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{2, 3, 4, 7, 8, 16, 31, 32} {
-		for _, pol := range []int{PolicyStatic, PolicyHashed, PolicyPreemptive} {
+		for _, pol := range []int{StageStatic, StageHashed, StagePreemptive} {
 			s := newTestSwitch(t, 1024)
 			if err := s.SetPool(1, 0, 1024, 4); err != nil {
 				t.Fatal(err)
@@ -88,7 +89,7 @@ func TestAggregationExact(t *testing.T) {
 func TestRetransmissions(t *testing.T) {
 	s := newTestSwitch(t, 64)
 	s.SetPool(1, 0, 64, 1)
-	installJob(t, s, 1, 3, PolicyStatic, 1, 0, 40)
+	installJob(t, s, 1, 3, StageStatic, 1, 0, 40)
 	p0 := workerPkt(1, 1, 5, 0, []int32{10, 20}).build()
 	p1 := workerPkt(1, 1, 5, 1, []int32{1, 2}).build()
 	p2 := workerPkt(1, 1, 5, 2, []int32{100, 200}).build()
@@ -128,7 +129,7 @@ func TestRetransmissions(t *testing.T) {
 func TestOverflowFlagged(t *testing.T) {
 	s := newTestSwitch(t, 64)
 	s.SetPool(1, 0, 64, 1)
-	installJob(t, s, 1, 2, PolicyHashed, 1, 0, 40)
+	installJob(t, s, 1, 2, StageHashed, 1, 0, 40)
 	o := run(s, workerPkt(1, 1, 1, 0, []int32{math.MaxInt32 - 1, math.MinInt32 + 1, 5}).build(),
 		workerPkt(1, 1, 1, 1, []int32{10, -10, 6}).build())
 	if len(o) != 2 {
@@ -155,8 +156,8 @@ func TestForeignFlood(t *testing.T) {
 	s := newTestSwitch(t, 256)
 	s.SetPool(1, 0, 128, 1)
 	s.SetPool(2, 128, 128, 1)
-	installJob(t, s, 1, 4, PolicyStatic, 1, 0, 40)
-	installJob(t, s, 2, 4, PolicyHashed, 2, 0, 41)
+	installJob(t, s, 1, 4, StageStatic, 1, 0, 40)
+	installJob(t, s, 2, 4, StageHashed, 2, 0, 41)
 	// job 2 partially aggregates some chunks
 	for c := uint32(0); c < 20; c++ {
 		run(s, workerPkt(2, 1, c, 0, []int32{1, 2, 3}).build())
@@ -233,8 +234,8 @@ func TestForeignFlood(t *testing.T) {
 func TestCollisionFallback(t *testing.T) {
 	s := newTestSwitch(t, 16)
 	s.SetPool(1, 0, 1, 1) // one aggregator shared by two jobs
-	installJob(t, s, 1, 2, PolicyHashed, 1, 0, 40)
-	installJob(t, s, 2, 2, PolicyHashed, 1, 0, 41)
+	installJob(t, s, 1, 2, StageHashed, 1, 0, 40)
+	installJob(t, s, 2, 2, StageHashed, 1, 0, 41)
 	run(s, workerPkt(1, 1, 0, 0, []int32{5}).build())
 	o := run(s, workerPkt(2, 1, 0, 0, []int32{7}).build())
 	if len(o) != 1 || o[0].port != 41 || o[0].why != ReasonCollision {
@@ -258,8 +259,8 @@ func TestCollisionFallback(t *testing.T) {
 func TestPreemption(t *testing.T) {
 	s := newTestSwitch(t, 16)
 	s.SetPool(1, 0, 1, 1)
-	installJob(t, s, 1, 3, PolicyPreemptive, 1, 1, 40)
-	installJob(t, s, 2, 2, PolicyPreemptive, 1, 5, 41)
+	installJob(t, s, 1, 3, StagePreemptive, 1, 1, 40)
+	installJob(t, s, 2, 2, StagePreemptive, 1, 5, 41)
 	run(s, workerPkt(1, 1, 0, 0, []int32{5, 6}).build(), workerPkt(1, 1, 0, 2, []int32{1, 1}).build())
 	// low priority cannot preempt high; high preempts low.
 	o := run(s, workerPkt(2, 3, 9, 1, []int32{100, 200}).build())
@@ -297,8 +298,8 @@ func TestPreemption(t *testing.T) {
 func TestATPResultToPS(t *testing.T) {
 	s := newTestSwitch(t, 16)
 	s.SetPool(1, 0, 4, 1)
-	installJob(t, s, 1, 2, PolicyHashed, 1, 0, 40)
-	js := JobSpec{ID: 1, Mask: 3, Group: 1, PSPort: 40, ResultToPS: true, PolicyID: PolicyHashed, PoolID: 1}
+	installJob(t, s, 1, 2, StageHashed, 1, 0, 40)
+	js := JobSpec{ID: 1, Mask: 3, Group: 1, PSPort: 40, ResultToPS: true, PolicyID: StageHashed, PoolID: 1}
 	if err := s.SetJob(js); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestATPResultToPS(t *testing.T) {
 func TestRecirculationCounted(t *testing.T) {
 	s := newTestSwitch(t, 64)
 	s.SetPool(1, 0, 64, 4)
-	installJob(t, s, 1, 2, PolicyStatic, 1, 0, 40)
+	installJob(t, s, 1, 2, StageStatic, 1, 0, 40)
 	a, b := make([]int32, 256), make([]int32, 256)
 	for i := range a {
 		a[i], b[i] = int32(i), int32(1000*i)
@@ -387,7 +388,7 @@ func TestPlainForwarding(t *testing.T) {
 func TestProcessZeroAlloc(t *testing.T) {
 	s := newTestSwitch(t, 1024)
 	s.SetPool(1, 0, 1024, 1)
-	installJob(t, s, 1, 4, PolicyHashed, 1, 0, 40)
+	installJob(t, s, 1, 4, StageHashed, 1, 0, 40)
 	var frames []Frame
 	for w := 0; w < 4; w++ {
 		frames = append(frames, Frame{Data: workerPkt(1, 1, 0, uint8(w), make([]int32, 64)).build(), InPort: w + 1})
@@ -411,7 +412,7 @@ func TestProcessZeroAlloc(t *testing.T) {
 	}
 }
 
-func TestPolicies(t *testing.T) {
+func TestStages(t *testing.T) {
 	pool := &Pool{ID: 1, Base: 100, Slots: 40, Stride: 4}
 	j := &Job{ID: 3, Pool: pool, Priority: 2}
 	for c := uint32(0); c < 25; c++ {
@@ -429,7 +430,10 @@ func TestPolicies(t *testing.T) {
 		t.Fatal("hash")
 	}
 	cases := []struct {
-		p    Policy
+		p interface {
+			SlotStage
+			contender
+		}
 		occ  Occupant
 		want Verdict
 	}{
@@ -451,7 +455,8 @@ func TestPolicies(t *testing.T) {
 	}
 }
 
-// noMem is a FreeINA-style policy: only all-reduces with a lease get memory.
+// noMem is a contention stage with FreeINA-style memory: only all-reduces
+// with a lease get an aggregator.
 type noMem struct{ lease map[uint16]int }
 
 func (noMem) Name() string { return "lease" }
@@ -460,17 +465,24 @@ func (p noMem) Locate(j *Job, t Tag) (int, bool) {
 	return b + int(t.Chunk()%4), ok
 }
 func (noMem) Contend(*Job, Occupant) Verdict { return Collide }
+func (p noMem) contribute(c contribution)    { c.contend(p) }
 
-func TestCustomPolicy(t *testing.T) {
+func TestCustomStage(t *testing.T) {
 	s := newTestSwitch(t, 64)
 	s.SetPool(1, 0, 64, 1)
-	if err := s.RegisterPolicy(PolicyCustom, noMem{lease: map[uint16]int{7: 8}}); err != nil {
+	if err := s.RegisterStage(StageCustom, noMem{lease: map[uint16]int{7: 8}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RegisterPolicy(PolicyHashed, Hashed{}); err == nil {
-		t.Fatal("re-register allowed")
+	if err := s.RegisterStage(StageHashed, Hashed{}); !errors.Is(err, ErrStageInUse) {
+		t.Fatalf("re-register a built-in id: %v", err)
 	}
-	installJob(t, s, 1, 2, PolicyCustom, 1, 0, 40)
+	if err := s.RegisterStage(StageCustom, Hashed{}); !errors.Is(err, ErrStageInUse) {
+		t.Fatalf("re-register a custom id: %v", err)
+	}
+	if err := s.SetJob(JobSpec{ID: 2, Mask: 1, PolicyID: StageCustom + 1, PoolID: 1}); !errors.Is(err, ErrNoStage) {
+		t.Fatalf("unknown stage id: %v", err)
+	}
+	installJob(t, s, 1, 2, StageCustom, 1, 0, 40)
 	if o := run(s, workerPkt(1, 6, 1, 0, []int32{1}).build()); len(o) != 1 || o[0].why != ReasonCollision {
 		t.Fatal("no lease should go to PS")
 	}

@@ -15,7 +15,7 @@ import (
 // the PS (collision). Workers retransmit on timeout, alternately through
 // the switch and on the PS path.
 
-func newATP() Policy { return newHashedBaseline("atp", sw.PolicyHashed, baseline.ATP) }
+func newATP() Policy { return newHashedBaseline("atp", sw.StageHashed, baseline.ATP) }
 
 // newHashedBaseline is ATP's testbed, with slot stage stage and client
 // kind (ESA shares it, with preemption).

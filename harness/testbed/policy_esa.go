@@ -10,4 +10,4 @@ import (
 // higher-priority job evicts a lower-priority partial aggregate to its
 // owner's PS — and each job's priority from its JobSpec.
 
-func newESA() Policy { return newHashedBaseline("esa", sw.PolicyPreemptive, baseline.ESA) }
+func newESA() Policy { return newHashedBaseline("esa", sw.StagePreemptive, baseline.ESA) }

@@ -17,7 +17,7 @@ import (
 
 // freeinaStage is the slot-stage id FreeINA's lease table is registered
 // under.
-const freeinaStage = sw.PolicyCustom
+const freeinaStage = sw.StageCustom
 
 type freeinaPolicy struct {
 	fi     *sw.FreeINA
@@ -51,7 +51,7 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.RegisterPolicy(freeinaStage, p.fi); err != nil {
+	if err := s.RegisterStage(freeinaStage, p.fi); err != nil {
 		return nil, err
 	}
 	uc := t.Spec.INAPath == host.PathUC
@@ -84,7 +84,7 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 			return nil, err
 		}
 		if err := s.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<len(ws) - 1, Group: job, PSPort: t.PSs[psi].Port,
-			PolicyID: freeinaStage, PoolID: 1, FreeINA: true}); err != nil {
+			PolicyID: freeinaStage, PoolID: 1}); err != nil {
 			return nil, err
 		}
 		p.fi.AddJob(sw.FreeINAJob{Job: job, PSPort: t.PSs[psi].Port, PSRID: PSRID(job)})

@@ -23,7 +23,7 @@ func newSwitchML() Policy {
 			return err
 		}
 		return t.Switch.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<t.Spec.Jobs[j].Workers - 1, Group: job,
-			PSPort: t.PSs[0].Port, PolicyID: sw.PolicyStatic, PoolID: job})
+			PSPort: t.PSs[0].Port, PolicyID: sw.StageStatic, PoolID: job})
 	}
 	p.slots = func(t *Testbed) (int, error) {
 		if need := len(t.Spec.Jobs) * 2 * switchMLWindow(t) * t.Stride; need > sw.DefaultSlots {

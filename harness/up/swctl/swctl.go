@@ -70,7 +70,7 @@ type PolicyChange struct {
 }
 
 // PolicyByName maps the built-in policy names to their ids.
-var PolicyByName = map[string]int{"static": sw.PolicyStatic, "hashed": sw.PolicyHashed, "preemptive": sw.PolicyPreemptive}
+var PolicyByName = map[string]int{"static": sw.StageStatic, "hashed": sw.StageHashed, "preemptive": sw.StagePreemptive}
 
 func parseMAC(s string) ([6]byte, error) {
 	var m [6]byte

@@ -43,10 +43,10 @@ func TestControlAPI(t *testing.T) {
 	if err := c.Configure(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetPolicy(ctx, 7, sw.PolicyHashed); err != nil {
+	if err := c.SetPolicy(ctx, 7, sw.StageHashed); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetPolicy(ctx, 8, sw.PolicyHashed); err == nil || !strings.Contains(err.Error(), "no job 8") {
+	if err := c.SetPolicy(ctx, 8, sw.StageHashed); err == nil || !strings.Contains(err.Error(), "no job 8") {
 		t.Fatalf("policy of a missing job: %v", err)
 	}
 	if err := c.SetPolicy(ctx, 7, 99); err == nil {

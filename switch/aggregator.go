@@ -1,0 +1,158 @@
+package sw
+
+import "github.com/inabox/inabox/switch/inahdr"
+
+// Register access of the slot stage, shared by every SlotStage. A packet
+// pass reads and writes each per-aggregator array (owner, state, bitmap,
+// counter, priority, exponent) at most once, at the aggregator head. The
+// value arrays and the overflow flag belong to the value stages, which the
+// slot stage orders through m.agg.op (a resend also reads the flag here).
+
+// locate finds the contribution's aggregator with the job's stage and
+// reports whether there is one: the packet's passes fit the pool's stride,
+// the stage has memory for the chunk, and the aggregator lies in the pool.
+func (c contribution) locate() bool {
+	m, j := c.m, c.m.from.job
+	p := j.Pool
+	if m.pkt.passes > p.Stride {
+		return false
+	}
+	head, ok := j.stage.Locate(j, m.from.tag)
+	if !ok || head < p.Base || head+p.Stride > p.Base+p.Slots {
+		return false
+	}
+	m.agg.head = head
+	return true
+}
+
+// occupant reads the aggregator's owner.
+func (c contribution) occupant() Occupant {
+	r, h := &c.s.r, c.m.agg.head
+	return Occupant{Tag: r.owner[h], State: r.state[h], Priority: r.prio[h], Bitmap: r.bitmap[h]}
+}
+
+// counted reports whether the aggregator holds the sender's contribution.
+func (c contribution) counted() bool {
+	return c.s.r.bitmap[c.m.agg.head]&(1<<c.m.from.worker) != 0
+}
+
+// claim makes the contribution the first of its aggregator (free,
+// reclaimed, or with opSwap preempted from its occupant) and counts it in
+// the pool's stats; op is what the value stages do: opWrite, or opSwap to
+// carry the old values out.
+func (c contribution) claim(op valueOp) {
+	s, m, j := c.s, c.m, c.m.from.job
+	r, h := &s.r, m.agg.head
+	switch {
+	case op == opSwap:
+		j.Pool.stats.Preemptions++
+	case r.state[h] == StateFree:
+		j.Pool.stats.Claims++
+	default:
+		j.Pool.stats.Reclaims++
+	}
+	if r.state[h] != StateFree {
+		s.setState(h, StateFree)
+	}
+	r.span[h] = uint8(j.Pool.Stride)
+	s.setState(h, StateClaimed)
+	r.owner[h] = m.from.tag
+	r.bitmap[h] = 1 << m.from.worker
+	r.count[h] = 1
+	r.prio[h] = j.Priority
+	r.exp[h] = m.pkt.hdr.Exponent()
+	m.agg.op = op
+}
+
+// add counts the contribution into its claimed aggregator; the value
+// stages add its values.
+func (c contribution) add() {
+	r, h, m := &c.s.r, c.m.agg.head, c.m
+	r.bitmap[h] |= 1 << m.from.worker
+	r.count[h]++
+	if e := m.pkt.hdr.Exponent(); e > r.exp[h] {
+		r.exp[h] = e
+	}
+	m.agg.op = opAdd
+}
+
+// complete reports whether the contribution completed its aggregator. If
+// it did, the packet carries the sum out (FlagResult) and the aggregator
+// moves to st: StateComplete, or StateHeld until the PS's ACK.
+func (c contribution) complete(st SlotState) bool {
+	r, h, m, j := &c.s.r, c.m.agg.head, c.m, c.m.from.job
+	if r.bitmap[h] != j.Mask {
+		return false
+	}
+	if m.agg.op == opAdd {
+		m.agg.op = opAddRead
+	}
+	m.out.reason, m.out.flags = ReasonResult, inahdr.FlagResult
+	m.out.carry = carried{tag: m.from.tag, bitmap: r.bitmap[h], exp: r.exp[h]}
+	j.stats.Results++
+	j.Pool.stats.Completions++
+	c.s.setState(h, st)
+	return true
+}
+
+// resend answers a retransmission that finds its chunk complete: the value
+// stages read the stored sum into the packet, which carries FlagResult.
+func (c contribution) resend() {
+	r, h, m := &c.s.r, c.m.agg.head, c.m
+	m.agg.op = opRead
+	m.out.reason, m.out.flags = ReasonResent, inahdr.FlagResult
+	m.out.carry = carried{tag: m.from.tag, bitmap: r.bitmap[h], exp: r.exp[h], ovf: r.ovf[h] != 0}
+	m.from.job.stats.Resent++
+}
+
+// absorb records a contribution added but not the last.
+func (c contribution) absorb() {
+	c.m.out.reason = ReasonAbsorbed
+	c.m.from.job.stats.Absorbed++
+}
+
+// duplicate records a retransmission of a counted contribution: nothing is
+// added.
+func (c contribution) duplicate() {
+	c.m.out.reason = ReasonDuplicate
+	c.m.from.job.stats.Duplicates++
+}
+
+// collide leaves the aggregator alone: the packet goes to the job's PS,
+// marked FlagCollision, which aggregates it in software.
+func (c contribution) collide() {
+	m, j := c.m, c.m.from.job
+	m.out = verdict{act: ActForward, port: j.PSPort, reason: ReasonCollision, flags: inahdr.FlagCollision}
+	m.agg.op = opNone
+	j.stats.Collisions++
+	j.Pool.stats.Collisions++
+}
+
+// Destinations of a contribution.
+
+func (c contribution) drop()     { c.m.out.act = ActDrop }
+func (c contribution) toGroup()  { c.m.out.act = ActMulticast }
+func (c contribution) toSender() { c.m.out.act, c.m.out.toSender = ActForward, true }
+func (c contribution) toPS()     { c.m.out.act, c.m.out.port = ActForward, c.m.from.job.PSPort }
+
+// toPSAndGroup sends the packet to the job's PS and replicates it to the
+// job's group (FreeINA's completion on the trim path).
+func (c contribution) toPSAndGroup() {
+	c.m.out.act, c.m.out.port = ActForwardMulticast, c.m.from.job.PSPort
+}
+
+// release frees the aggregator of tag if it holds tag's completed result:
+// the PS has acknowledged it.
+func (s *Switch) release(j *Job, tag Tag) {
+	p := j.Pool
+	head, ok := j.stage.Locate(j, tag)
+	if !ok || head < p.Base || head >= p.Base+p.Slots {
+		return
+	}
+	r := &s.r
+	if r.owner[head] == tag && (r.state[head] == StateHeld || r.state[head] == StateComplete) {
+		s.setState(head, StateFree)
+		r.owner[head], r.bitmap[head], r.count[head] = 0, 0, 0
+		p.stats.Releases++
+	}
+}

@@ -1,0 +1,52 @@
+package sw
+
+import (
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
+)
+
+// AppendMembers appends the members of multicast group g to dst.
+func (s *Switch) AppendMembers(dst []McastMember, g uint16) []McastMember {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append(dst, s.t.members[g]...)
+}
+
+// Egress finishes one replica of an ActMulticast frame for member m: it
+// applies the egress rewrite of m.RID (table ina_egress), fixes the IPv4
+// checksum and recomputes the ICRC. It allocates nothing.
+func (s *Switch) Egress(frame []byte, m McastMember) {
+	s.mu.Lock()
+	rw := s.t.rewrites[m.RID]
+	s.countTx(m.Port, len(frame))
+	s.mu.Unlock()
+	if rw != nil {
+		applyRewrite(frame, rw)
+	}
+	_ = rdma.SetICRC(frame)
+}
+
+// EgressUC finishes one replica of an ActForwardMulticast frame for member
+// m: the egress rewrite of m.RID (addresses, destination QP), the RC opcode
+// turned into its UC twin (SEND Only → UC SEND Only), PSN = chunk &
+// 0xFFFFFF (a UC responder accepts an Only packet whatever the PSN gap),
+// AckReq cleared, IPv4 checksum and ICRC fixed.
+func (s *Switch) EgressUC(frame []byte, m McastMember) {
+	s.mu.Lock()
+	rw := s.t.rewrites[m.RID]
+	s.countTx(m.Port, len(frame))
+	s.mu.Unlock()
+	if len(frame) < minRoCE {
+		return
+	}
+	if rw != nil {
+		applyRewrite(frame, rw)
+	}
+	bth := rdma.BTH(frame[offBTH:])
+	bth.SetOpcode(rdma.Opcode(byte(bth.Opcode())&0x1F | 0x20))
+	bth.SetAckReq(false)
+	if ina := offBTH + inaExt(frame[offBTH]); ina >= offBTH && ina+inahdr.Len <= len(frame) {
+		bth.SetPSN(inahdr.Header(frame[ina:]).Chunk() & 0xFFFFFF)
+	}
+	_ = rdma.SetICRC(frame)
+}

@@ -1,0 +1,52 @@
+package sw
+
+import "github.com/inabox/inabox/rdma"
+
+// Action is a frame's verdict: the pipeline decides it (the slot stage for
+// INA packets, the forwarding tables for the rest) and reports it in
+// Frame.Action.
+type Action uint8
+
+const (
+	// ActDrop: the frame is consumed (absorbed or dropped).
+	ActDrop Action = iota
+	// ActForward: send the frame on OutPort.
+	ActForward
+	// ActMulticast: replicate the frame to every member of Group; call
+	// Egress on each replica before sending it.
+	ActMulticast
+	// ActForwardMulticast (FreeINA): send the frame on OutPort (to the PS,
+	// over its RC connection) and also replicate it to every member of
+	// Group; call EgressUC on each replica (it becomes a UC SEND Only).
+	ActForwardMulticast
+)
+
+// Frame is one packet handed to Process: Data and InPort are inputs, the
+// rest is the verdict. Data is rewritten in place (same length).
+type Frame struct {
+	Data   []byte
+	InPort int
+
+	Action  Action
+	OutPort int
+	Group   uint16
+	Reason  Reason
+	// Passes is how many pipeline passes the frame used (1 + its
+	// recirculations); the emulator adapter charges pipeline time for each.
+	Passes int
+	// Len, if not zero, is the frame's new length: a FreeINA frame trimmed
+	// to its INA header (Data is then Data[:Len]).
+	Len int
+}
+
+// Offsets of the fixed headers.
+const (
+	offIP   = 14
+	offUDP  = offIP + 20
+	offBTH  = offUDP + 8
+	minRoCE = offBTH + rdma.BTHLen
+)
+
+// opUCSendOnly is the BTH opcode of a UC SEND Only, FreeINA's best-effort
+// INA path.
+const opUCSendOnly = 0x24

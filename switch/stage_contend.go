@@ -1,0 +1,109 @@
+package sw
+
+import "github.com/inabox/inabox/switch/inahdr"
+
+// Verdict is a contention stage's decision for a contribution that finds
+// its aggregator owned by another chunk.
+type Verdict uint8
+
+const (
+	// Collide: leave the aggregator alone; the packet is marked
+	// (FlagCollision) and forwarded to the job's PS (ATP fallback).
+	Collide Verdict = iota
+	// Reclaim: the owner is done with it; the packet claims it afresh.
+	Reclaim
+	// Preempt: evict the owner's partial sum to the owner's PS (the packet
+	// carries it out, FlagPartial) and claim the aggregator (ESA).
+	Preempt
+)
+
+// contender is what sets the contention stages apart: who gets an
+// aggregator owned by another chunk. cur.State is StateClaimed,
+// StateComplete or StateHeld.
+type contender interface {
+	Contend(j *Job, cur Occupant) Verdict
+}
+
+// contend is the slot stage of SwitchML, ATP and ESA (Static, Hashed,
+// Preemptive). The first contribution claims the aggregator, later ones
+// are added and absorbed (dropped), a retransmission of a counted one is
+// dropped, and the completing one carries the sum to the job's group, or
+// with Job.ResultToPS to the PS, holding the aggregator until its ACK. A
+// retransmission after completion gets the stored sum back. An aggregator
+// owned by another chunk is settled by rule.
+func (c contribution) contend(rule contender) {
+	m, j := c.m, c.m.from.job
+	if m.pkt.hdr.Has(inahdr.FlagOverflow) { // ATP: the host asks for PS aggregation
+		m.out.reason = ReasonHostOverflow
+		c.toPS()
+		return
+	}
+	if !c.locate() {
+		c.collide()
+		return
+	}
+	occ := c.occupant()
+	switch {
+	case occ.Tag == m.from.tag && occ.State == StateClaimed:
+		if c.counted() {
+			c.duplicate()
+			c.drop()
+			return
+		}
+		c.add()
+	case occ.Tag == m.from.tag: // complete or held
+		if !c.counted() {
+			c.duplicate()
+			c.drop()
+			return
+		}
+		c.resend()
+		c.toSender()
+		return
+	case occ.State == StateFree:
+		c.claim(opWrite)
+	default:
+		switch rule.Contend(j, occ) {
+		case Reclaim:
+			c.claim(opWrite)
+		case Preempt:
+			c.preempt(occ)
+			return
+		default:
+			if occ.State == StateHeld {
+				j.Pool.stats.CollisionsOnHeld++
+			}
+			c.collide()
+			return
+		}
+	}
+	done := StateComplete
+	if j.ResultToPS {
+		done = StateHeld
+	}
+	switch {
+	case !c.complete(done):
+		c.absorb()
+		c.drop()
+	case j.ResultToPS:
+		c.toPS()
+	default:
+		c.toGroup()
+	}
+}
+
+// preempt evicts the occupant's partial sum to the occupant's PS (the
+// packet carries it out, FlagPartial) and claims the aggregator; the value
+// stages swap the packet's values for the old sum.
+func (c contribution) preempt(occ Occupant) {
+	m := c.m
+	victim := c.s.jobByID(occ.Tag.Job())
+	m.out.carry = carried{tag: occ.Tag, bitmap: occ.Bitmap, exp: c.s.r.exp[m.agg.head]}
+	c.claim(opSwap)
+	m.out.act, m.out.reason, m.out.flags = ActForward, ReasonPreempted, inahdr.FlagPartial
+	m.out.port = -1 // the victim's job is gone: dropped
+	if victim != nil {
+		victim.stats.Preempted++
+		m.out.port = victim.PSPort
+	}
+}

@@ -1,0 +1,139 @@
+package sw
+
+import "net/netip"
+
+// Pool is a range of aggregator slots. Stride is the number of slots of one
+// aggregator (= passes of the largest packet the pool serves); aggregators
+// start at Base + k*Stride, k < Aggregators().
+type Pool struct {
+	ID     uint16
+	Base   int
+	Slots  int
+	Stride int
+
+	// Counters, read with Switch.PoolStats.
+	stats PoolStats
+}
+
+// Aggregators returns how many aggregators the pool holds.
+func (p *Pool) Aggregators() int { return p.Slots / p.Stride }
+
+// PoolStats are per-pool counters.
+type PoolStats struct {
+	Claims, Reclaims, Collisions, Preemptions, Completions, Releases uint64
+	// CollisionsOnHeld counts the collisions that found the aggregator
+	// complete and held for the PS's ACK (ATP/ESA, ResultToPS); the rest
+	// found it claimed by an unfinished chunk.
+	CollisionsOnHeld uint64
+}
+
+// Job is an installed job entry (table ina_job). Slot stages read it; only
+// the control plane changes it.
+type Job struct {
+	ID uint16
+	// Mask is the set of workers whose contributions complete a chunk.
+	Mask uint32
+	// Group is the multicast group the result goes to.
+	Group uint16
+	// PSPort is the port towards the job's parameter server: collisions,
+	// partial sums and (with ResultToPS) results are sent there.
+	PSPort int
+	// ResultToPS sends a completed aggregate to the PS instead of the group
+	// and holds the aggregator until the PS's ACK (ATP; contention stages).
+	ResultToPS bool
+	// Priority orders jobs for the Preemptive stage (higher wins).
+	Priority uint8
+	// PolicyID is the id of the job's slot stage (StageStatic, ... or one
+	// registered with RegisterStage).
+	PolicyID int
+	// Pool is the job's memory pool.
+	Pool *Pool
+
+	stage SlotStage
+	stats JobStats
+}
+
+// JobStats are per-job counters.
+type JobStats struct {
+	Packets     uint64 // INA packets accepted for the job
+	Absorbed    uint64 // contributions added and dropped (not last)
+	Results     uint64 // results emitted (completions)
+	Resent      uint64 // results re-sent for a retransmission after completion
+	Duplicates  uint64 // retransmissions of counted contributions, dropped
+	Collisions  uint64 // sent to the PS for lack of an aggregator
+	Preempted   uint64 // partial sums of this job evicted to its PS
+	Overflows   uint64 // results with the overflow flag
+	Acks        uint64 // PS acknowledgements handled
+	Foreign     uint64 // packets claiming this job from a wrong port/QP/worker
+	ValuesAdded uint64 // int32 values added into registers
+}
+
+// JobSpec is the inert description of a job, as installed by SetJob; the
+// fields are Job's. PolicyID selects the slot stage (the name is the P4
+// twin's set_job parameter `policy`).
+type JobSpec struct {
+	ID         uint16
+	Mask       uint32
+	Group      uint16
+	PSPort     int
+	ResultToPS bool
+	Priority   uint8
+	PolicyID   int
+	PoolID     uint16
+}
+
+// WorkerEntry is an entry of table ina_worker: packets from (Port, QP) belong
+// to Job as Worker; RID names the worker's egress rewrite (for unicast
+// results) and PS marks the job's parameter server.
+type WorkerEntry struct {
+	Port   int
+	QP     uint32
+	Job    uint16
+	Worker uint8
+	RID    uint16
+	PS     bool
+}
+
+// Rewrite is an egress rewrite (table ina_egress, keyed by replication id):
+// a result copy to a worker gets these addresses and destination QP.
+type Rewrite struct {
+	SrcMAC, DstMAC [6]byte
+	SrcIP, DstIP   netip.Addr
+	DstQP          uint32
+}
+
+// McastMember is one replica of a multicast group.
+type McastMember struct {
+	RID  uint16
+	Port int
+}
+
+type mcNode struct {
+	rid   uint16
+	ports []int
+}
+
+type route struct {
+	prefix netip.Prefix
+	port   int
+}
+
+type workerKey struct {
+	port int
+	qp   uint32
+}
+
+// tables holds everything the control plane installs. Guarded by Switch.mu.
+type tables struct {
+	workers  map[workerKey]WorkerEntry
+	jobs     []*Job // indexed by job id
+	pools    map[uint16]*Pool
+	stages   map[int]SlotStage // by stage id
+	rewrites map[uint16]*Rewrite
+	nodes    []mcNode // by node handle
+	groups   map[uint16][]int
+	members  map[uint16][]McastMember // derived from groups+nodes
+	l2       map[[6]byte]int
+	routes   []route // sorted by prefix length, longest first
+	l2Def    int     // default egress port for misses, -1 drop
+}
