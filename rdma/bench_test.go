@@ -163,3 +163,78 @@ func benchGoodput(b *testing.B, mtu int, loss float64) {
 	b.ReportMetric(float64(delivered)*float64(msgLen)*8/el.Seconds()/1e9, "Gbps")
 	b.ReportMetric(float64(el.Nanoseconds())/float64(delivered*16), "ns/pkt")
 }
+
+// BenchmarkEncodeUC compares encoding a UC SEND Only directly with the
+// method it replaces (encode the RC twin, patch the opcode, SetICRC).
+func BenchmarkEncodeUC(b *testing.B) {
+	for _, n := range benchSizes {
+		for _, way := range []string{"direct", "patch"} {
+			b.Run(fmt.Sprintf("%s/%d", way, n), func(b *testing.B) {
+				h := testHeader(OpUCSendOnly)
+				payload := make([]byte, n)
+				buf := make([]byte, h.Len(n))
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					h.PSN++
+					var err error
+					if way == "direct" {
+						_, err = h.Encode(buf, payload)
+					} else {
+						_, err = refPatchUC(h, buf, payload)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkUCPayload compares UCPayload with the copy it replaces
+// (host/baseline ucPayload) on a 1 KiB UC SEND Only.
+func BenchmarkUCPayload(b *testing.B) {
+	f := testFrame(b, OpUCSendOnly, make([]byte, 1024))
+	b.Run("UCPayload", func(b *testing.B) {
+		b.SetBytes(1024)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := UCPayload(f); !ok {
+				b.Fatal("rejected")
+			}
+		}
+	})
+	b.Run("old", func(b *testing.B) {
+		b.SetBytes(1024)
+		b.ReportAllocs()
+		for b.Loop() {
+			if pl, _ := refUCPayloadBaseline(f); pl == nil {
+				b.Fatal("rejected")
+			}
+		}
+	})
+}
+
+// BenchmarkRoCEPayload compares the RoCE view's header checks with the
+// switch's raw-offset parser they replace.
+func BenchmarkRoCEPayload(b *testing.B) {
+	f := testFrame(b, OpUCSendOnly, make([]byte, 256))
+	b.Run("view", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r := RoCE(f)
+			if _, _, ok := r.Payload(); !ok || !inaOpcode(r.BTH().Opcode()) {
+				b.Fatal("rejected")
+			}
+		}
+	})
+	b.Run("old", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := refSwitchParse(f); !ok {
+				b.Fatal("rejected")
+			}
+		}
+	})
+}

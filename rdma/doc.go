@@ -8,10 +8,16 @@
 //	Ethernet(14) | IPv4(20, DF) | UDP(8, dport 4791) | BTH(12) |
 //	[RETH(16)] [AETH(4)] [ImmDt(4)] | payload | pad(0-3) | ICRC(4)
 //
+// The Unreliable Connection (UC) transport sends the same SEND and RDMA
+// WRITE packets under opcodes 0x20 | op (OpUCSendOnly is 0x24): the encoder,
+// Frame.Parse and the gopacket layers handle them like their RC twins, and
+// UCPayload reads a UC SEND Only in one call. The queue pair speaks RC only.
+//
 // The package has two faces over the same definitions:
 //
-//   - zero-allocation byte-slice views (BTH, RETH, AETH, ImmDt, Frame) and an
-//     encoder (FrameHeader.Encode) for the hot path;
+//   - zero-allocation byte-slice views (Ethernet, IPv4, UDP, BTH, RETH, AETH,
+//     ImmDt, RoCE over a whole frame, Frame) and an encoder
+//     (FrameHeader.Encode) for the hot path;
 //   - gopacket layers (LayerTypeBTH, LayerTypeRETH, LayerTypeAETH,
 //     LayerTypeImmDt), registered on UDP port 4791, with DecodingLayer and
 //     SerializableLayer support, for tests, pcap decoding and tools.

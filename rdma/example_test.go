@@ -50,3 +50,47 @@ func ExampleQP() {
 	// RECV 3000
 	// SEND 1 success
 }
+
+func ExampleUCPayload() {
+	h := rdma.FrameHeader{
+		Src:    rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.0.0.1")},
+		Dst:    rdma.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.0.0.2")},
+		Opcode: rdma.OpSendOnly.WithTransport(rdma.TransportUC), // rdma.OpUCSendOnly
+		DestQP: 0x22, PSN: 7,
+	}
+	payload := []byte("contribution")
+	buf := make([]byte, h.Len(len(payload)))
+	n, _ := h.Encode(buf, payload)
+
+	pl, qp, ok := rdma.UCPayload(buf[:n])
+	fmt.Println(h.Opcode.Transport(), string(pl), qp, ok)
+	_, _, ok = rdma.UCPayload(buf[:n-1]) // truncated
+	fmt.Println(ok)
+	// Output:
+	// UC contribution 34 true
+	// false
+}
+
+// A switch reads and rewrites a frame in place through the RoCE view.
+func ExampleRoCE() {
+	h := rdma.FrameHeader{
+		Src:    rdma.Endpoint{IP: netip.MustParseAddr("10.0.0.1")},
+		Dst:    rdma.Endpoint{IP: netip.MustParseAddr("10.0.0.2")},
+		Opcode: rdma.OpUCRDMAWriteOnlyImm, DestQP: 0x22, DMALength: 3,
+	}
+	frame := make([]byte, h.Len(3))
+	n, _ := h.Encode(frame, []byte("sum"))
+	r := rdma.RoCE(frame[:n])
+
+	off, end, ok := r.Payload()
+	fmt.Println(ok, off, end, string(r[off:end]), r.BTH().DestQP())
+
+	r.IPv4().SetDst(netip.MustParseAddr("10.0.0.3"))
+	r.IPv4().UpdateChecksum()
+	r.BTH().SetDestQP(0x33)
+	_ = rdma.SetICRC(r)
+	fmt.Println(r.IPv4().Dst(), r.IPv4().ChecksumOK(), r.BTH().DestQP(), rdma.CheckICRC(r))
+	// Output:
+	// true 74 77 sum 34
+	// 10.0.0.3 true 51 true
+}

@@ -34,9 +34,13 @@ var (
 //	| Ethernet |  IPv4  |  UDP  |  BTH  | RETH / AETH / ImmDt    | payload | pad | ICRC |
 //	|   14     |   20   |   8   |  12   | 0, 4, 16 or 20         |  0..MTU | 0-3 |  4   |
 //	+----------+--------+-------+-------+------------------------+---------+-----+------+
+//	0          14       34      42      54                                              End
+//	           EthLen           HeadersLen                                 = 34 + UDP length
 //
-// Every slice aliases the parsed buffer. Absent extension headers are nil.
-// Payload excludes the pad and the ICRC.
+// (the views Ethernet, IPv4, UDP, BTH, RETH, AETH and ImmDt define each
+// header; RoCE reads them in place without parsing). Every slice aliases the
+// parsed buffer. Absent extension headers are nil. Payload excludes the pad
+// and the ICRC.
 type Frame struct {
 	Eth     []byte
 	IPv4    []byte
@@ -57,9 +61,17 @@ type Frame struct {
 
 // Parse decodes frame into f without copying or allocating. It checks the
 // structure (lengths, types, UDP port, opcode) but not the ICRC: see
-// CheckICRC. Reserved bits (BTH byte 4, Resv7, MigReq) are ignored. On error,
-// the fields already decoded are left set.
-func (f *Frame) Parse(frame []byte) error {
+// CheckICRC. It accepts every Supported opcode, RC and UC; for a UC opcode
+// the extension headers are those of its RC twin (UC SEND Only: none).
+// Reserved bits (BTH byte 4, Resv7, MigReq) are ignored. On error, the
+// fields already decoded are left set.
+func (f *Frame) Parse(frame []byte) error { return f.parse(frame, false) }
+
+// parseRC is Parse for an RC queue pair: an opcode of another transport is
+// ErrUnsupportedOpcode, at the point where Parse checks the opcode.
+func (f *Frame) parseRC(frame []byte) error { return f.parse(frame, true) }
+
+func (f *Frame) parse(frame []byte, rcOnly bool) error {
 	*f = Frame{}
 	end, err := roceSpan(frame)
 	if err != nil {
@@ -77,7 +89,7 @@ func (f *Frame) Parse(frame []byte) error {
 	f.End = end
 	f.BTH = BTH(frame[HeadersLen : HeadersLen+BTHLen])
 	op := f.BTH.Opcode()
-	if !op.Supported() {
+	if !op.Supported() || rcOnly && op.Transport() != TransportRC {
 		return ErrUnsupportedOpcode
 	}
 	if f.BTH.TVer() != 0 {
@@ -108,7 +120,8 @@ func (f *Frame) Parse(frame []byte) error {
 }
 
 // PayloadOffset returns the span frame[off:end] of the payload of a RoCEv2
-// frame (excluding pad and ICRC), checking its structure as Frame.Parse does.
+// frame (excluding pad and ICRC), checking its structure as Frame.Parse does
+// (RC and UC opcodes alike).
 func PayloadOffset(frame []byte) (off, end int, err error) {
 	var f Frame
 	if err := f.Parse(frame); err != nil {
@@ -156,9 +169,15 @@ func (h *FrameHeader) PayloadOffset() int { return HeadersLen + h.Opcode.HeaderL
 
 // Encode writes a complete frame carrying payload into buf and returns its
 // length. It sets the IPv4 total length, DF and header checksum, the UDP
-// length (checksum 0), the BTH pad count, zero pad bytes and the ICRC.
-// payload may already sit at buf[h.PayloadOffset():] (in-place encoding).
-// It allocates nothing.
+// length (checksum 0), the BTH pad count, zero pad bytes and the ICRC
+// (computed once). payload may already sit at buf[h.PayloadOffset():]
+// (in-place encoding). It allocates nothing.
+//
+// h.Opcode may be any Supported opcode, RC or UC. Every header field is
+// written as given whatever the transport: a UC frame (e.g. OpUCSendOnly)
+// is byte for byte the RC frame of its twin opcode with the opcode byte
+// replaced and the ICRC recomputed, AckReq included (UC receivers ignore
+// it; leave it false).
 func (h *FrameHeader) Encode(buf []byte, payload []byte) (int, error) {
 	op := h.Opcode
 	if !op.Supported() {

@@ -13,9 +13,9 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
-// seedFrames adds one frame of every opcode to a fuzz corpus.
+// seedFrames adds one frame of every opcode, RC and UC, to a fuzz corpus.
 func seedFrames(f *testing.F) {
-	for _, op := range allOps {
+	for _, op := range rcAndUCOps() {
 		var p []byte
 		if op != OpAck {
 			p = []byte("seed payload")
@@ -265,6 +265,77 @@ func FuzzDecodePcap(f *testing.F) {
 		}
 		if sum.RoCE+sum.NonRoCE != sum.Frames || sum.BadICRC+sum.Malformed > sum.RoCE {
 			t.Fatalf("inconsistent summary %+v", sum)
+		}
+	})
+}
+
+// seedUC adds UC SEND Only frames (empty, short, padded, Ethernet-padded,
+// bad ICRC) and their neighbours to a fuzz corpus.
+func seedUC(f *testing.F) {
+	for _, p := range []string{"", "seed", "seed payload!"} {
+		g := testFrame(f, OpUCSendOnly, []byte(p))
+		f.Add(g)
+		f.Add(append(append([]byte(nil), g...), 0, 0, 0, 0, 0, 0))
+	}
+	bad := testFrame(f, OpUCSendOnly, []byte("seed"))
+	bad[len(bad)-1] ^= 1
+	f.Add(bad)
+	for _, op := range []Opcode{OpSendOnly, OpUCSendOnlyImm, OpUCRDMAWriteOnlyImm} {
+		f.Add(testFrame(f, op, []byte("seed")))
+	}
+}
+
+// FuzzUCPayload: UCPayload never panics, agrees exactly with the two copies
+// it replaces (host and baseline ucPayload), and with Parse and CheckICRC:
+// what it accepts is a UC SEND Only with a good ICRC whose payload lies in
+// the frame, and every UC SEND Only that Parse accepts with a good ICRC it
+// accepts with the same payload.
+func FuzzUCPayload(f *testing.F) {
+	seedUC(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pl, qp, ok := UCPayload(b)
+		checkUCPayload(t, "fuzz", b, pl, qp, ok)
+		if ok {
+			if !CheckICRC(b) || Opcode(b[HeadersLen]) != OpUCSendOnly || qp != BTH(b[HeadersLen:]).DestQP() ||
+				len(pl) > len(b)-HeadersLen-BTHLen-ICRCLen || (len(pl) > 0 && &pl[0] != &b[HeadersLen+BTHLen]) {
+				t.Fatal("UCPayload accepted a frame it should not have, or returned a stray slice")
+			}
+		} else if pl != nil || qp != 0 {
+			t.Fatal("UCPayload returned data with ok == false")
+		}
+		var fr Frame
+		if fr.Parse(b) == nil && fr.BTH.Opcode() == OpUCSendOnly && CheckICRC(b) && (!ok || !bytes.Equal(pl, fr.Payload)) {
+			t.Fatalf("Parse accepts a UC SEND Only (%d-byte payload) that UCPayload does not (%v)", len(fr.Payload), ok)
+		}
+	})
+}
+
+// FuzzRoCEView: RoCE.Span and RoCE.Payload never panic, agree with the
+// switch's raw-offset parser (see checkRoCEView), and accept every frame
+// Parse accepts, with the same bounds as PayloadOffset; the header views of
+// a frame Span accepts can be read.
+func FuzzRoCEView(f *testing.F) {
+	seedFrames(f)
+	seedUC(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRoCEView(t, "fuzz", b)
+		r := RoCE(b)
+		end, spanOK := r.Span()
+		off, pend, ok := r.Payload()
+		if spanOK {
+			e, ip, u, bth := r.Ethernet(), r.IPv4(), r.UDP(), r.BTH()
+			_, _, _ = e.Dst(), e.Src(), ip.Src().Compare(ip.Dst())
+			if int(u.Length()) != end-EthLen-IPv4Len || ip.Version() != 4 || ip.IHL() != 5 || u.DstPort() != UDPPort || bth.PadCount() > 3 {
+				t.Fatal("Span accepted inconsistent headers")
+			}
+		}
+		var fr Frame
+		if fr.Parse(b) != nil {
+			return
+		}
+		poff, pe, err := PayloadOffset(b)
+		if !spanOK || end != fr.End || !ok || err != nil || off != poff || pend != pe {
+			t.Fatalf("Parse accepts (end %d, payload %d:%d) what the view does not (%d,%v; %d:%d,%v)", fr.End, poff, pe, end, spanOK, off, pend, ok)
 		}
 	})
 }

@@ -44,9 +44,10 @@ var (
 
 // BTHLayer is the gopacket layer of a Base Transport Header. It decodes
 // the UDP payload of a RoCEv2 packet: the BTH (its Contents), the extension
-// headers the opcode implies (into the RETH, AETH and Imm fields), and the
-// trailing ICRC; its Payload is the application payload without pad and
-// ICRC. It implements gopacket.DecodingLayer and gopacket.SerializableLayer.
+// headers the opcode implies (into the RETH, AETH and Imm fields; RC and UC
+// opcodes alike, see Opcode.Supported), and the trailing ICRC; its Payload
+// is the application payload without pad and ICRC. It implements
+// gopacket.DecodingLayer and gopacket.SerializableLayer.
 //
 // Through gopacket.NewPacket the extension headers also appear as their own
 // RETHLayer, AETHLayer and ImmDtLayer layers after the BTH.

@@ -229,7 +229,7 @@ type Stats struct {
 	TxACKs, TxNAKs         uint64
 	RxPackets              uint64 // frames handed to Receive
 	RxBadICRC              uint64 // dropped: ICRC mismatch
-	RxMalformed            uint64 // dropped: structure (see Frame.Parse)
+	RxMalformed            uint64 // dropped: structure (see Frame.Parse) or not an RC opcode
 	RxWrongQP              uint64 // dropped: BTH DestQP is not this QP
 	RxUnsupported          uint64 // dropped: opcode the QP does not execute
 	RxDuplicates           uint64 // requests with a PSN already executed
@@ -583,7 +583,7 @@ func (q *QP) Receive(now time.Duration, frame []byte) error {
 		return ErrBadICRC
 	}
 	f := &q.rxFrame
-	if err := f.Parse(frame); err != nil {
+	if err := f.parseRC(frame); err != nil { // a UC opcode too
 		q.stats.RxMalformed++
 		return err
 	}

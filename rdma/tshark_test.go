@@ -215,3 +215,25 @@ func TestTsharkEmuCapture(t *testing.T) {
 	checkTsharkRows(t, frames, rows)
 	t.Logf("tshark decoded %d captured frames (%v, %d NAKs)", len(frames), ops, naks)
 }
+
+// TestTsharkUC has tshark decode a frame of every UC opcode, as encoded by
+// FrameHeader.Encode, with payloads of several lengths: each must be RRoCE
+// with the opcode, PSN, QP and ICRC encoded, and nothing malformed.
+func TestTsharkUC(t *testing.T) {
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Skip("tshark not installed (apt-get install tshark); skipping the Wireshark decode check")
+	}
+	var frames [][]byte
+	for _, op := range ucOps {
+		for _, n := range []int{0, 5, 16, 600} {
+			h := testHeader(op)
+			h.AckReq = false
+			h.PSN = uint32(n)
+			frames = append(frames, testFrameH(t, h, msg(int(op), n)))
+		}
+	}
+	rows := tsharkFields(t, tshark, frames, "--disable-heuristic", "rpcrdma_infiniband")
+	checkTsharkRows(t, frames, rows)
+	t.Logf("tshark decoded %d UC frames as RRoCE without warnings", len(rows))
+}

@@ -41,8 +41,16 @@ const (
 	DefaultPKey = 0xFFFF
 )
 
-// Opcode is a BTH opcode: bits 7-5 select the transport (000 is RC) and bits
-// 4-0 the operation.
+// Opcode is a BTH opcode: bits 7-5 select the transport (see Transport) and
+// bits 4-0 the operation.
+//
+//	  7   6   5   4   3   2   1   0
+//	+---+---+---+---+---+---+---+---+
+//	| transport |    operation      |
+//	+---+---+---+---+---+---+---+---+
+//
+// The same operation has the same low bits in every transport: the UC twin
+// of an RC opcode is 0x20 | op (OpUCSendOnly = 0x20 | OpSendOnly).
 type Opcode uint8
 
 // Reliable Connection opcodes (IBA Table 38; Linux include/rdma/ib_pack.h).
@@ -71,6 +79,57 @@ const (
 	OpCNP              Opcode = 0x81
 )
 
+// Unreliable Connection opcodes (IBA Table 38; Linux include/rdma/ib_pack.h):
+// the SEND and RDMA WRITE operations of RC, with transport bits 001. UC has
+// no RDMA READ, atomics or acknowledgements.
+const (
+	OpUCSendFirst        Opcode = 0x20
+	OpUCSendMiddle       Opcode = 0x21
+	OpUCSendLast         Opcode = 0x22
+	OpUCSendLastImm      Opcode = 0x23
+	OpUCSendOnly         Opcode = 0x24
+	OpUCSendOnlyImm      Opcode = 0x25
+	OpUCRDMAWriteFirst   Opcode = 0x26
+	OpUCRDMAWriteMiddle  Opcode = 0x27
+	OpUCRDMAWriteLast    Opcode = 0x28
+	OpUCRDMAWriteLastImm Opcode = 0x29
+	OpUCRDMAWriteOnly    Opcode = 0x2A
+	OpUCRDMAWriteOnlyImm Opcode = 0x2B
+)
+
+// Transport is the transport service an opcode belongs to: its bits 7-5.
+type Transport uint8
+
+// Transports (IBA 9.2, Table 38; RoCEv2 Annex A17 for CNP).
+const (
+	TransportRC  Transport = 0 // 000 Reliable Connection
+	TransportUC  Transport = 1 // 001 Unreliable Connection
+	TransportRD  Transport = 2 // 010 Reliable Datagram
+	TransportUD  Transport = 3 // 011 Unreliable Datagram
+	TransportCNP Transport = 4 // 100 RoCEv2 Congestion Notification Packet (OpCNP)
+	TransportXRC Transport = 5 // 101 Extended Reliable Connection
+	// 110 and 111 are manufacturer specific.
+)
+
+var transportNames = [...]string{"RC", "UC", "RD", "UD", "CNP", "XRC"}
+
+// String returns the transport's abbreviation ("RC", "UC", ...) or
+// "Transport(n)" for the manufacturer-specific values 6 and 7.
+func (t Transport) String() string {
+	if int(t) < len(transportNames) {
+		return transportNames[t]
+	}
+	return "Transport(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Transport returns the transport of o (its bits 7-5).
+func (o Opcode) Transport() Transport { return Transport(o >> 5) }
+
+// WithTransport returns the opcode of the same operation (bits 4-0 of o) in
+// transport t, e.g. OpSendOnly.WithTransport(TransportUC) == OpUCSendOnly
+// and back. It does not check that t has the operation: see Supported.
+func (o Opcode) WithTransport(t Transport) Opcode { return o&0x1F | Opcode(t&7)<<5 }
+
 var opNames = [...]string{
 	OpSendFirst:        "SEND First",
 	OpSendMiddle:       "SEND Middle",
@@ -95,7 +154,8 @@ var opNames = [...]string{
 	OpFetchAdd:         "FetchAdd",
 }
 
-// String returns the opcode's name as Wireshark spells it, or its hex value.
+// String returns the name of an RC opcode as Wireshark spells it, "CNP",
+// or else the hex value: UC opcodes print as "Opcode(0x24)".
 func (o Opcode) String() string {
 	if int(o) < len(opNames) && opNames[o] != "" {
 		return opNames[o]
@@ -120,36 +180,45 @@ const (
 	flagKnown
 )
 
-var opFlags = [32]uint16{
-	OpSendFirst:        flagKnown | flagSend | flagFirst,
-	OpSendMiddle:       flagKnown | flagSend | flagMiddle,
-	OpSendLast:         flagKnown | flagSend | flagLast,
-	OpSendLastImm:      flagKnown | flagSend | flagLast | flagImm,
-	OpSendOnly:         flagKnown | flagSend | flagFirst | flagLast,
-	OpSendOnlyImm:      flagKnown | flagSend | flagFirst | flagLast | flagImm,
-	OpRDMAWriteFirst:   flagKnown | flagWrite | flagFirst | flagRETH,
-	OpRDMAWriteMiddle:  flagKnown | flagWrite | flagMiddle,
-	OpRDMAWriteLast:    flagKnown | flagWrite | flagLast,
-	OpRDMAWriteLastImm: flagKnown | flagWrite | flagLast | flagImm,
-	OpRDMAWriteOnly:    flagKnown | flagWrite | flagFirst | flagLast | flagRETH,
-	OpRDMAWriteOnlyImm: flagKnown | flagWrite | flagFirst | flagLast | flagRETH | flagImm,
-	OpRDMAReadRequest:  flagKnown | flagFirst | flagLast | flagRETH,
-	OpReadRespFirst:    flagKnown | flagFirst | flagAETH,
-	OpReadRespMiddle:   flagKnown | flagMiddle,
-	OpReadRespLast:     flagKnown | flagLast | flagAETH,
-	OpReadRespOnly:     flagKnown | flagFirst | flagLast | flagAETH,
-	OpAck:              flagKnown | flagFirst | flagLast | flagAETH,
-}
+// opFlags holds the flags of the RC opcodes (0x00-0x1F) and of their UC
+// twins (0x20-0x3F): SEND and RDMA WRITE only.
+var opFlags = func() (t [64]uint16) {
+	t = [64]uint16{
+		OpSendFirst:        flagKnown | flagSend | flagFirst,
+		OpSendMiddle:       flagKnown | flagSend | flagMiddle,
+		OpSendLast:         flagKnown | flagSend | flagLast,
+		OpSendLastImm:      flagKnown | flagSend | flagLast | flagImm,
+		OpSendOnly:         flagKnown | flagSend | flagFirst | flagLast,
+		OpSendOnlyImm:      flagKnown | flagSend | flagFirst | flagLast | flagImm,
+		OpRDMAWriteFirst:   flagKnown | flagWrite | flagFirst | flagRETH,
+		OpRDMAWriteMiddle:  flagKnown | flagWrite | flagMiddle,
+		OpRDMAWriteLast:    flagKnown | flagWrite | flagLast,
+		OpRDMAWriteLastImm: flagKnown | flagWrite | flagLast | flagImm,
+		OpRDMAWriteOnly:    flagKnown | flagWrite | flagFirst | flagLast | flagRETH,
+		OpRDMAWriteOnlyImm: flagKnown | flagWrite | flagFirst | flagLast | flagRETH | flagImm,
+		OpRDMAReadRequest:  flagKnown | flagFirst | flagLast | flagRETH,
+		OpReadRespFirst:    flagKnown | flagFirst | flagAETH,
+		OpReadRespMiddle:   flagKnown | flagMiddle,
+		OpReadRespLast:     flagKnown | flagLast | flagAETH,
+		OpReadRespOnly:     flagKnown | flagFirst | flagLast | flagAETH,
+		OpAck:              flagKnown | flagFirst | flagLast | flagAETH,
+	}
+	for op := OpSendFirst; op <= OpRDMAWriteOnlyImm; op++ {
+		t[op.WithTransport(TransportUC)] = t[op]
+	}
+	return t
+}()
 
 func (o Opcode) flags() uint16 {
-	if o >= 32 {
+	if o >= Opcode(len(opFlags)) {
 		return 0
 	}
 	return opFlags[o]
 }
 
-// Supported reports whether o is an RC opcode whose header layout this
-// package knows: SEND, RDMA WRITE, RDMA READ request/response and ACK.
+// Supported reports whether o is an opcode whose header layout this package
+// knows: RC SEND, RDMA WRITE, RDMA READ request/response and ACK, and UC
+// SEND and RDMA WRITE. The queue pair (QP) only speaks RC.
 func (o Opcode) Supported() bool { return o.flags()&flagKnown != 0 }
 
 // HasRETH reports whether a RETH follows the BTH.
@@ -168,6 +237,19 @@ func (o Opcode) IsFirst() bool { return o.flags()&flagFirst != 0 }
 // IsLast reports whether o ends a message (Last or Only).
 func (o Opcode) IsLast() bool { return o.flags()&flagLast != 0 }
 
+// IsOnly reports whether o is a whole message in one packet (Only): SEND
+// Only, RDMA WRITE Only (with or without immediate, RC or UC), RDMA READ
+// Request, RDMA READ Response Only or Acknowledge.
+func (o Opcode) IsOnly() bool { return o.flags()&(flagFirst|flagLast) == flagFirst|flagLast }
+
+// IsSendOrWriteOnly reports whether o is SEND Only or RDMA WRITE Only, with
+// or without immediate, RC or UC: a whole message and its payload in one
+// packet. It is o.IsOnly() && (o.IsSend() || o.IsWrite()) in one look-up.
+func (o Opcode) IsSendOrWriteOnly() bool {
+	f := o.flags()
+	return f&(flagFirst|flagLast) == flagFirst|flagLast && f&(flagSend|flagWrite) != 0
+}
+
 // IsMiddle reports whether o is a Middle packet.
 func (o Opcode) IsMiddle() bool { return o.flags()&flagMiddle != 0 }
 
@@ -178,10 +260,14 @@ func (o Opcode) IsSend() bool { return o.flags()&flagSend != 0 }
 func (o Opcode) IsWrite() bool { return o.flags()&flagWrite != 0 }
 
 // HeaderLen returns the length of the transport headers of opcode o: the BTH
-// plus the extension headers the opcode implies.
-func (o Opcode) HeaderLen() int {
+// plus the extension headers the opcode implies (RETH, AETH, ImmDt); the
+// payload of a frame starts HeadersLen + HeaderLen() bytes in. It is BTHLen
+// for an opcode that is not Supported.
+func (o Opcode) HeaderLen() int { return headerLen(o.flags()) }
+
+// headerLen is HeaderLen of the opcode with flags f.
+func headerLen(f uint16) int {
 	n := BTHLen
-	f := o.flags()
 	if f&flagRETH != 0 {
 		n += RETHLen
 	}

@@ -271,7 +271,9 @@ func TestParseErrors(t *testing.T) {
 		{"ip len", func(b []byte) []byte { b[17]++; return b }, ErrIPv4Length},
 		{"fragment", func(b []byte) []byte { b[20] = 0x20; return b }, ErrIPv4Fragment},
 		{"port", func(b []byte) []byte { b[37]++; return b }, ErrNotRoCE},
-		{"opcode", func(b []byte) []byte { b[42] = 0x24; return b }, ErrUnsupportedOpcode},
+		{"opcode", func(b []byte) []byte { b[42] = 0x15; return b }, ErrUnsupportedOpcode},
+		{"uc read", func(b []byte) []byte { b[42] = 0x2C; return b }, ErrUnsupportedOpcode}, // UC has no RDMA READ
+		{"ud opcode", func(b []byte) []byte { b[42] = 0x64; return b }, ErrUnsupportedOpcode},
 		{"tver", func(b []byte) []byte { b[43] |= 1; return b }, ErrBadTVer},
 		{"short transport", func(b []byte) []byte { b[42] = byte(OpRDMAWriteOnlyImm); b[43] |= 0x30; return b }, ErrShortTransport},
 	}
