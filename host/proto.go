@@ -20,30 +20,12 @@ const flagResultPS = inahdr.FlagFromPS | inahdr.FlagResult | inahdr.FlagBypass
 // RC message payload.
 func ctl(c inahdr.Ctl) []byte { return c.Append(make([]byte, 0, inahdr.Len)) }
 
-// ucPayload returns the payload of a UC SEND Only frame addressed to qpn
-// (the result and GRANT frames the switch multicasts), or nil.
-func ucPayload(b []byte, qpn uint32) []byte {
-	const bth = rdma.HeadersLen
-	if len(b) < bth+rdma.BTHLen+rdma.ICRCLen || b[bth] != 0x24 || rdma.BTH(b[bth:]).DestQP() != qpn {
-		return nil
-	}
-	if !rdma.CheckICRC(b) {
-		return nil
-	}
-	ulen := int(binary.BigEndian.Uint16(b[rdma.EthLen+rdma.IPv4Len+4:]))
-	end := rdma.EthLen + rdma.IPv4Len + ulen - rdma.ICRCLen - rdma.BTH(b[bth:]).PadCount()
-	if end < bth+rdma.BTHLen || end > len(b) {
-		return nil
-	}
-	return b[bth+rdma.BTHLen : end]
-}
-
 // destQP returns the BTH destination QP of a RoCEv2 frame, or 0.
 func destQP(b []byte) uint32 {
 	if len(b) < rdma.HeadersLen+rdma.BTHLen {
 		return 0
 	}
-	return rdma.BTH(b[rdma.HeadersLen:]).DestQP()
+	return rdma.RoCE(b).BTH().DestQP()
 }
 
 // SatAdd adds src (big-endian int32 values) into dst with int32

@@ -204,7 +204,7 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		b := pk.Bytes()
 		qpn := destQP(b)
 		if qpn == p.cfg.CtlQPN {
-			if pl := ucPayload(b, qpn); pl != nil {
+			if pl, _, ok := rdma.UCPayload(b); ok {
 				p.grant(env, pl)
 			}
 			env.Free(pk)
@@ -212,7 +212,7 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		}
 		if ref, ok := p.byUC[qpn]; ok {
 			// PathUC: a contribution the switch forwarded raw.
-			if pl := ucPayload(b, qpn); pl != nil {
+			if pl, _, ok := rdma.UCPayload(b); ok {
 				p.message(env, ref, pl)
 			}
 			env.Free(pk)
@@ -595,7 +595,7 @@ func (p *PS) allocTimer(env *emu.Env) {
 func (p *PS) toSwitch(env *emu.Env, c inahdr.Ctl) {
 	var hb [inahdr.Len]byte
 	c.Encode(hb[:])
-	fh := rdma.FrameHeader{Src: p.cfg.Addr, Dst: p.cfg.Switch, Opcode: rdma.OpSendOnly, DestQP: p.cfg.SwitchCtlQPN,
+	fh := rdma.FrameHeader{Src: p.cfg.Addr, Dst: p.cfg.Switch, Opcode: rdma.OpUCSendOnly, DestQP: p.cfg.SwitchCtlQPN,
 		SrcPort: rdma.SourcePort(p.cfg.CtlQPN)}
 	pk := env.NewPacket()
 	pk.SetLen(fh.Len(inahdr.Len))
@@ -603,8 +603,6 @@ func (p *PS) toSwitch(env *emu.Env, c inahdr.Ctl) {
 		env.Free(pk)
 		return
 	}
-	pk.Bytes()[rdma.HeadersLen] = 0x24 // UC SEND Only
-	_ = rdma.SetICRC(pk.Bytes())
 	env.Send(0, pk)
 }
 

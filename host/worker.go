@@ -363,7 +363,7 @@ func (w *Worker) rttSample(r time.Duration) {
 // sendUC sends chunk c of the current tensor as a UC SEND Only from the worker's UC QP to
 // the PS's UC QP for this worker, through the switch (PathUC).
 func (w *Worker) sendUC(env *emu.Env, c uint32) {
-	fh := rdma.FrameHeader{Src: w.cfg.Addr, Dst: w.cfg.PS.Addr, Opcode: rdma.OpSendOnly, DestQP: w.cfg.PSUCQPN,
+	fh := rdma.FrameHeader{Src: w.cfg.Addr, Dst: w.cfg.PS.Addr, Opcode: rdma.OpUCSendOnly, DestQP: w.cfg.PSUCQPN,
 		PSN: w.ucPSN, SrcPort: rdma.SourcePort(w.cfg.UCQPN), TOS: w.cfg.QP.TOS}
 	w.ucPSN = (w.ucPSN + 1) & rdma.PSNMask
 	p := env.NewPacket()
@@ -376,8 +376,6 @@ func (w *Worker) sendUC(env *emu.Env, c uint32) {
 		env.Free(p)
 		return
 	}
-	b[rdma.HeadersLen] = 0x24 // UC SEND Only
-	_ = rdma.SetICRC(b)
 	env.Send(0, p)
 }
 
@@ -426,7 +424,7 @@ func (w *Worker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		b := p.Bytes()
 		switch destQP(b) {
 		case w.cfg.UCQPN:
-			if pl := ucPayload(b, w.cfg.UCQPN); pl != nil {
+			if pl, _, ok := rdma.UCPayload(b); ok {
 				w.uc(pl)
 			}
 		case w.cfg.QPN:

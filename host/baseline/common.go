@@ -11,7 +11,6 @@
 package baseline
 
 import (
-	"encoding/binary"
 	"time"
 
 	"github.com/inabox/inabox/emu"
@@ -92,7 +91,7 @@ func (b *clientBase) finish(rep *Report) {
 // ucSend builds a UC SEND Only frame carrying payload and sends it on
 // port 0.
 func ucSend(env *emu.Env, src, dst rdma.Endpoint, destQP, srcQPN uint32, psn uint32, payload []byte) {
-	fh := rdma.FrameHeader{Src: src, Dst: dst, Opcode: rdma.OpSendOnly, DestQP: destQP,
+	fh := rdma.FrameHeader{Src: src, Dst: dst, Opcode: rdma.OpUCSendOnly, DestQP: destQP,
 		SrcPort: rdma.SourcePort(srcQPN), PSN: psn & rdma.PSNMask, TOS: 2}
 	p := env.NewPacket()
 	p.SetLen(fh.Len(len(payload)))
@@ -102,24 +101,7 @@ func ucSend(env *emu.Env, src, dst rdma.Endpoint, destQP, srcQPN uint32, psn uin
 		return
 	}
 	p.SetLen(n)
-	p.Bytes()[rdma.HeadersLen] = 0x24 // UC SEND Only
-	_ = rdma.SetICRC(p.Bytes())
 	env.Send(0, p)
-}
-
-// ucPayload returns the payload of a UC SEND Only frame with a good ICRC
-// and its destination QP, or nil.
-func ucPayload(b []byte) ([]byte, uint32) {
-	const bth = rdma.HeadersLen
-	if len(b) < bth+rdma.BTHLen+rdma.ICRCLen || b[bth] != 0x24 || !rdma.CheckICRC(b) {
-		return nil, 0
-	}
-	ulen := int(binary.BigEndian.Uint16(b[rdma.EthLen+rdma.IPv4Len+4:]))
-	end := rdma.EthLen + rdma.IPv4Len + ulen - rdma.ICRCLen - rdma.BTH(b[bth:]).PadCount()
-	if end < bth+rdma.BTHLen || end > len(b) {
-		return nil, 0
-	}
-	return b[bth+rdma.BTHLen : end], rdma.BTH(b[bth:]).DestQP()
 }
 
 // inaHeader returns the INA header at pl if it is one with its values.

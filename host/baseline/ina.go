@@ -192,7 +192,7 @@ func (w *INAWorker) send(env *emu.Env, i int, c uint32, flags uint8, rep *Report
 func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	w.now = env.Now()
 	for _, p := range pkts {
-		if pl, qpn := ucPayload(p.Bytes()); pl != nil && qpn == w.ucQPN {
+		if pl, qpn, ok := rdma.UCPayload(p.Bytes()); ok && qpn == w.ucQPN {
 			if h, ok := inaHeader(pl); ok && h.Job() == w.Job() {
 				switch {
 				case h.Has(inahdr.FlagResult):

@@ -101,7 +101,7 @@ func (p *PS) Timer(env *emu.Env, key uint64) {}
 func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	p.now = env.Now()
 	for _, pk := range pkts {
-		if pl, _ := ucPayload(pk.Bytes()); pl != nil {
+		if pl, _, ok := rdma.UCPayload(pk.Bytes()); ok {
 			if h, ok := inaHeader(pl); ok && !h.Has(inahdr.FlagFromPS) && !h.Has(inahdr.FlagBypass) {
 				p.frame(env, h)
 			}
