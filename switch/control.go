@@ -115,6 +115,16 @@ func (s *Switch) jobByID(id uint16) *Job {
 	return nil
 }
 
+// jobGroup returns job id's multicast group, if the job is installed.
+func (s *Switch) jobGroup(id uint16) (uint16, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j := s.jobByID(id); j != nil {
+		return j.Group, true
+	}
+	return 0, false
+}
+
 // RemoveJob deletes a job entry; its workers' packets become table misses.
 func (s *Switch) RemoveJob(id uint16) {
 	s.mu.Lock()

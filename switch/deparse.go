@@ -1,8 +1,6 @@
 package sw
 
 import (
-	"encoding/binary"
-
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -92,40 +90,31 @@ func trimFrame(d []byte, ina int) []byte {
 	}
 	d = d[:n]
 	inahdr.Header(d[ina:]).SetCount(0)
-	d[offBTH+1] &^= 0x30 // pad count 0 (the INA header is 4-byte aligned)
-	binary.BigEndian.PutUint16(d[offIP+2:], uint16(n-offIP))
-	binary.BigEndian.PutUint16(d[offUDP+4:], uint16(n-offUDP))
-	ipChecksum(d[offIP : offIP+20])
+	r := rdma.RoCE(d)
+	r.BTH().SetPadCount(0) // the INA header is 4-byte aligned
+	ip := r.IPv4()
+	ip.SetTotalLength(uint16(n - rdma.EthLen))
+	r.UDP().SetLength(uint16(n - rdma.EthLen - rdma.IPv4Len))
+	ip.UpdateChecksum()
 	return d
 }
 
+// applyRewrite applies an egress rewrite to a RoCEv2 frame: MAC addresses,
+// IPv4 addresses (if set), destination QP, IPv4 checksum.
 func applyRewrite(d []byte, rw *Rewrite) {
 	if len(d) < minRoCE {
 		return
 	}
-	copy(d[0:6], rw.DstMAC[:])
-	copy(d[6:12], rw.SrcMAC[:])
+	r := rdma.RoCE(d)
+	eth, ip := r.Ethernet(), r.IPv4()
+	eth.SetDst(rw.DstMAC)
+	eth.SetSrc(rw.SrcMAC)
 	if rw.SrcIP.Is4() {
-		a := rw.SrcIP.As4()
-		copy(d[offIP+12:], a[:])
+		ip.SetSrc(rw.SrcIP)
 	}
 	if rw.DstIP.Is4() {
-		a := rw.DstIP.As4()
-		copy(d[offIP+16:], a[:])
+		ip.SetDst(rw.DstIP)
 	}
-	d[offBTH+5], d[offBTH+6], d[offBTH+7] = byte(rw.DstQP>>16), byte(rw.DstQP>>8), byte(rw.DstQP)
-	ipChecksum(d[offIP : offIP+20])
-}
-
-// ipChecksum recomputes the IPv4 header checksum in place.
-func ipChecksum(ip []byte) {
-	ip[10], ip[11] = 0, 0
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(ip[i])<<8 | uint32(ip[i+1])
-	}
-	for sum > 0xFFFF {
-		sum = sum&0xFFFF + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	r.BTH().SetDestQP(rw.DstQP)
+	ip.UpdateChecksum()
 }

@@ -3,15 +3,16 @@
 // P4_16 twin in switch/p4 that runs the same test vectors on BMv2. It
 // carries SwitchML, ATP and ESA (slot stages Static, Hashed, Preemptive),
 // FreeINA (per-all-reduce leases, the trim and UC data paths, its control
-// plane in FreeINANode) and DynaINA (a multi-tenant scheduler of switch
-// memory, switch/dynaina, wired behind FreeINA's allocation by
-// DynaINANode).
+// plane FreeINAControl) and DynaINA (a multi-tenant scheduler of switch
+// memory, switch/dynaina, deciding FreeINA's leases in the control plane
+// DynaINAControl).
 //
 // # Data plane
 //
 // Process runs a batch of frames through a pipeline that mimics P4:
 //
 //	parse      Ethernet → IPv4 → UDP(4791) → BTH [→ RETH] [→ ImmDt] → INA header → values
+//	           (rdma's header views: RoCE.Payload, Opcode.IsSendOrWriteOnly)
 //	classify   ina_worker (ingress port, dest QP) → job, worker, rid; ina_job; ina_pool;
 //	           non-INA traffic: l2_fwd (dmac), then ipv4_lpm (dst), default drop
 //	slot       the job's SlotStage locates the chunk's aggregator and decides the
@@ -45,11 +46,27 @@
 //
 // Tables change only through the control-plane methods (AddWorker, SetJob,
 // SetPool, AddMcastGroup, RegisterStage, ...), which the STF runner also
-// uses. FreeINA's leases change through its own methods (Alloc, Free,
-// Expire), driven by FreeINANode from ALLOC/FREE control frames, or by
-// DynaINANode from the DynaINA scheduler's decisions.
+// uses. FreeINA's leases change through the lease table's methods (Alloc,
+// AllocExact, Install, Renew, Free, Expire, Reset).
 //
-// Frames handed to Process are rewritten in place; see Frame for the
-// verdicts, Egress and EgressUC for multicast replicas. Node adapts a
-// Switch to the emulator (emu.Node).
+// # The switch node
+//
+// Node runs a Switch in the emulator (emu.Node): frames handed to Process
+// are rewritten in place (see Frame for the verdicts, Egress and EgressUC
+// for multicast replicas), and NodeConfig times the pipeline. A node has
+// at most one ControlPlane, chosen per policy: the baselines have none,
+// FreeINA has FreeINAControl (ALLOC → first-fit lease → GRANT; FREE;
+// idle-lease expiry), DynaINA has DynaINAControl (the scheduler decides
+// each ALLOC and installs its lease in the same lease table). The node
+// recognises control frames for the switch (RC or UC SEND Only to its
+// control QP), checks their ICRC (a bad one is counted in NodeStats and
+// dropped), decodes them (inahdr.DecodeCtl) and hands them to the control
+// plane; every other frame goes through the pipeline. The control plane
+// answers through CtlEnv: the time, timers in its own key space, and
+// SendJob, which sends a control message (a GRANT) as UC SEND Only to a
+// job's group and its PS. Jobs reach DynaINA's scheduler only through
+// registrations (DynaINAControl.Register), which the cluster manager (the
+// testbed) delivers at each job's arrival. A crash and restart (Reset)
+// reboots the switch the same way under every policy: every register is
+// lost, and so is what the control plane keeps in the data plane (leases).
 package sw

@@ -42,10 +42,11 @@ func (s *Switch) EgressUC(frame []byte, m McastMember) {
 	if rw != nil {
 		applyRewrite(frame, rw)
 	}
-	bth := rdma.BTH(frame[offBTH:])
-	bth.SetOpcode(rdma.Opcode(byte(bth.Opcode())&0x1F | 0x20))
+	bth := rdma.RoCE(frame).BTH()
+	op := bth.Opcode().WithTransport(rdma.TransportUC)
+	bth.SetOpcode(op)
 	bth.SetAckReq(false)
-	if ina := offBTH + inaExt(frame[offBTH]); ina >= offBTH && ina+inahdr.Len <= len(frame) {
+	if ina := rdma.HeadersLen + op.HeaderLen(); op.IsSendOrWriteOnly() && ina+inahdr.Len <= len(frame) {
 		bth.SetPSN(inahdr.Header(frame[ina:]).Chunk() & 0xFFFFFF)
 	}
 	_ = rdma.SetICRC(frame)

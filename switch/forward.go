@@ -1,25 +1,26 @@
 package sw
 
-import "net/netip"
+import "github.com/inabox/inabox/rdma"
 
 // forwardPlain sets the verdict of plain traffic (non-INA frames, and PS
 // packets that carry no result): l2_fwd, then ipv4_lpm, then the default.
 func (s *Switch) forwardPlain(f *Frame, m *pmeta) {
 	d := f.Data
 	m.out.act, m.out.reason = ActDrop, ReasonNoRoute
-	if len(d) < 14 {
+	if len(d) < rdma.EthLen {
 		return
 	}
 	if len(s.t.l2) > 0 {
-		var mac [6]byte
-		copy(mac[:], d[:6])
-		if p, ok := s.t.l2[mac]; ok {
+		if p, ok := s.t.l2[rdma.Ethernet(d).Dst()]; ok {
 			m.out.act, m.out.port, m.out.reason = ActForward, p, ReasonForward
 			return
 		}
 	}
-	if len(d) >= offUDP && d[12] == 0x08 && d[13] == 0 && d[offIP]>>4 == 4 {
-		dst := netip.AddrFrom4([4]byte(d[offIP+16 : offIP+20]))
+	if len(d) < rdma.EthLen+rdma.IPv4Len || rdma.Ethernet(d).EtherType() != rdma.EtherTypeIPv4 {
+		return
+	}
+	if ip := rdma.RoCE(d).IPv4(); ip.Version() == 4 {
+		dst := ip.Dst()
 		for _, r := range s.t.routes {
 			if r.prefix.Contains(dst) {
 				m.out.act, m.out.port, m.out.reason = ActForward, r.port, ReasonForward

@@ -39,14 +39,6 @@ type Frame struct {
 	Len int
 }
 
-// Offsets of the fixed headers.
-const (
-	offIP   = 14
-	offUDP  = offIP + 20
-	offBTH  = offUDP + 8
-	minRoCE = offBTH + rdma.BTHLen
-)
-
-// opUCSendOnly is the BTH opcode of a UC SEND Only, FreeINA's best-effort
-// INA path.
-const opUCSendOnly = 0x24
+// minRoCE is the shortest frame the pipeline reads transport fields of:
+// Ethernet, IPv4, UDP and a BTH.
+const minRoCE = rdma.HeadersLen + rdma.BTHLen

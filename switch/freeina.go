@@ -3,41 +3,13 @@ package sw
 import (
 	"errors"
 	"time"
-
-	"github.com/inabox/inabox/rdma"
 )
 
-// FreeINA's allocator and control plane (docs/freeina.md): leases of
-// aggregators per all-reduce, granted on ALLOC, ended by FREE or an idle
-// timeout. Its slot stage is in stage_freeina.go, the node that speaks the
-// control protocol in freeina_node.go.
-
-// FlagCtl marks FreeINA metadata. Alone, on a Count-0 header travelling
-// the RC path to the PS, it means "absorbed by the switch" (a trimmed
-// contribution). With FlagBypass it is a control message whose opcode is
-// in the worker byte (CtlAlloc, CtlGrant, CtlFree, and host-level opcodes
-// ≥ CtlHost).
-const FlagCtl = 0x80
-
-// Control opcodes (INA header worker byte of a FlagCtl|FlagBypass message).
-// Parameters: Job and AllReduce as usual; ALLOC: Slot = aggregators wanted
-// (0: as many as chunks), Bitmap = chunks in the all-reduce, Exponent =
-// CtlExact for all-or-nothing; GRANT: Slot = aggregators granted, Chunk =
-// first slot, Bitmap = chunks; FREE: none.
-const (
-	CtlAlloc = 1
-	CtlGrant = 2
-	CtlFree  = 3
-	// CtlHost is the first opcode free for host-to-host messages.
-	CtlHost = 16
-	// CtlExact in an ALLOC's exponent byte asks for exactly Slot
-	// aggregators or none (a re-ALLOC after a reboot).
-	CtlExact = 1
-)
-
-// DefaultCtlQPN is the destination QP number of control frames addressed
-// to the switch's control plane.
-const DefaultCtlQPN = 0xC7C7C7
+// FreeINA's lease table (docs/freeina.md): leases of aggregators per
+// all-reduce, granted on ALLOC, ended by FREE or an idle timeout. Its slot
+// stage is in stage_freeina.go; the control planes that drive it are
+// FreeINAControl (freeina_control.go) and DynaINAControl
+// (dynaina_control.go).
 
 // FreeINAConfig configures FreeINA's all-reduce-level allocation.
 type FreeINAConfig struct {
@@ -45,25 +17,11 @@ type FreeINAConfig struct {
 	// in it (JobSpec.PoolID) with PolicyID = the id FreeINA is registered
 	// under. Leases count aggregators of the pool's stride.
 	PoolID uint16
-	// CtlQPN is the destination QP of control frames for the switch;
-	// 0 means DefaultCtlQPN.
-	CtlQPN uint32
 	// LeaseIdle frees a lease that saw no packet and no ALLOC for this long
 	// (a lost FREE cannot leak memory); 0 means 2 ms.
 	LeaseIdle time.Duration
 	// MaxLease caps the aggregators of one lease; 0 means no cap.
 	MaxLease int
-	// Addr is the source address of GRANT frames (the switch's own).
-	Addr rdma.Endpoint
-}
-
-// FreeINAJob tells FreeINA where a job's GRANTs go: every member of the
-// job's multicast group (rewrite per member) and its PS (rewrite PSRID,
-// out of PSPort).
-type FreeINAJob struct {
-	Job    uint16
-	PSPort int
-	PSRID  uint16
 }
 
 // Lease is one all-reduce's memory: Slots aggregators from slot Base on
@@ -76,31 +34,30 @@ type Lease struct {
 	LastUse        time.Duration
 }
 
-// FreeINAStats are the allocator's counters.
+// FreeINAStats are the lease table's counters.
 type FreeINAStats struct {
-	Allocs, Grants, Partial, Zero, Regrants, Frees, Expired, Reboots uint64
-	CtlBad                                                           uint64
+	Allocs, Grants, Partial, Zero, Regrants, Frees, Expired uint64
 }
 
-// FreeINA is the all-reduce-level allocator and the slot stage of its jobs
-// (register it with RegisterStage under an id ≥ StageCustom): chunk c of an
-// all-reduce holding a lease uses aggregator c mod the lease's size;
-// without a lease the packet goes raw to the PS.
+// FreeINA is the all-reduce-level lease table and the slot stage of its
+// jobs (register it with RegisterStage under an id ≥ StageCustom): chunk c
+// of an all-reduce holding a lease uses aggregator c mod the lease's size;
+// without a lease the packet goes raw to the PS. Its methods take the
+// switch's lock, except those of SlotStage, which run under it.
 type FreeINA struct {
 	s      *Switch
 	cfg    FreeINAConfig
 	pool   *Pool
 	used   []bool // per aggregator of the pool
 	leases map[uint32]*Lease
-	jobs   map[uint16]FreeINAJob
 	now    time.Duration
 	stats  FreeINAStats
 }
 
-// Errors of the FreeINA control plane.
+// ErrFreeINAPool is returned by NewFreeINA for a pool the switch lacks.
 var ErrFreeINAPool = errors.New("sw: FreeINA pool missing")
 
-// NewFreeINA returns an allocator over pool cfg.PoolID of s.
+// NewFreeINA returns a lease table over pool cfg.PoolID of s.
 func NewFreeINA(s *Switch, cfg FreeINAConfig) (*FreeINA, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,14 +65,11 @@ func NewFreeINA(s *Switch, cfg FreeINAConfig) (*FreeINA, error) {
 	if p == nil {
 		return nil, ErrFreeINAPool
 	}
-	if cfg.CtlQPN == 0 {
-		cfg.CtlQPN = DefaultCtlQPN
-	}
 	if cfg.LeaseIdle == 0 {
 		cfg.LeaseIdle = 2 * time.Millisecond
 	}
 	return &FreeINA{s: s, cfg: cfg, pool: p, used: make([]bool, p.Aggregators()),
-		leases: map[uint32]*Lease{}, jobs: map[uint16]FreeINAJob{}}, nil
+		leases: map[uint32]*Lease{}}, nil
 }
 
 func leaseKey(job, ar uint16) uint32 { return uint32(job)<<16 | uint32(ar) }
@@ -123,14 +77,12 @@ func leaseKey(job, ar uint16) uint32 { return uint32(job)<<16 | uint32(ar) }
 // Config returns the configuration with defaults filled in.
 func (f *FreeINA) Config() FreeINAConfig { return f.cfg }
 
-// AddJob registers where a job's GRANTs go.
-func (f *FreeINA) AddJob(j FreeINAJob) {
-	f.s.mu.Lock()
-	defer f.s.mu.Unlock()
-	f.jobs[j.Job] = j
-}
+// Aggregators returns the number of aggregators leases are carved from
+// (the pool's).
+func (f *FreeINA) Aggregators() int { return len(f.used) }
 
-// SetNow tells the allocator the current time (lease idle accounting).
+// SetNow tells the lease table the current time: a packet that uses a
+// lease marks it used at that time (lease idle accounting).
 func (f *FreeINA) SetNow(now time.Duration) {
 	f.s.mu.Lock()
 	f.now = now
@@ -198,12 +150,55 @@ func (f *FreeINA) alloc(now time.Duration, job, ar uint16, chunks uint32, want i
 		f.stats.Partial++
 	}
 	f.stats.Grants++
-	for i := bestAt; i < bestAt+bestN; i++ {
+	f.take(l, bestAt)
+	return *l
+}
+
+// Install leases n aggregators from aggregator first (counted from the
+// pool's first) to all-reduce (job, ar) of chunks chunks at now, if they
+// lie in the pool and are all free, and reports whether it did (counted
+// as an ALLOC granted). It is how a control plane that decides placement
+// itself (DynaINA's scheduler) puts its lease in the table; (job, ar) must
+// hold no lease. The lease's registers are reset.
+func (f *FreeINA) Install(now time.Duration, job, ar uint16, chunks uint32, first, n int) (Lease, bool) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if n <= 0 || first < 0 || first+n > len(f.used) {
+		return Lease{}, false
+	}
+	for i := first; i < first+n; i++ {
+		if f.used[i] {
+			return Lease{}, false
+		}
+	}
+	f.stats.Allocs++
+	f.stats.Grants++
+	l := &Lease{Job: job, AllReduce: ar, Base: f.pool.Base + first*f.pool.Stride, Slots: n, Chunks: chunks, Granted: now, LastUse: now}
+	f.take(l, first)
+	return *l, true
+}
+
+// take installs l over its aggregators from first on and resets their
+// registers.
+func (f *FreeINA) take(l *Lease, first int) {
+	for i := first; i < first+l.Slots; i++ {
 		f.used[i] = true
 	}
 	f.s.resetSlotsLocked(l.Base, l.Slots*f.pool.Stride)
-	f.leases[leaseKey(job, ar)] = l
-	return *l
+	f.leases[leaseKey(l.Job, l.AllReduce)] = l
+}
+
+// Renew returns the lease of (job, ar), if it has one, marked used at now
+// (an ALLOC for it keeps it from expiring).
+func (f *FreeINA) Renew(now time.Duration, job, ar uint16) (Lease, bool) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	l := f.leases[leaseKey(job, ar)]
+	if l == nil {
+		return Lease{}, false
+	}
+	l.LastUse = now
+	return *l, true
 }
 
 // Free ends the lease of (job, ar); it reports whether there was one.
@@ -243,6 +238,20 @@ func (f *FreeINA) Expire(now time.Duration) int {
 	return n
 }
 
+// Idle returns the leases idle for LeaseIdle at now (those Expire would
+// free), in (job, all-reduce) order.
+func (f *FreeINA) Idle(now time.Duration) []Lease {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	var out []Lease
+	for _, l := range f.sortedLeases() {
+		if now-l.LastUse >= f.cfg.LeaseIdle {
+			out = append(out, *l)
+		}
+	}
+	return out
+}
+
 // sortedLeases returns the leases in key order (determinism).
 func (f *FreeINA) sortedLeases() []*Lease {
 	ls := make([]*Lease, 0, len(f.leases))
@@ -268,20 +277,25 @@ func (f *FreeINA) Leases() []Lease {
 	return out
 }
 
-// Stats returns the allocator's counters.
+// HasLeases reports whether any lease is active.
+func (f *FreeINA) HasLeases() bool {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return len(f.leases) > 0
+}
+
+// Stats returns the lease table's counters.
 func (f *FreeINA) Stats() FreeINAStats {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	return f.stats
 }
 
-// Reboot models a switch reboot: every lease and every register of the
-// pool is lost.
-func (f *FreeINA) Reboot() {
+// Reset forgets every lease: the switch rebooted (Node.Reset, which also
+// resets the registers).
+func (f *FreeINA) Reset() {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	f.leases = map[uint32]*Lease{}
 	clear(f.used)
-	f.s.resetSlotsLocked(0, f.s.cfg.Slots)
-	f.stats.Reboots++
 }

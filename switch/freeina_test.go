@@ -93,7 +93,7 @@ func TestFreeINATrimAndForward(t *testing.T) {
 			t.Fatalf("frame %d: port %d %v", i, o.port, o.why)
 		}
 		h := inahdr.Header(o.frame[offBTH+rdma.BTHLen:])
-		if h.Count() != 0 || h.Flags() != FlagCtl || h.Worker() != uint8(i) || rdma.BTH(o.frame[offBTH:]).PSN() != uint32(100+i) {
+		if h.Count() != 0 || h.Flags() != inahdr.FlagCtl || h.Worker() != uint8(i) || rdma.BTH(o.frame[offBTH:]).PSN() != uint32(100+i) {
 			t.Fatalf("trimmed frame %d: %+v psn %d", i, h.Meta(), rdma.BTH(o.frame[offBTH:]).PSN())
 		}
 		if len(o.frame) != offBTH+rdma.BTHLen+inahdr.Len+rdma.ICRCLen {
@@ -213,7 +213,8 @@ func TestFreeINALeases(t *testing.T) {
 	if st := s.Stats(); st.SlotsClaimed != 2 {
 		t.Fatalf("claimed %d", st.SlotsClaimed)
 	}
-	f.Reboot()
+	s.ResetSlots(0, s.Config().Slots) // a reboot (Node.Reset)
+	f.Reset()
 	if ls := f.Leases(); len(ls) != 0 {
 		t.Fatalf("leases after reboot %+v", ls)
 	}

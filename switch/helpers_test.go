@@ -20,6 +20,23 @@ type pkt struct {
 	vals           []int32
 }
 
+// Offsets of the headers of a test frame.
+const (
+	offIP  = rdma.EthLen
+	offUDP = offIP + rdma.IPv4Len
+	offBTH = rdma.HeadersLen
+)
+
+// inaExt returns the length of the transport headers before the INA
+// header for the opcodes that carry INA (RC/UC SEND/WRITE Only [with
+// immediate]), or -1.
+func inaExt(op byte) int {
+	if o := rdma.Opcode(op); o.IsSendOrWriteOnly() {
+		return o.HeaderLen()
+	}
+	return -1
+}
+
 func mac(b byte) [6]byte   { return [6]byte{0x02, 0, 0, 0, 0, b} }
 func ip(b byte) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, 0, b}) }
 
@@ -55,7 +72,7 @@ func (p pkt) build() []byte {
 	s4, d4 := p.src.As4(), p.dst.As4()
 	copy(iph[12:], s4[:])
 	copy(iph[16:], d4[:])
-	ipChecksum(iph)
+	rdma.IPv4(iph).UpdateChecksum()
 	u := b[34:42]
 	binary.BigEndian.PutUint16(u[0:], 0xC000|uint16(p.qp&0x3FFF))
 	binary.BigEndian.PutUint16(u[2:], rdma.UDPPort)

@@ -4,9 +4,12 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// NodeConfig sets the timing of a switch in the emulator.
+// NodeConfig configures a switch node: the pipeline's timing in the
+// emulator and the switch's control plane.
 type NodeConfig struct {
 	// PassTime is the time one pipeline pass occupies the pipeline: the
 	// inverse of the pipe's packet rate. A packet with k passes (k-1
@@ -19,24 +22,49 @@ type NodeConfig struct {
 	// beyond it are dropped and counted in NodeStats.Overruns. 0 means
 	// no bound.
 	QueueLimit int
+	// Control is the switch's control plane (FreeINAControl,
+	// DynaINAControl): it gets the control messages addressed to the
+	// switch and its own timers. nil means none: every frame goes through
+	// the pipeline.
+	Control ControlPlane
+	// CtlQPN is the destination QP of control frames for the switch and
+	// the QP its own control messages come from; 0 means DefaultCtlQPN.
+	CtlQPN uint32
+	// Addr is the switch's own address, the source of the control
+	// messages it sends.
+	Addr rdma.Endpoint
 }
 
-// NodeStats are the adapter's own counters.
+// DefaultCtlQPN is the destination QP number of control frames addressed
+// to the switch's control plane.
+const DefaultCtlQPN = 0xC7C7C7
+
+// NodeStats are the node's own counters.
 type NodeStats struct {
 	Overruns uint64 // packets dropped because the pipeline queue was full
+	CtlBad   uint64 // control frames for the switch dropped for a bad ICRC
+	Reboots  uint64 // crashes and restarts (Reset)
 }
 
-// Node adapts a Switch to the emulator: it implements emu.Node, runs each
-// received batch through Process and sends, replicates (env.Clone, pooled)
-// or frees every packet. With a NodeConfig that has timing, outputs leave
-// when the pipeline has finished them (a timer releases them in order).
-// It allocates nothing per packet in steady state.
+// Node is a Switch in the emulator (an emu.Node and emu.Resetter) with an
+// optional control plane. It recognises control frames for the switch
+// (SEND Only, RC or UC, to NodeConfig.CtlQPN, with a control INA header),
+// checks their ICRC and hands them decoded to the control plane, and runs
+// every other frame through Process, then sends, replicates (env.Clone,
+// pooled) or frees it. With timing, outputs leave when the pipeline has
+// finished them (a timer releases them in order). A crash and restart
+// (Reset) reboots the switch: every register is lost, and the control
+// plane loses what it keeps in the data plane. It allocates nothing per
+// packet in steady state.
 type Node struct {
-	S   *Switch
-	cfg NodeConfig
+	s      *Switch
+	cfg    NodeConfig
+	ctlQPN uint32
+	ctl    CtlEnv
 
 	frames  []Frame
 	members []McastMember
+	keep    []*emu.Packet
 
 	busyUntil time.Duration // pipeline occupied until this run time
 	pending   []pendingOut  // FIFO, release times non-decreasing
@@ -51,34 +79,88 @@ type pendingOut struct {
 	pkt  *emu.Packet
 }
 
-const nodeTimerKey = 1
+// Timer keys: the node's output release, and the control plane's keys
+// (CtlEnv.SetTimer) with ctlTimer set.
+const (
+	outputTimer = 1
+	ctlTimer    = 1 << 63
+)
 
-var _ emu.Node = (*Node)(nil)
+var (
+	_ emu.Node     = (*Node)(nil)
+	_ emu.Resetter = (*Node)(nil)
+)
 
-// NewNode wraps s with an infinitely fast pipeline.
-func NewNode(s *Switch) *Node { return &Node{S: s} }
+// NewNode returns s as a node with an infinitely fast pipeline and no
+// control plane.
+func NewNode(s *Switch) *Node { return NewTimedNode(s, NodeConfig{}) }
 
-// NewTimedNode wraps s with pipeline timing.
-func NewTimedNode(s *Switch, cfg NodeConfig) *Node { return &Node{S: s, cfg: cfg} }
+// NewTimedNode returns s as a node configured by cfg: pipeline timing and
+// control plane.
+func NewTimedNode(s *Switch, cfg NodeConfig) *Node {
+	n := &Node{s: s, cfg: cfg, ctlQPN: cfg.CtlQPN}
+	if n.ctlQPN == 0 {
+		n.ctlQPN = DefaultCtlQPN
+	}
+	n.ctl.n = n
+	return n
+}
 
-// Stats returns the adapter's counters. Call it from the emulator's
+// Switch returns the data plane.
+func (n *Node) Switch() *Switch { return n.s }
+
+// Control returns the control plane (nil: none).
+func (n *Node) Control() ControlPlane { return n.cfg.Control }
+
+// Stats returns the node's counters. Call it from the emulator's
 // goroutine (or after the run).
 func (n *Node) Stats() NodeStats { return n.stats }
 
 // Start implements emu.Node.
-func (n *Node) Start(env *emu.Env) {}
-
-// Reset implements emu.Resetter: a crashed switch loses its queued packets'
-// schedule (the emulator reclaims nothing; packets are dropped).
-func (n *Node) Reset() {
-	n.pending, n.head, n.armed, n.busyUntil = n.pending[:0], 0, false, 0
+func (n *Node) Start(env *emu.Env) {
+	if cp := n.cfg.Control; cp != nil {
+		c := n.ctlEnv(env)
+		cp.Start(c)
+		cp.Settle(c)
+	}
 }
 
-// Timer implements emu.Node: it releases the outputs that are due.
-func (n *Node) Timer(env *emu.Env, key uint64) {
-	if key != nodeTimerKey {
-		return
+// Reset implements emu.Resetter: a crashed switch reboots. Its queued
+// packets' schedule is lost (the emulator reclaims nothing; the packets
+// are dropped), every register is reset (aggregator values, owners,
+// bitmaps, states), and the control plane's Reset drops what it kept in
+// the data plane (leases). The tables stay as the controller installed
+// them.
+func (n *Node) Reset() {
+	n.pending, n.head, n.armed, n.busyUntil = n.pending[:0], 0, false, 0
+	n.s.ResetSlots(0, n.s.Config().Slots)
+	if cp := n.cfg.Control; cp != nil {
+		cp.Reset()
 	}
+	n.stats.Reboots++
+}
+
+// Timer implements emu.Node: the node's own timer releases the outputs
+// that are due; the control plane's go to its Timer.
+func (n *Node) Timer(env *emu.Env, key uint64) {
+	cp := n.cfg.Control
+	switch {
+	case key&ctlTimer != 0:
+		if cp != nil {
+			c := n.ctlEnv(env)
+			cp.Timer(c, key&^ctlTimer)
+			cp.Settle(c)
+		}
+	case key == outputTimer:
+		n.release(env)
+		if cp != nil {
+			cp.Settle(n.ctlEnv(env))
+		}
+	}
+}
+
+// release sends the outputs that are due.
+func (n *Node) release(env *emu.Env) {
 	n.armed = false
 	now := env.Now()
 	for n.head < len(n.pending) && n.pending[n.head].at <= now {
@@ -96,15 +178,48 @@ func (n *Node) Timer(env *emu.Env, key uint64) {
 
 func (n *Node) arm(env *emu.Env) {
 	if !n.armed && n.head < len(n.pending) {
-		env.SetTimer(n.pending[n.head].at, nodeTimerKey)
+		env.SetTimer(n.pending[n.head].at, outputTimer)
 		n.armed = true
 	}
 }
 
 func (n *Node) timed() bool { return n.cfg.PassTime > 0 || n.cfg.Latency > 0 }
 
-// Receive implements emu.Node.
+// Receive implements emu.Node: control frames for the switch go to the
+// control plane, the others through the pipeline.
 func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	cp := n.cfg.Control
+	if cp == nil {
+		n.process(env, port, pkts)
+		return
+	}
+	c := n.ctlEnv(env)
+	cp.Frames(c)
+	keep := n.keep[:0]
+	for _, p := range pkts {
+		h := n.ctlHeader(p.Bytes())
+		if h == nil {
+			keep = append(keep, p)
+			continue
+		}
+		if !rdma.CheckICRC(p.Bytes()) {
+			n.stats.CtlBad++
+		} else if m, err := inahdr.DecodeCtl(h); err == nil {
+			cp.Control(c, port, m)
+		}
+		env.Free(p)
+	}
+	if len(keep) > 0 {
+		n.process(env, port, keep)
+	}
+	clear(keep)
+	n.keep = keep[:0]
+	cp.Settle(c)
+}
+
+// process runs pkts through the pipeline and sends, replicates or frees
+// each one.
+func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 	if n.cfg.QueueLimit > 0 {
 		// Admission: drop what does not fit in the pipeline queue.
 		room := n.cfg.QueueLimit - (len(n.pending) - n.head)
@@ -126,7 +241,7 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	for i, p := range pkts {
 		fr[i] = Frame{Data: p.Bytes(), InPort: port}
 	}
-	n.S.Process(fr)
+	n.s.Process(fr)
 	timed := n.timed()
 	for i, p := range pkts {
 		f := &fr[i]
@@ -145,23 +260,23 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		case ActForward:
 			n.out(env, timed, at, f.OutPort, p)
 		case ActMulticast:
-			n.members = n.S.AppendMembers(n.members[:0], f.Group)
+			n.members = n.s.AppendMembers(n.members[:0], f.Group)
 			if len(n.members) == 0 {
 				env.Free(p)
 				break
 			}
 			for _, m := range n.members[1:] {
 				c := env.Clone(p)
-				n.S.Egress(c.Bytes(), m)
+				n.s.Egress(c.Bytes(), m)
 				n.out(env, timed, at, m.Port, c)
 			}
-			n.S.Egress(p.Bytes(), n.members[0])
+			n.s.Egress(p.Bytes(), n.members[0])
 			n.out(env, timed, at, n.members[0].Port, p)
 		case ActForwardMulticast:
-			n.members = n.S.AppendMembers(n.members[:0], f.Group)
+			n.members = n.s.AppendMembers(n.members[:0], f.Group)
 			for _, m := range n.members {
 				c := env.Clone(p)
-				n.S.EgressUC(c.Bytes(), m)
+				n.s.EgressUC(c.Bytes(), m)
 				n.out(env, timed, at, m.Port, c)
 			}
 			n.out(env, timed, at, f.OutPort, p)

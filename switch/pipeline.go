@@ -1,8 +1,6 @@
 package sw
 
 import (
-	"encoding/binary"
-
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -107,8 +105,10 @@ func (s *Switch) Process(batch []Frame) {
 	}
 }
 
-// parse fills m.pkt from f.Data; a malformed or too long INA packet gets
-// its drop reason.
+// parse fills m.pkt from f.Data. An INA packet is a RoCEv2 frame (the
+// header checks of rdma.RoCE.Payload) whose opcode is an RC or UC SEND or
+// RDMA WRITE Only and whose payload starts with an INA header without
+// FlagBypass; a malformed or too long one gets its drop reason.
 func (s *Switch) parse(f *Frame, m *pmeta) {
 	*m = pmeta{}
 	d := f.Data
@@ -117,27 +117,20 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 		ps.RxPackets++
 		ps.RxBytes += uint64(len(d))
 	}
-	if len(d) < minRoCE || d[12] != 0x08 || d[13] != 0x00 || d[offIP] != 0x45 || d[offIP+9] != 17 ||
-		binary.BigEndian.Uint16(d[offUDP+2:]) != rdma.UDPPort {
+	r := rdma.RoCE(d)
+	ina, limit, ok := r.Payload()
+	if !ok {
 		return
 	}
-	ulen := int(binary.BigEndian.Uint16(d[offUDP+4:]))
-	end := offUDP + ulen
-	if end > len(d) || ulen < 8+rdma.BTHLen+rdma.ICRCLen {
-		return
-	}
-	op := d[offBTH]
-	ina := offBTH + inaExt(op)
-	if ina == offBTH-1 {
-		return
-	}
-	pad := int(d[offBTH+1]>>4) & 3
-	limit := end - rdma.ICRCLen - pad
-	if ina+inahdr.Len > limit || d[ina] != inahdr.Version || d[ina+1]&inahdr.FlagBypass != 0 {
+	op := r.BTH().Opcode()
+	if !op.IsSendOrWriteOnly() || limit-ina < inahdr.Len { // INA rides SEND/WRITE Only, RC or UC
 		return
 	}
 	h := inahdr.Header(d[ina:limit])
-	m.pkt.hdr, m.pkt.ina, m.pkt.uc = h, ina, op == opUCSendOnly
+	if h.Version() != inahdr.Version || h.Has(inahdr.FlagBypass) {
+		return
+	}
+	m.pkt.hdr, m.pkt.ina, m.pkt.uc = h, ina, op == rdma.OpUCSendOnly
 	s.stats.INAPackets++
 	if h.Validate() != nil {
 		m.out.reason = ReasonMalformed
@@ -148,23 +141,6 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 	if m.pkt.passes > s.cfg.MaxPasses {
 		m.out.reason = ReasonTooLong
 	}
-}
-
-// inaExt returns the length of the extension headers between the BTH and
-// the INA header for the opcodes that carry INA (RC/UC SEND/WRITE ONLY
-// [with immediate]), or -1.
-func inaExt(op byte) int {
-	switch op {
-	case 0x04, 0x24: // SEND ONLY
-		return rdma.BTHLen
-	case 0x05, 0x25: // SEND ONLY with immediate
-		return rdma.BTHLen + rdma.ImmDtLen
-	case 0x0A, 0x2A: // RDMA WRITE ONLY
-		return rdma.BTHLen + rdma.RETHLen
-	case 0x0B, 0x2B: // RDMA WRITE ONLY with immediate
-		return rdma.BTHLen + rdma.RETHLen + rdma.ImmDtLen
-	}
-	return -1
 }
 
 // classify applies the INA tables (m.from) or the forwarding tables.
@@ -178,7 +154,7 @@ func (s *Switch) classify(f *Frame, m *pmeta) {
 	if m.out.reason != ReasonNone { // malformed / too long
 		return
 	}
-	qp := uint32(d[offBTH+5])<<16 | uint32(d[offBTH+6])<<8 | uint32(d[offBTH+7])
+	qp := rdma.RoCE(d).BTH().DestQP()
 	var we WorkerEntry
 	var hit bool
 	if f.InPort >= 0 && f.InPort < maxCachePorts {

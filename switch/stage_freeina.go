@@ -95,7 +95,7 @@ func absorbed(c contribution, uc bool) {
 		return
 	}
 	c.toPS()
-	c.m.out.trim, c.m.out.flags = true, FlagCtl
+	c.m.out.trim, c.m.out.flags = true, inahdr.FlagCtl
 }
 
 // supersedes reports whether a contribution to tag may take an aggregator

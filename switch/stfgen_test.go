@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -507,7 +508,7 @@ func plainUDP(dst [6]byte, dip netipAddrT, dport uint16) []byte {
 	s4, d4 := ip(0x20).As4(), dip.As4()
 	copy(iph[12:], s4[:])
 	copy(iph[16:], d4[:])
-	ipChecksum(iph)
+	rdma.IPv4(iph).UpdateChecksum()
 	binary.BigEndian.PutUint16(b[34:], 1234)
 	binary.BigEndian.PutUint16(b[36:], dport)
 	binary.BigEndian.PutUint16(b[38:], 8+18)

@@ -64,6 +64,20 @@ func (p *Prepared) SwitchName() string { return testbed.SwitchNode }
 // Switch returns the switch's data plane (for its control API).
 func (p *Prepared) Switch() *sw.Switch { return p.r.tb.Switch }
 
+// Events returns the cluster manager's timed calls on node's state, in
+// order (testbed.Event: the switch's job registrations under DynaINA). The
+// virtual-time network has them scheduled already; a process that runs
+// node schedules them on its own network.
+func (p *Prepared) Events(node string) []testbed.Event {
+	var out []testbed.Event
+	for _, e := range p.r.tb.Events() {
+		if e.Node == node {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Failed returns why the testbed can no longer finish — a queue pair in
 // the error state, with its node — or nil. In a process (inabox up) only
 // the process's own node runs, so it names that node's failure.

@@ -12,8 +12,9 @@ import (
 // What the baselines (host/baseline) share: one parameter server on port
 // 0, the switch a plain L2 switch for the no-INA ones (none, PS-only) and
 // one of the switch's built-in slot stages for the INA ones (policy_*.go),
-// and a switch crash + restart that reboots the data plane (every register
-// lost, the tables re-installed by the controller as they were).
+// no control plane; a switch crash + restart reboots the data plane
+// (sw.Node.Reset: every register lost, the tables kept as the controller
+// installed them).
 
 type baselinePolicy struct {
 	name string
@@ -30,25 +31,7 @@ type baselinePolicy struct {
 	// occupancy reports the memory held (nil: none).
 	occupancy func(t *Testbed) []Occupied
 
-	node *RebootNode
-	atp  *baseline.PS
-}
-
-// RebootNode is the baselines' switch node: a crash and restart (emu
-// Crash/Restart) reboots it — every register (aggregator values, owners,
-// bitmaps, states) is lost; the control plane's tables (jobs, workers,
-// groups, L2) stay as the controller installed them.
-type RebootNode struct {
-	*sw.Node
-	// Reboots counts reboots.
-	Reboots int
-}
-
-// Reset implements emu.Resetter.
-func (n *RebootNode) Reset() {
-	n.Node.Reset()
-	n.S.ResetSlots(0, n.S.Config().Slots)
-	n.Reboots++
+	atp *baseline.PS
 }
 
 func (p *baselinePolicy) Name() string { return p.name }
@@ -72,14 +55,14 @@ func (p *baselinePolicy) Switch(t *Testbed) (emu.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.node = &RebootNode{Node: sw.NewTimedNode(s, nc)}
+	node := sw.NewTimedNode(s, nc)
 	if p.setup != nil {
 		if err := p.setup(t); err != nil {
 			return nil, err
 		}
 	}
 	if p.program == nil {
-		return p.node, nil
+		return node, nil
 	}
 	for j, ws := range t.Workers {
 		job := JobID(j)
@@ -99,7 +82,7 @@ func (p *baselinePolicy) Switch(t *Testbed) (emu.Node, error) {
 			return nil, err
 		}
 	}
-	return p.node, nil
+	return node, nil
 }
 
 func (p *baselinePolicy) PS(t *Testbed, i int) (emu.Node, error) {
@@ -162,14 +145,6 @@ func (t *Testbed) ATPPS() *baseline.PS {
 		return p.atp
 	}
 	return nil
-}
-
-// Reboots returns how many times a baseline testbed's switch rebooted.
-func (t *Testbed) Reboots() int {
-	if p, ok := t.policy.(*baselinePolicy); ok {
-		return p.node.Reboots
-	}
-	return 0
 }
 
 // BusySlots returns the switch slots not free (claimed, complete or held).

@@ -75,10 +75,49 @@ func TestDynaINACluster(t *testing.T) {
 			if st.Outside != 0 || st.Registered != 3 || st.Unregistered != 3 || st.Grants == 0 {
 				t.Errorf("stats %+v", st)
 			}
-			if l := c.FreeINA().Leases(); len(l) != 0 || node.Sched.FreeSlots() != 700 {
-				t.Errorf("leases left %v, free %d", l, node.Sched.FreeSlots())
+			if l := c.FreeINA().Leases(); len(l) != 0 || node.Scheduler().FreeSlots() != 700 {
+				t.Errorf("leases left %v, free %d", l, node.Scheduler().FreeSlots())
 			}
 			t.Logf("%+v", st)
 		})
+	}
+}
+
+// TestDynaINARegistersAtArrival: the switch learns of a DynaINA job only
+// by the cluster manager's registration, an Event at the job's arrival on
+// the switch node; before it the scheduler knows nothing of the job.
+func TestDynaINARegistersAtArrival(t *testing.T) {
+	ms := time.Millisecond
+	cfg := Spec{Seed: 1, Aggregators: 200}
+	for i := range 2 {
+		cfg.Jobs = append(cfg.Jobs, JobSpec{Workers: 2, Arrival: time.Duration(i) * ms, Compute: ms, AllReduces: 1, GradientBytes: 4 * 64 * 100})
+	}
+	c, err := Build(cfg, "dynaina", func(j, rank int) []host.Tensor {
+		return []host.Tensor{{AllReduce: 1, Data: genTensor(JobID(j), rank, 64*100, 0)}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := c.Events()
+	if len(ev) != 2 || ev[0].At != 0 || ev[1].At != ms || ev[0].Node != SwitchNode || ev[1].Node != SwitchNode {
+		t.Fatalf("events %+v", ev)
+	}
+	d := c.DynaINA()
+	for _, step := range []struct {
+		at   time.Duration
+		regs uint64
+	}{{ms / 2, 1}, {ms - 1, 1}, {ms, 2}} {
+		if _, err := c.Net.RunUntil(step.at); err != nil {
+			t.Fatal(err)
+		}
+		if st := d.Stats(); st.Registered != step.regs || (step.regs == 1) != (d.JobPool(JobID(1)) == -1) {
+			t.Fatalf("at %v: %+v, job 2's pool %d", step.at, st, d.JobPool(JobID(1)))
+		}
+	}
+	if _, err := c.Run(time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -226,7 +226,7 @@ func faultMatrix(t *testing.T, path host.INAPath) {
 			logReports(t, c)
 			if sc.reboot > 0 {
 				st := c.FreeINAPS(0).Stats()
-				if c.FreeINA().Stats().Reboots != 1 || st.SoftResults == 0 || st.Reallocs == 0 {
+				if c.Reboots() != 1 || st.SoftResults == 0 || st.Reallocs == 0 {
 					t.Fatalf("the reboot did not hit an all-reduce: %+v", st)
 				}
 			}

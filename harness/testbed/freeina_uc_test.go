@@ -104,7 +104,7 @@ func TestUC100MBFaults(t *testing.T) {
 			c, end := runScenario(t, sc)
 			b := allReduceBound(elems, 64, DefaultRate)
 			t.Logf("uc 100 MB %s: %v, analytic bound %v, ratio %.3f", sc.name, end, b, float64(end)/float64(b))
-			if sc.reboot > 0 && c.FreeINA().Stats().Reboots != 1 {
+			if sc.reboot > 0 && c.Reboots() != 1 {
 				t.Fatalf("the reboot did not happen")
 			}
 		})

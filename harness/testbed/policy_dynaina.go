@@ -2,8 +2,8 @@ package testbed
 
 import (
 	"fmt"
+	"time"
 
-	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
 	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/dynaina"
@@ -11,26 +11,30 @@ import (
 
 // DynaINA (docs/dynaina.md): FreeINA's workers and PSs, unchanged, with
 // the DynaINA scheduler deciding every ALLOC in the switch's control
-// plane. The PS is the job's DynaINA client: its ALLOC at an all-reduce's
-// first BEGIN is the all-reduce start, its FREE the end; an all-reduce
-// that got no memory frees nothing, so its end is reported from the PS's
-// OnAllReduce hook; the PS keeps re-sending a queued ALLOC (every
+// plane (sw.DynaINAControl). The testbed is the cluster manager: each job
+// registers with the scheduler at its arrival (an Event, run by
+// emu.Network.At). The PS is the job's DynaINA client: its ALLOC at an
+// all-reduce's first BEGIN is the all-reduce start, its FREE the end; an
+// all-reduce that got no memory frees nothing, so its end is reported from
+// the PS's OnAllReduce hook; the PS keeps re-sending a queued ALLOC (every
 // GrantTimeout) until the scheduler answers.
 
 type dynainaPolicy struct {
 	freeinaPolicy
-	dyn *sw.DynaINANode
+	dyn *sw.DynaINAControl
 }
 
 func newDynaINA() Policy {
 	p := &dynainaPolicy{}
 	p.name = "dynaina"
-	p.wrap = p.wrapNode
+	p.control = p.newControl
 	p.psHook = p.hookPS
 	return p
 }
 
-func (p *dynainaPolicy) wrapNode(t *Testbed, n *sw.FreeINANode) (emu.Node, error) {
+// newControl makes the DynaINA control plane over the lease table and
+// schedules every job's registration at its arrival.
+func (p *dynainaPolicy) newControl(t *Testbed) (leaseControl, error) {
 	s := &t.Spec
 	sc := s.Scheduler
 	if sc.LinkBitsPerSecond == 0 {
@@ -42,15 +46,15 @@ func (p *dynainaPolicy) wrapNode(t *Testbed, n *sw.FreeINANode) (emu.Node, error
 	if sc.RTT == 0 {
 		sc.RTT = DemandRTT(s.LinkBitsPerSecond, s.LinkDelay, t.latency(), s.ValuesPerPacket)
 	}
-	jobs := make([]sw.DynaINAJob, len(s.Jobs))
-	for j, js := range s.Jobs {
-		jobs[j] = sw.DynaINAJob{Arrival: js.Arrival, AllReduces: js.AllReduces,
-			Profile: dynaina.JobProfile{ID: JobID(j), Workers: js.Workers, GradientBytes: js.GradientBytes, Compute: js.Compute}}
-	}
 	var err error
-	p.dyn, err = sw.NewDynaINANode(n, sc, jobs...)
-	if err != nil {
+	if p.dyn, err = sw.NewDynaINAControl(p.fi, sc); err != nil {
 		return nil, err
+	}
+	for j, js := range s.Jobs {
+		prof := dynaina.JobProfile{ID: JobID(j), Workers: js.Workers, GradientBytes: js.GradientBytes, Compute: js.Compute}
+		ars := js.AllReduces
+		// An error (a bad profile) is kept for Check (p.dyn.Err).
+		t.at(Event{At: js.Arrival, Node: SwitchNode, Do: func(now time.Duration) { _ = p.dyn.Register(now, prof, ars) }})
 	}
 	return p.dyn, nil
 }
@@ -77,7 +81,7 @@ func (p *dynainaPolicy) hookPS(t *Testbed, ps *host.PS, cfg *host.PSConfig) {
 // lie in.
 func (p *dynainaPolicy) Occupancy(t *Testbed) []Occupied {
 	var out []Occupied
-	pools := p.dyn.Sched.Pools()
+	pools := p.dyn.Scheduler().Pools()
 	for _, l := range p.fi.Leases() {
 		o := Occupied{Job: int(l.Job) - 1, Slots: l.Slots * t.Stride}
 		agg := l.Base / t.Stride // the FreeINA pool starts at slot 0
@@ -101,8 +105,9 @@ func (p *dynainaPolicy) Check(t *Testbed) error {
 	return nil
 }
 
-// DynaINA returns the DynaINA switch node of a dynaina testbed, or nil.
-func (t *Testbed) DynaINA() *sw.DynaINANode {
+// DynaINA returns the switch's DynaINA control plane of a dynaina
+// testbed, or nil.
+func (t *Testbed) DynaINA() *sw.DynaINAControl {
 	if p, ok := t.policy.(*dynainaPolicy); ok {
 		return p.dyn
 	}

@@ -10,10 +10,10 @@ import (
 )
 
 // FreeINA (docs/freeina.md): one pool over the switch memory, leased per
-// all-reduce by the switch's FreeINA control plane (ALLOC/GRANT/FREE from
-// the PS); workers send INA chunks through the switch (PathUC: UC datagrams
-// it absorbs; PathTrim: RC messages it trims) and the rest over RC to
-// their PS, job j's PS being j mod PSCount.
+// all-reduce by the switch's FreeINA control plane (sw.FreeINAControl:
+// ALLOC/GRANT/FREE from the PS); workers send INA chunks through the
+// switch (PathUC: UC datagrams it absorbs; PathTrim: RC messages it trims)
+// and the rest over RC to their PS, job j's PS being j mod PSCount.
 
 // freeinaStage is the slot-stage id FreeINA's lease table is registered
 // under.
@@ -21,15 +21,22 @@ const freeinaStage = sw.StageCustom
 
 type freeinaPolicy struct {
 	fi     *sw.FreeINA
-	node   *sw.FreeINANode
 	psJobs [][]host.PSJob
 	pss    []*host.PS
 	ws     [][]*host.Worker
-	// wrap, if set, replaces the FreeINA node as the switch node (DynaINA).
-	wrap func(t *Testbed, n *sw.FreeINANode) (emu.Node, error)
+	// control, if set, makes the switch's control plane over the lease
+	// table p.fi (DynaINA); nil: FreeINA's.
+	control func(t *Testbed) (leaseControl, error)
 	// psHook, if set, adjusts each PS after it is made (DynaINA).
 	psHook func(t *Testbed, ps *host.PS, cfg *host.PSConfig)
 	name   string
+}
+
+// leaseControl is a switch control plane over FreeINA's lease table that
+// answers ALLOCs with GRANTs (sw.FreeINAControl, sw.DynaINAControl).
+type leaseControl interface {
+	sw.ControlPlane
+	AddJob(sw.FreeINAJob)
 }
 
 func newFreeINA() Policy { return &freeinaPolicy{name: "freeina"} }
@@ -47,12 +54,18 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 	if err := s.SetPool(1, 0, aggs*t.Stride, t.Stride); err != nil {
 		return nil, err
 	}
-	p.fi, err = sw.NewFreeINA(s, sw.FreeINAConfig{PoolID: 1, LeaseIdle: t.Spec.Timers.LeaseIdle, Addr: SwitchAddr, CtlQPN: SwitchCtlQPN})
+	p.fi, err = sw.NewFreeINA(s, sw.FreeINAConfig{PoolID: 1, LeaseIdle: t.Spec.Timers.LeaseIdle})
 	if err != nil {
 		return nil, err
 	}
 	if err := s.RegisterStage(freeinaStage, p.fi); err != nil {
 		return nil, err
+	}
+	var ctl leaseControl = sw.NewFreeINAControl(p.fi)
+	if p.control != nil {
+		if ctl, err = p.control(t); err != nil {
+			return nil, err
+		}
 	}
 	uc := t.Spec.INAPath == host.PathUC
 	nps := len(t.PSs)
@@ -87,14 +100,11 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 			PolicyID: freeinaStage, PoolID: 1}); err != nil {
 			return nil, err
 		}
-		p.fi.AddJob(sw.FreeINAJob{Job: job, PSPort: t.PSs[psi].Port, PSRID: PSRID(job)})
+		ctl.AddJob(sw.FreeINAJob{Job: job, PSPort: t.PSs[psi].Port, PSRID: PSRID(job)})
 		p.psJobs[psi] = append(p.psJobs[psi], pj)
 	}
-	p.node = sw.NewFreeINANode(sw.NewTimedNode(s, nc), p.fi)
-	if p.wrap != nil {
-		return p.wrap(t, p.node)
-	}
-	return p.node, nil
+	nc.Control, nc.CtlQPN, nc.Addr = ctl, SwitchCtlQPN, SwitchAddr
+	return sw.NewTimedNode(s, nc), nil
 }
 
 func (p *freeinaPolicy) PS(t *Testbed, i int) (emu.Node, error) {
@@ -202,8 +212,8 @@ func (p *freeinaPolicy) Failed(t *Testbed) error {
 	return nil
 }
 
-// FreeINA returns the FreeINA allocator of a freeina or dynaina testbed,
-// or nil.
+// FreeINA returns the FreeINA lease table of a freeina or dynaina
+// testbed, or nil.
 func (t *Testbed) FreeINA() *sw.FreeINA {
 	if p, ok := t.policy.(*freeinaPolicy); ok {
 		return p.fi

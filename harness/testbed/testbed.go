@@ -7,7 +7,9 @@
 // inabox's ns-3-style helper: host/ and host/baseline hold only protocol
 // endpoints, and a Policy — one file per policy, registered by name in
 // registry.go — says how to program the switch and which endpoints the
-// hosts run.
+// hosts run. It is also the cluster manager: its Events are timed calls on
+// a node's state, such as a DynaINA job's registration with the switch at
+// the job's arrival.
 //
 //	t, err := testbed.Build(testbed.Spec{Jobs: []testbed.JobSpec{{Workers: 8}}}, "freeina", tensors)
 //	end, err := t.Run(time.Second, 0)
@@ -155,7 +157,28 @@ type Testbed struct {
 	// Stride is the switch slots per aggregator (ValuesPerPacket values).
 	Stride int
 	policy Policy
+	events []Event
 }
+
+// Event is a call the testbed's cluster manager makes at run time At on
+// the state of node Node, e.g. a job's registration with the switch's
+// scheduler at the job's arrival. Build schedules every event on Net
+// (emu.Network.At, so it runs before any packet or timer of the same
+// instant); a process that runs Node on a network of its own (inabox up)
+// schedules Node's events there. Do is called on the run's goroutine with
+// the run time.
+type Event struct {
+	At   time.Duration
+	Node string
+	Do   func(now time.Duration)
+}
+
+// Events returns the cluster manager's events, in the order Build
+// scheduled them.
+func (t *Testbed) Events() []Event { return t.events }
+
+// at adds e to the events Build schedules.
+func (t *Testbed) at(e Event) { t.events = append(t.events, e) }
 
 // Build builds the testbed of spec for the registered policy name; tensors
 // gives worker rank of job (from 0) its all-reduces.
@@ -222,6 +245,9 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 				return nil, err
 			}
 		}
+	}
+	for _, e := range t.events {
+		t.Net.At(e.At, func() { e.Do(t.Net.Now()) })
 	}
 	return t, nil
 }
@@ -442,6 +468,15 @@ func (t *Testbed) Counters(job int) Counters { return t.policy.Counters(t, job) 
 
 // Check returns an internal invariant the run broke, or nil.
 func (t *Testbed) Check() error { return t.policy.Check(t) }
+
+// Reboots returns how many times the switch rebooted (crashed and
+// restarted).
+func (t *Testbed) Reboots() int {
+	if n, ok := t.SwitchNode.(*sw.Node); ok {
+		return int(n.Stats().Reboots)
+	}
+	return 0
+}
 
 // Failed returns why the testbed can no longer finish — a queue pair in
 // the error state, or messages an endpoint could not post — naming the

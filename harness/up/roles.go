@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -168,6 +169,10 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	}
 	var s *sw.Switch
 	var node emu.Node
+	// schedule puts the cluster manager's timed calls on the switch (the
+	// job registrations of DynaINA, each at the job's arrival) on the
+	// process's network, as the emulator has them on its own.
+	schedule := func(*emu.Network) {}
 	if flagGiven(fs, "scenario") || flagGiven(fs, "policy") || flagGiven(fs, "seed") {
 		prep, err := prepare()
 		if err != nil {
@@ -181,6 +186,12 @@ func SwitchMain(args []string, stderr io.Writer) int {
 			return fail(err)
 		}
 		node, *ports = n, np
+		events := prep.Events(prep.SwitchName())
+		schedule = func(net *emu.Network) {
+			for _, e := range events {
+				net.At(e.At, func() { e.Do(net.Now()) })
+			}
+		}
 	} else {
 		var err error
 		if s, err = sw.New(sw.Config{Slots: *slots, Ports: *ports}); err != nil {
@@ -218,8 +229,9 @@ func SwitchMain(args []string, stderr io.Writer) int {
 		nodeStats = ns.Stats
 	}
 	var overruns atomic.Uint64
+	var running atomic.Bool // the run goroutine has started the node
 	spec := procnode.Spec{Name: "switch", Node: node, Ports: *ports, Netns: *netns,
-		AfterEvent: func() { overruns.Store(nodeStats().Overruns) }}
+		AfterEvent: func() { overruns.Store(nodeStats().Overruns); running.Store(true) }}
 	var portIdx []int
 	for i, n := range names {
 		a := procnode.Attachment{Port: i, Backend: procnode.BackendTAP, Dev: n, Batch: *batch, MTU: 9000, Link: emu.LinkConfig{MTUBytes: 9000}}
@@ -233,8 +245,10 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	schedule(proc.Network())
 	srv := &swctl.Server{S: s, Ports: portIdx}
 	srv.Runtime = func() any { return sw.NodeStats{Overruns: overruns.Load()} }
+	srv.Register = registrar(node, proc.Network(), &running)
 	ctx, stop := signalContext()
 	defer stop()
 	ln, err := swctl.Listen(*control)
@@ -265,6 +279,32 @@ func SwitchMain(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// registrar returns the control API's registration call for node's
+// scheduler (a DynaINA control plane), or nil if it has none. The
+// registration runs on the run goroutine (emu.Network.Do) once the node has
+// started.
+func registrar(node emu.Node, net *emu.Network, running *atomic.Bool) func(swctl.Registration) error {
+	n, ok := node.(*sw.Node)
+	if !ok {
+		return nil
+	}
+	d, ok := n.Control().(*sw.DynaINAControl)
+	if !ok {
+		return nil
+	}
+	var mu sync.Mutex
+	return func(r swctl.Registration) error {
+		if !running.Load() {
+			return errors.New("the switch is not running yet")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var err error
+		net.Do(func() { err = d.Register(net.Now(), r.Profile(), r.AllReduces) })
+		return err
+	}
 }
 
 // syncFlags registers --ready and --start: a process that has its ports

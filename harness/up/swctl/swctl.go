@@ -10,6 +10,7 @@
 //	GET  /healthz                 200 "ok" once the switch runs
 //	POST /config    Config        install everything in it (in order: pools, jobs, workers, rewrites, groups)
 //	POST /policy    PolicyChange  set a job's allocation policy
+//	POST /register  Registration  register a job with the switch's scheduler (DynaINA; 404 without one)
 //	GET  /stats     -> Stats      switch, per-job and per-port counters (+ the runtime's, if provided)
 package swctl
 
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // Pool is a memory pool (Switch.SetPool).
@@ -67,6 +69,23 @@ type Config struct {
 type PolicyChange struct {
 	Job    uint16 `json:"job"`
 	Policy int    `json:"policy"`
+}
+
+// Registration is a job's registration with the switch's scheduler (the
+// cluster manager's message at the job's arrival; sw.DynaINAControl's
+// Register): its profile and how many all-reduces it performs (0: it
+// never leaves).
+type Registration struct {
+	Job           uint16        `json:"job"`
+	Workers       int           `json:"workers"`
+	GradientBytes int64         `json:"gradient_bytes"`
+	Compute       time.Duration `json:"compute_ns"`
+	AllReduces    int           `json:"all_reduces"`
+}
+
+// Profile returns the registration's job profile.
+func (r Registration) Profile() dynaina.JobProfile {
+	return dynaina.JobProfile{ID: r.Job, Workers: r.Workers, GradientBytes: r.GradientBytes, Compute: r.Compute}
 }
 
 // PolicyByName maps the built-in policy names to their ids.
@@ -158,6 +177,9 @@ type Server struct {
 	Ports []int
 	// Runtime, if set, returns extra counters for /stats.
 	Runtime func() any
+	// Register, if set, delivers a registration to the switch's
+	// scheduler; nil: the switch has none (POST /register is 404).
+	Register func(Registration) error
 
 	jobs map[uint16]sw.JobSpec
 }
@@ -203,6 +225,21 @@ func (sv *Server) Handler() http.Handler {
 		sv.S.Lock()
 		sv.jobs[pc.Job] = js
 		sv.S.Unlock()
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("POST /register", func(w http.ResponseWriter, r *http.Request) {
+		if sv.Register == nil {
+			http.Error(w, "the switch has no scheduler to register with", http.StatusNotFound)
+			return
+		}
+		var reg Registration
+		if !decode(w, r, &reg) {
+			return
+		}
+		if err := sv.Register(reg); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
@@ -350,6 +387,11 @@ func (c *Client) Configure(ctx context.Context, cfg Config) error {
 // SetPolicy changes a job's policy.
 func (c *Client) SetPolicy(ctx context.Context, job uint16, policy int) error {
 	return c.do(ctx, "POST", "/policy", PolicyChange{Job: job, Policy: policy}, nil)
+}
+
+// Register registers a job with the switch's scheduler.
+func (c *Client) Register(ctx context.Context, r Registration) error {
+	return c.do(ctx, "POST", "/register", r, nil)
 }
 
 // Stats reads the counters.

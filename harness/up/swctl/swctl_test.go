@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sw "github.com/inabox/inabox/switch"
+	"github.com/inabox/inabox/switch/dynaina"
 )
 
 // TestControlAPI installs a job over a unix socket, switches its policy and
@@ -66,5 +67,66 @@ func TestControlAPI(t *testing.T) {
 	}
 	if _, err := Listen("tcp:0.0.0.0:0"); err == nil {
 		t.Fatal("non-loopback control address accepted")
+	}
+}
+
+// TestRegister: POST /register reaches the switch's scheduler (here a
+// DynaINA control plane, called directly as a switch without a running
+// node may be); a bad profile is refused with the scheduler's error, and a
+// switch without a scheduler answers 404.
+func TestRegister(t *testing.T) {
+	s, err := sw.New(sw.Config{Slots: 64, Ports: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPool(1, 0, 64, 1); err != nil {
+		t.Fatal(err)
+	}
+	f, err := sw.NewFreeINA(s, sw.FreeINAConfig{PoolID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sw.NewDynaINAControl(f, dynaina.Config{RTT: 10 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "unix:" + filepath.Join(t.TempDir(), "c.sock")
+	ln, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{S: s, Register: func(r Registration) error { return d.Register(0, r.Profile(), r.AllReduces) }}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := NewClient(addr)
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(ctx, Registration{Job: 3, Workers: 2, GradientBytes: 1 << 20, Compute: time.Millisecond, AllReduces: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Stats(); st.Registered != 1 || d.JobPool(3) < 0 {
+		t.Fatalf("job 3 not registered: %+v, pool %d", st, d.JobPool(3))
+	}
+	if err := c.Register(ctx, Registration{Job: 4, Workers: 0, GradientBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "Workers") {
+		t.Fatalf("bad profile: %v", err)
+	}
+	addr2 := "unix:" + filepath.Join(t.TempDir(), "c2.sock")
+	ln2, err := Listen(addr2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs2 := &http.Server{Handler: (&Server{S: s}).Handler()}
+	go hs2.Serve(ln2)
+	defer hs2.Close()
+	c2 := NewClient(addr2)
+	if err := c2.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Register(ctx, Registration{Job: 5, Workers: 2, GradientBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("switch without a scheduler: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package sw
 
 import (
 	"math/rand/v2"
+	"sort"
 	"testing"
 	"time"
 
@@ -14,24 +15,47 @@ func gradFor(comm time.Duration) int64 {
 	return int64(comm.Seconds() * 100e9 / 8 / (336.0 / 256))
 }
 
-// newDynaNode: 100 aggregators; RTT such that every large job's demand is
-// 50 (two exclusive pools fill the memory).
-func newDynaNode(t *testing.T, jobs ...DynaINAJob) (*DynaINANode, *FreeINA) {
+// newDynaControl: 100 aggregators; RTT such that every large job's demand
+// is 50 (two exclusive pools fill the memory).
+func newDynaControl(t *testing.T) (*DynaINAControl, *FreeINA) {
 	t.Helper()
-	s, f := newFreeINASwitch(t, 2, 100)
-	n := NewFreeINANode(NewTimedNode(s, NodeConfig{}), f)
+	_, f := newFreeINASwitch(t, 2, 100)
 	rtt := time.Duration(50 * 2688 * 1e9 / 100e9)
-	d, err := NewDynaINANode(n, dynaina.Config{RTT: rtt, MinSlots: 20}, jobs...)
+	d, err := NewDynaINAControl(f, dynaina.Config{RTT: rtt, MinSlots: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d, f
 }
 
-func poolOf(t *testing.T, d *DynaINANode, job uint16) dynaina.Range {
+// dynaJob is a job the test's cluster manager registers at its arrival.
+type dynaJob struct {
+	profile    dynaina.JobProfile
+	arrival    time.Duration
+	allReduces int
+}
+
+// registerArrived registers, in order, the jobs of *jobs that have arrived
+// by now and drops them from *jobs, as the cluster manager does.
+func registerArrived(t *testing.T, d *DynaINAControl, jobs *[]dynaJob, now time.Duration) {
+	t.Helper()
+	rest := (*jobs)[:0]
+	for _, j := range *jobs {
+		if j.arrival > now {
+			rest = append(rest, j)
+			continue
+		}
+		if err := d.Register(now, j.profile, j.allReduces); err != nil {
+			t.Fatal(err)
+		}
+	}
+	*jobs = rest
+}
+
+func poolOf(t *testing.T, d *DynaINAControl, job uint16) dynaina.Range {
 	t.Helper()
 	id := d.JobPool(job)
-	for _, p := range d.Sched.Pools() {
+	for _, p := range d.Scheduler().Pools() {
 		if p.ID == id {
 			return p.Range
 		}
@@ -52,18 +76,26 @@ func inRange(l Lease, r dynaina.Range) bool {
 // queued job's all-reduce: the lease is untouched.
 func TestDynaINAArrivalMemoryFullAndLeave(t *testing.T) {
 	ms := time.Millisecond
-	d, f := newDynaNode(t,
-		DynaINAJob{Profile: dynaina.JobProfile{ID: 1, Workers: 2, GradientBytes: gradFor(ms), Compute: ms / 10}, AllReduces: 2},
-		DynaINAJob{Profile: dynaina.JobProfile{ID: 2, Workers: 2, GradientBytes: gradFor(ms), Compute: ms / 10}, AllReduces: 2},
-		DynaINAJob{Profile: dynaina.JobProfile{ID: 3, Workers: 2, GradientBytes: gradFor(10 * ms), Compute: time.Second}, Arrival: 10 * time.Microsecond},
-	)
+	d, f := newDynaControl(t)
+	for _, j := range []dynaJob{
+		{profile: dynaina.JobProfile{ID: 1, Workers: 2, GradientBytes: gradFor(ms), Compute: ms / 10}, allReduces: 2},
+		{profile: dynaina.JobProfile{ID: 2, Workers: 2, GradientBytes: gradFor(ms), Compute: ms / 10}, allReduces: 2},
+	} {
+		if err := d.Register(0, j.profile, j.allReduces); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if g := d.Advance(0); len(g) != 0 {
 		t.Fatalf("grants before any ALLOC: %+v", g)
 	}
-	if d.Sched.FreeSlots() != 0 {
+	if d.Scheduler().FreeSlots() != 0 {
 		t.Fatalf("two demands of 50 should fill 100 slots: %s", d)
 	}
-	d.Advance(10 * time.Microsecond) // job 3 arrives: memory full
+	// job 3 arrives: memory full
+	if err := d.Register(10*time.Microsecond, dynaina.JobProfile{ID: 3, Workers: 2, GradientBytes: gradFor(10 * ms), Compute: time.Second}, 0); err != nil {
+		t.Fatal(err)
+	}
+	d.Advance(10 * time.Microsecond)
 	p3 := poolOf(t, d, 3)
 	var mate uint16 = 1
 	if p3 != poolOf(t, d, 1) {
@@ -137,13 +169,14 @@ func TestDynaINAArrivalMemoryFullAndLeave(t *testing.T) {
 func TestDynaINARandomGrantsInPool(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		var jobs []DynaINAJob
+		var jobs []dynaJob
 		for id := uint16(1); id <= 4; id++ {
 			comm := time.Duration(1+rng.IntN(10)) * time.Millisecond
-			jobs = append(jobs, DynaINAJob{Arrival: time.Duration(rng.IntN(3)) * time.Millisecond, AllReduces: 3 + rng.IntN(4),
-				Profile: dynaina.JobProfile{ID: id, Workers: 2, GradientBytes: gradFor(comm), Compute: time.Duration(rng.IntN(20)) * time.Millisecond}})
+			jobs = append(jobs, dynaJob{arrival: time.Duration(rng.IntN(3)) * time.Millisecond, allReduces: 3 + rng.IntN(4),
+				profile: dynaina.JobProfile{ID: id, Workers: 2, GradientBytes: gradFor(comm), Compute: time.Duration(rng.IntN(20)) * time.Millisecond}})
 		}
-		d, f := newDynaNode(t, jobs...)
+		sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].arrival < jobs[b].arrival })
+		d, f := newDynaControl(t)
 		ar := map[uint16]uint16{}
 		now := time.Duration(0)
 		check := func(g []Lease) {
@@ -167,6 +200,7 @@ func TestDynaINARandomGrantsInPool(t *testing.T) {
 		}
 		for step := 0; step < 300; step++ {
 			now += time.Duration(rng.IntN(800)) * time.Microsecond
+			registerArrived(t, d, &jobs, now)
 			id := uint16(1 + rng.IntN(4))
 			switch rng.IntN(3) {
 			case 0:

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sw
+
+const raceEnabled = false
