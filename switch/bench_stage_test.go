@@ -3,6 +3,7 @@ package sw
 import (
 	"testing"
 
+	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkPipelineStages(b *testing.B) {
 			}
 			opcode := byte(0x04)
 			if st == "freeina-uc" {
-				opcode = 0x24
+				opcode = byte(rdma.OpUCSendOnly)
 			}
 			var frames []Frame
 			var orig [][]byte

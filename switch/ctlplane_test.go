@@ -51,7 +51,7 @@ func (n *scriptNode) Timer(env *emu.Env, key uint64) {
 }
 
 // ctlFrame is control message m from the PS to the switch's control QP, a
-// SEND Only of opcode op (RC 0x04 or UC 0x24).
+// SEND Only of opcode op (RC 0x04 or UC byte(rdma.OpUCSendOnly)).
 func ctlFrame(op byte, m inahdr.Ctl) []byte {
 	p := workerPkt(1, 0, 0, 0, nil)
 	p.srcMAC, p.src = mac(100), ip(100)
@@ -142,17 +142,17 @@ func TestFreeINAControlNode(t *testing.T) {
 	fc := NewFreeINAControl(f)
 	fc.AddJob(FreeINAJob{Job: 1, PSPort: 40, PSRID: testPSRID})
 	us := time.Microsecond
-	bad := ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 9, Want: 4, Chunks: 10})
+	bad := ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 9, Want: 4, Chunks: 10})
 	bad[len(bad)-1] ^= 1
 	unknown := ctlFrame(0x04, inahdr.Ctl{Op: 7, Job: 1, AllReduce: 9})
 	c := newCtlNet(t, s, fc, []timedFrame{
-		{0, ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 7, Want: 8, Chunks: 100})},
+		{0, ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 7, Want: 8, Chunks: 100})},
 		{0, bad},
 		{0, unknown},
-		{10 * us, ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlFree, Job: 1, AllReduce: 7})},
+		{10 * us, ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlFree, Job: 1, AllReduce: 7})},
 		{20 * us, ctlFrame(0x04, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 8, Want: 4, Chunks: 100})},
-		{4000 * us, ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 10, Want: 16, Chunks: 100, Exact: true})},
-		{6000 * us, ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 11, Want: 2, Chunks: 100})},
+		{4000 * us, ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 10, Want: 16, Chunks: 100, Exact: true})},
+		{6000 * us, ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 11, Want: 2, Chunks: 100})},
 	})
 	// Worker a contributes to all-reduce 10 (a slot claimed) before the
 	// reboot.
@@ -245,9 +245,9 @@ func TestDynaINAControlNode(t *testing.T) {
 	d.AddJob(FreeINAJob{Job: 1, PSPort: 40, PSRID: testPSRID})
 	us := time.Microsecond
 	c := newCtlNet(t, s, d, []timedFrame{
-		{0, ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 1, Want: 50, Chunks: 1000})},
-		{20 * us, ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 2, Want: 50, Chunks: 1000})},
-		{30 * us, ctlFrame(0x24, inahdr.Ctl{Op: inahdr.CtlFree, Job: 1, AllReduce: 2})},
+		{0, ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 1, Want: 50, Chunks: 1000})},
+		{20 * us, ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 2, Want: 50, Chunks: 1000})},
+		{30 * us, ctlFrame(byte(rdma.OpUCSendOnly), inahdr.Ctl{Op: inahdr.CtlFree, Job: 1, AllReduce: 2})},
 	})
 	prof := dynaina.JobProfile{ID: 1, Workers: 2, GradientBytes: gradFor(time.Millisecond), Compute: time.Millisecond}
 	c.net.At(10*us, func() {
@@ -427,7 +427,7 @@ func TestNodeZeroAllocsPerPacket(t *testing.T) {
 			var ws []*looper
 			for w := 0; w < 2; w++ {
 				p := workerPkt(1, 1, 0, uint8(w), make([]int32, 64))
-				p.opcode = 0x24
+				p.opcode = byte(rdma.OpUCSendOnly)
 				l := &looper{frame: p.build(), period: 100 * time.Nanosecond}
 				ws = append(ws, l)
 				name := string(rune('a' + w))

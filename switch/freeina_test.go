@@ -107,7 +107,7 @@ func TestFreeINATrimAndForward(t *testing.T) {
 	for _, o := range mc {
 		checkFrame(t, o.frame)
 		bth := rdma.BTH(o.frame[offBTH:])
-		if bth.Opcode() != 0x24 || bth.PSN() != 21 || bth.DestQP() != qpFor(1, uint8(o.port-1)) {
+		if bth.Opcode() != rdma.OpUCSendOnly || bth.PSN() != 21 || bth.DestQP() != qpFor(1, uint8(o.port-1)) {
 			t.Fatalf("UC copy to port %d: opcode %#x psn %d qp %#x", o.port, bth.Opcode(), bth.PSN(), bth.DestQP())
 		}
 		if mm, vv := resultOf(t, o); mm.Chunk != 21 || vv[0] != 6 {
@@ -261,7 +261,7 @@ func TestFreeINAUC(t *testing.T) {
 	}
 	uc := func(chunk uint32, w uint8, vals []int32) []byte {
 		p := workerPkt(1, 7, chunk, w, vals)
-		p.opcode = 0x24
+		p.opcode = byte(rdma.OpUCSendOnly)
 		return p.build()
 	}
 	var frames [][]byte
@@ -278,7 +278,7 @@ func TestFreeINAUC(t *testing.T) {
 	for _, x := range o {
 		checkFrame(t, x.frame)
 		bth := rdma.BTH(x.frame[offBTH:])
-		if x.port == 40 || bth.Opcode() != 0x24 || bth.DestQP() != qpFor(1, uint8(x.port-1)) || x.why != ReasonResult {
+		if x.port == 40 || bth.Opcode() != rdma.OpUCSendOnly || bth.DestQP() != qpFor(1, uint8(x.port-1)) || x.why != ReasonResult {
 			t.Fatalf("UC result to port %d: opcode %#x qp %#x %v", x.port, bth.Opcode(), bth.DestQP(), x.why)
 		}
 		if m, v := resultOf(t, x); m.Flags&inahdr.FlagResult == 0 || m.Chunk != 21 || v[0] != 6 || v[1] != -15 || v[2] != 3<<20 {
@@ -308,12 +308,12 @@ func TestFreeINAUC(t *testing.T) {
 	}
 	// No lease (all-reduce 8): raw to the PS, FlagCollision.
 	q := workerPkt(1, 8, 0, 0, []int32{5})
-	q.opcode = 0x24
+	q.opcode = byte(rdma.OpUCSendOnly)
 	o = run(s, q.build())
 	if len(o) != 1 || o[0].port != 40 || o[0].why != ReasonCollision {
 		t.Fatalf("no lease: %+v", o)
 	}
-	if m, v := resultOf(t, o[0]); m.Flags&inahdr.FlagCollision == 0 || v[0] != 5 || o[0].frame[offBTH] != 0x24 {
+	if m, v := resultOf(t, o[0]); m.Flags&inahdr.FlagCollision == 0 || v[0] != 5 || o[0].frame[offBTH] != byte(rdma.OpUCSendOnly) {
 		t.Fatalf("raw forward %+v %v", m, v)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -294,9 +295,9 @@ func traceFrame(r *rand.Rand, jobs []*traceJob) Frame {
 	}
 	p := workerPkt(j.id, ar, c, w, traceVals(r, 1+r.IntN(j.maxCount)))
 	p.meta.Exponent = int8(r.IntN(5) - 2)
-	p.opcode = []byte{0x04, 0x05, 0x0A, 0x0B, 0x24}[r.IntN(5)]
+	p.opcode = []byte{0x04, 0x05, 0x0A, 0x0B, byte(rdma.OpUCSendOnly)}[r.IntN(5)]
 	if j.freeINA && r.IntN(100) < j.ucPercent {
-		p.opcode = 0x24
+		p.opcode = byte(rdma.OpUCSendOnly)
 		p.qp |= 0x80000
 	}
 	if r.IntN(40) == 0 {

@@ -25,13 +25,13 @@ const (
 
 func refINAExt(op byte) int {
 	switch op {
-	case 0x04, 0x24: // SEND ONLY
+	case 0x04, byte(rdma.OpUCSendOnly): // SEND ONLY
 		return rdma.BTHLen
-	case 0x05, 0x25: // SEND ONLY with immediate
+	case 0x05, byte(rdma.OpUCSendOnlyImm): // SEND ONLY with immediate
 		return rdma.BTHLen + rdma.ImmDtLen
-	case 0x0A, 0x2A: // RDMA WRITE ONLY
+	case 0x0A, byte(rdma.OpUCRDMAWriteOnly): // RDMA WRITE ONLY
 		return rdma.BTHLen + rdma.RETHLen
-	case 0x0B, 0x2B: // RDMA WRITE ONLY with immediate
+	case 0x0B, byte(rdma.OpUCRDMAWriteOnlyImm): // RDMA WRITE ONLY with immediate
 		return rdma.BTHLen + rdma.RETHLen + rdma.ImmDtLen
 	}
 	return -1
@@ -59,7 +59,7 @@ func refParse(d []byte) (hdr inahdr.Header, ina int, uc bool) {
 	if ina+inahdr.Len > limit || d[ina] != inahdr.Version || d[ina+1]&inahdr.FlagBypass != 0 {
 		return nil, 0, false
 	}
-	return inahdr.Header(d[ina:limit]), ina, op == 0x24
+	return inahdr.Header(d[ina:limit]), ina, op == byte(rdma.OpUCSendOnly)
 }
 
 func refIPChecksum(ip []byte) {
@@ -130,7 +130,7 @@ func refCtlHeader(b []byte, qpn uint32) inahdr.Header {
 		return nil
 	}
 	op := b[refOffBTH]
-	if op != 0x04 && op != 0x24 {
+	if op != 0x04 && op != byte(rdma.OpUCSendOnly) {
 		return nil
 	}
 	if rdma.BTH(b[refOffBTH:]).DestQP() != qpn {
@@ -158,12 +158,12 @@ func refPlainDst(d []byte) (netip.Addr, bool) {
 // padding.
 func viewMutants(t testing.TB, r *rand.Rand) [][]byte {
 	var base [][]byte
-	for _, op := range []byte{0x04, 0x05, 0x0A, 0x0B, 0x24, 0x25, 0x2A, 0x2B, 0x00, 0x06, 0x11, 0x10, 0x81, 0x64} {
+	for _, op := range []byte{0x04, 0x05, 0x0A, 0x0B, byte(rdma.OpUCSendOnly), byte(rdma.OpUCSendOnlyImm), byte(rdma.OpUCRDMAWriteOnly), byte(rdma.OpUCRDMAWriteOnlyImm), 0x00, 0x06, 0x11, 0x10, 0x81, 0x64} {
 		p := workerPkt(1, 2, 0x123456, 1, []int32{1, -2, 3})
 		p.opcode, p.psn = op, 77
 		base = append(base, p.build())
 	}
-	for _, op := range []byte{0x04, 0x24} {
+	for _, op := range []byte{0x04, byte(rdma.OpUCSendOnly)} {
 		p := workerPkt(1, 2, 0, 0, nil)
 		p.opcode, p.qp = op, DefaultCtlQPN
 		p.meta = inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 2, Want: 5, Chunks: 9}.Meta()

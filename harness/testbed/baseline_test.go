@@ -22,19 +22,6 @@ func newBaseline(kind string) Policy {
 	return e.New()
 }
 
-// genBaselineTensor returns a deterministic gradient with values in ±2.
-func genBaselineTensor(job uint16, rank, n int, seed uint64) []float32 {
-	x := seed*0x9E3779B97F4A7C15 + uint64(job)<<32 + uint64(rank+1)*0xBF58476D1CE4E5B9 + 1
-	out := make([]float32, n)
-	for i := range out {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		out[i] = float32(int64(x>>11)%(1<<22)-(1<<21)) / (1 << 20)
-	}
-	return out
-}
-
 type bscenario struct {
 	name     string
 	kind     string
@@ -92,27 +79,13 @@ func run(t testing.TB, sc bscenario) (*Testbed, time.Duration) {
 			cfg.Jobs[j].Arrival = sc.start[j]
 		}
 	}
-	c, err := BuildWith(cfg, newBaseline(sc.kind), func(j, rank int) []host.Tensor {
-		job := JobID(j)
-		var ts []host.Tensor
-		for a := 0; a < sc.ars; a++ {
-			d := genBaselineTensor(job, rank, sc.elems, uint64(a)+sc.seed*100)
-			inputs[[3]int{int(job), rank, a}] = d
-			ts = append(ts, host.Tensor{AllReduce: uint16(a + 1), Data: d})
-		}
-		return ts
-	})
+	c, err := BuildWith(cfg, newBaseline(sc.kind), tensors(inputs, sc.ars, sc.elems, func(job uint16, rank, a int) []float32 {
+		return genBaselineTensor(job, rank, sc.elems, uint64(a)+sc.seed*100)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.reboot > 0 {
-		if err := c.Net.Crash(sc.reboot, "switch"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Net.Restart(sc.reboot+5*time.Microsecond, "switch"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reboot(t, c, sc.reboot, 5*time.Microsecond)
 	end, err := c.Run(sc.deadline, 50*time.Microsecond)
 	if err != nil {
 		t.Fatalf("%s/%s: %v (totals %+v; %s)", sc.kind, sc.name, err, c.Totals(0), netSummary(c))

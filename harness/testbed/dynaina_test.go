@@ -26,16 +26,9 @@ func TestDynaINACluster(t *testing.T) {
 			}
 			// Each job's first all-reduce at its arrival (no compute first).
 			cfg.FreeINA = &FreeINAOptions{Worker: func(j, _ int, wc *host.WorkerConfig) { wc.Delay = cfg.Jobs[j].Arrival }}
-			c, err := Build(cfg, "dynaina", func(j, rank int) []host.Tensor {
-				job := JobID(j)
-				var ts []host.Tensor
-				for a := 0; a < ars; a++ {
-					d := genTensor(job, rank, elems, uint64(a))
-					inputs[[3]int{int(job), rank, a}] = d
-					ts = append(ts, host.Tensor{AllReduce: uint16(a + 1), Data: d})
-				}
-				return ts
-			})
+			c, err := Build(cfg, "dynaina", tensors(inputs, ars, elems, func(job uint16, rank, a int) []float32 {
+				return genTensor(job, rank, elems, uint64(a))
+			}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,19 +9,6 @@ import (
 	"github.com/inabox/inabox/host"
 )
 
-// genTensor returns worker rank's deterministic gradient (values in ±2).
-func genTensor(job uint16, rank, n int, seed uint64) []float32 {
-	x := seed*0x9E3779B97F4A7C15 + uint64(job)<<32 + uint64(rank+1)*0xBF58476D1CE4E5B9
-	out := make([]float32, n)
-	for i := range out {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		out[i] = float32(int64(x>>11)%(1<<22)-(1<<21)) / (1 << 20)
-	}
-	return out
-}
-
 type scenario struct {
 	name     string
 	jobs     []int
@@ -61,27 +48,13 @@ func runScenario(t testing.TB, sc scenario) (*Testbed, time.Duration) {
 		sc.tune(&cfg)
 	}
 	inputs := map[[3]int][]float32{}
-	c, err := Build(cfg, "freeina", func(j, rank int) []host.Tensor {
-		job := JobID(j)
-		var ts []host.Tensor
-		for a := 0; a < sc.ars; a++ {
-			d := genTensor(job, rank, sc.elems, uint64(a))
-			inputs[[3]int{int(job), rank, a}] = d
-			ts = append(ts, host.Tensor{AllReduce: uint16(a + 1), Data: d})
-		}
-		return ts
-	})
+	c, err := Build(cfg, "freeina", tensors(inputs, sc.ars, sc.elems, func(job uint16, rank, a int) []float32 {
+		return genTensor(job, rank, sc.elems, uint64(a))
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.reboot > 0 {
-		if err := c.Net.Crash(sc.reboot, "switch"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Net.Restart(sc.reboot+20*time.Microsecond, "switch"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reboot(t, c, sc.reboot, 20*time.Microsecond)
 	end, err := c.Run(sc.deadline, 0)
 	if err != nil {
 		for i, q := range c.FreeINAPS(0).QPs() {
