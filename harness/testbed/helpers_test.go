@@ -23,7 +23,9 @@ func gradient(job uint16, rank, n int, seed, salt uint64) []float32 {
 
 // genTensor is the FreeINA tests' gradient; genBaselineTensor the
 // baselines'.
-func genTensor(job uint16, rank, n int, seed uint64) []float32 { return gradient(job, rank, n, seed, 0) }
+func genTensor(job uint16, rank, n int, seed uint64) []float32 {
+	return gradient(job, rank, n, seed, 0)
+}
 func genBaselineTensor(job uint16, rank, n int, seed uint64) []float32 {
 	return gradient(job, rank, n, seed, 1)
 }
