@@ -54,7 +54,7 @@ func (p Plan) OnINA(c uint32) bool {
 }
 
 // Slot returns the lease-relative aggregator of INA chunk c (the switch's
-// FreeINA policy uses the same mapping).
+// FreeINA slot stage uses the same mapping).
 func (p Plan) Slot(c uint32) int { return int(c % uint32(p.INA)) }
 
 // Count returns how many chunks take each path.

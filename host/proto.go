@@ -1,8 +1,11 @@
-// Package host implements FreeINA's end hosts: the Worker (quantization,
-// chunking, windows, the two paths, result recovery) and the parameter
-// server PS (exactly-once aggregation over RC, fallback to software sums,
-// result service, switch memory allocation per all-reduce). Both are
-// deterministic emu.Nodes. The protocol and its control law are described
+// Package host implements FreeINA's end hosts: the Worker (windows, the
+// two paths, result recovery) and the parameter server PS (exactly-once
+// aggregation over RC, fallback to software sums, result service, switch
+// memory allocation per all-reduce), both deterministic emu.Nodes; and the
+// worker core Core (tensors, quantization, chunk encoding, results,
+// reports) that Worker and every baseline client (host/baseline) embed.
+// Every address and QP number comes in through the configuration
+// (harness/testbed's plan). The protocol and its control law are described
 // in docs/freeina.md.
 package host
 

@@ -52,12 +52,13 @@ type WorkerConfig struct {
 	// PathUC contributions (the switch's ina_worker key).
 	PSUCQPN uint32
 	// UCTimeout (PathUC): a UC contribution without a result this long
-	// after it was sent is retransmitted (0: 25 µs; NewCluster derives it
-	// from the link, see UCTimeout); UCRetries: the UCRetries-th timeout
-	// sends the chunk raw over RC instead (0: 16, at most 65535; NewCluster
-	// derives it from the RC ACK timeout, see UCRetries: a short fallback
-	// delay makes one slow RC-path chunk stall every window and fall back
-	// the next ones, measured in docs/freeina.md §11).
+	// after it was sent is retransmitted (0: 25 µs; the testbed derives it
+	// from the link, see testbed.UCTimeout); UCRetries: the UCRetries-th
+	// timeout sends the chunk raw over RC instead (0: 16, at most 65535;
+	// the testbed derives it from the RC ACK timeout, see
+	// testbed.UCRetries: a short fallback delay makes one slow RC-path
+	// chunk stall every window and fall back the next ones, measured in
+	// docs/freeina.md §11).
 	UCTimeout time.Duration
 	UCRetries int
 	// AdaptUCTimeout (PathUC) lets the UC timeout grow with measured

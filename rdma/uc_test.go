@@ -69,7 +69,7 @@ func refUCPayloadBaseline(b []byte) ([]byte, uint32) {
 	return b[bth+BTHLen : end], BTH(b[bth:]).DestQP()
 }
 
-// refINAExt is switch/pipeline.go inaExt.
+// refINAExt is the former switch/pipeline.go inaExt.
 func refINAExt(op byte) int {
 	switch op {
 	case 0x04, 0x24: // SEND ONLY

@@ -123,7 +123,7 @@ func refEgressUC(frame []byte, rw *Rewrite) {
 	_ = rdma.SetICRC(frame)
 }
 
-// refCtlHeader is freeina_node.go's ctlHeader (control QP qpn).
+// refCtlHeader is the former freeina_node.go's ctlHeader (control QP qpn).
 func refCtlHeader(b []byte, qpn uint32) inahdr.Header {
 	if len(b) < refMinRoCE+inahdr.Len+rdma.ICRCLen || b[12] != 0x08 || b[13] != 0 || b[refOffIP+9] != 17 ||
 		b[refOffUDP+2] != 0x12 || b[refOffUDP+3] != 0xB7 {

@@ -32,7 +32,7 @@ func TestBaselineCombinedFaults(t *testing.T) {
 // baseline: 8 workers all-reduce a 100 MB tensor at 100 Gb/s, exact under 1%
 // and 5% loss, duplication, reordering and a switch reboot mid-all-reduce.
 // It takes minutes, so it runs with INABOX_LONG=1 (make soak); the suite runs
-// the same matrix on small tensors (TestFaults).
+// the same matrix on small tensors (TestBaselineAcceptance).
 func TestBaselines100MBFaults(t *testing.T) {
 	if os.Getenv("INABOX_LONG") == "" || raceEnabled {
 		t.Skip("100 MB fault matrix: set INABOX_LONG=1 (without -race)")
@@ -66,7 +66,7 @@ func TestBaselines100MBFaults(t *testing.T) {
 }
 
 // netSummary counts queue drops on every link and, for the RC kinds (ps,
-// ring), local ACK timeouts, go-back-N restarts and retransmitted packets
+// none), local ACK timeouts, go-back-N restarts and retransmitted packets
 // over every QP.
 func netSummary(c *Testbed) string {
 	var drops uint64

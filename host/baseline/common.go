@@ -1,13 +1,15 @@
 // Package baseline implements the comparison points of FreeINA on the same
 // emulator, switch and host code (issue 5): no INA (a parameter server
-// alone, "ps", and a host ring all-reduce, "ring"), and three INA clients
-// that drive the switch's built-in policies — SwitchML ("switchml": static
-// slots with shadow copies, per-chunk retransmission timers, a self-clocked
-// window), ATP ("atp": hashed best-effort aggregators, results through the
-// PS, PS fallback, timeout-based loss recovery) and ESA ("esa": ATP with
-// priority preemption). Every node is a deterministic emu.Node; New builds a
-// testbed the same way for every kind. The protocols are described in
-// README.md next to this file.
+// alone, PS-only, and a host ring all-reduce, policy "none"), and three INA
+// clients that drive the switch's built-in slot stages — SwitchML
+// ("switchml": static slots with shadow copies, per-chunk retransmission
+// timers, a self-clocked window), ATP ("atp": hashed best-effort
+// aggregators, results through the PS, PS fallback, timeout-based loss
+// recovery) and ESA ("esa": ATP with priority preemption). Every node is a
+// deterministic emu.Node that gets every address through its
+// configuration; harness/testbed builds the testbed the same way for every
+// baseline (one adapter each). The protocols are described in README.md
+// next to this file.
 package baseline
 
 import (

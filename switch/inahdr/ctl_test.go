@@ -11,11 +11,11 @@ import (
 	"github.com/gopacket/gopacket"
 )
 
-// The encoders the callers use today (host/proto.go ctlMsg, host/ps.go
-// toSwitch and toSwitchExact, switch/freeina_node.go grant), reproduced
-// literally: Ctl.Encode must write the same bytes.
+// The encoders the callers used before Ctl (the former host/proto.go
+// ctlMsg, host/ps.go toSwitch and toSwitchExact, switch/freeina_node.go
+// grant), reproduced literally: Ctl.Encode must write the same bytes.
 
-const oldFlagCtlMsg = 0x80 | FlagBypass // host: flagCtlMsg = sw.FlagCtl | inahdr.FlagBypass
+const oldFlagCtlMsg = 0x80 | FlagBypass // the former host flagCtlMsg: the switch's FlagCtl | FlagBypass
 
 // host/proto.go ctlMsg (BEGIN, PLAN, FETCH, PULL, DONE).
 func oldCtlMsg(op uint8, job, ar uint16, chunk uint32, slot uint16, bitmap uint32) []byte {
@@ -52,8 +52,8 @@ func oldGrant(job, ar uint16, base, slots int, chunks uint32) []byte {
 var maxChunkInt = min(uint64(math.MaxUint32), uint64(math.MaxInt))
 
 func TestCtlConstants(t *testing.T) {
-	// The values the switch (sw.FlagCtl, sw.CtlAlloc…, sw.CtlHost,
-	// sw.CtlExact) and the hosts (host.OpBegin = sw.CtlHost + iota…) use.
+	// The values the switch's and the hosts' own constants had before
+	// inahdr owned the control protocol.
 	if FlagCtl != 0x80 || CtlFlags != 0xC0 || CtlExact != 1 || MaxCtlSlots != 0xFFFF {
 		t.Fatal("flag or exact value changed")
 	}
