@@ -45,8 +45,8 @@ type Entry struct {
 	Name string
 	// Summary is one line for help texts and docs.
 	Summary string
-	// Baseline marks the comparison points (none, switchml, atp, esa), as
-	// opposed to the designs under study (freeina, dynaina).
+	// Baseline marks a comparison point, as opposed to a design under
+	// study.
 	Baseline bool
 	// Reference marks the baseline comparisons are relative to (one
 	// policy: the state of the art the seed papers compare with, ATP).
