@@ -2,6 +2,8 @@ package host
 
 import (
 	"encoding/binary"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/inabox/inabox/emu"
@@ -558,7 +560,7 @@ func (p *PS) armAlloc(env *emu.Env) {
 		return
 	}
 	next := time.Duration(-1)
-	for _, k := range sortedJobIDs(p.jobs) {
+	for _, k := range slices.Sorted(maps.Keys(p.jobs)) {
 		for _, a := range p.jobs[k].ars {
 			if !a.planned && (next < 0 || a.allocAt < next) {
 				next = a.allocAt
@@ -572,9 +574,9 @@ func (p *PS) armAlloc(env *emu.Env) {
 }
 
 func (p *PS) allocTimer(env *emu.Env) {
-	for _, k := range sortedJobIDs(p.jobs) {
+	for _, k := range slices.Sorted(maps.Keys(p.jobs)) {
 		j := p.jobs[k]
-		for _, id := range sortedARs(j.ars) {
+		for _, id := range slices.Sorted(maps.Keys(j.ars)) {
 			a := j.ars[id]
 			if a.planned || a.allocAt > p.now {
 				continue
@@ -604,30 +606,4 @@ func (p *PS) toSwitch(env *emu.Env, c inahdr.Ctl) {
 		return
 	}
 	env.Send(0, pk)
-}
-
-func sortedJobIDs(m map[uint16]*psJob) []uint16 {
-	ks := make([]uint16, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sortU16(ks)
-	return ks
-}
-
-func sortedARs(m map[uint16]*psAR) []uint16 {
-	ks := make([]uint16, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sortU16(ks)
-	return ks
-}
-
-func sortU16(ks []uint16) {
-	for i := 1; i < len(ks); i++ {
-		for k := i; k > 0 && ks[k] < ks[k-1]; k-- {
-			ks[k], ks[k-1] = ks[k-1], ks[k]
-		}
-	}
 }

@@ -97,14 +97,60 @@ func (s *qpSet) err() error {
 	return nil
 }
 
+// rcClient is what the workers whose chunks travel over RC (PS-only,
+// ring) share: the client base, the QPs, and the node callbacks that feed
+// frames and timeouts to the QPs and let the protocol drain QP i and
+// advance.
+type rcClient struct {
+	clientBase
+	qs    qpSet
+	proto interface {
+		drain(i int)
+		advance(env *emu.Env)
+	}
+}
+
+// Start implements emu.Node.
+func (w *rcClient) Start(env *emu.Env) {
+	w.now = env.Now()
+	w.qs.start()
+	w.proto.advance(env)
+}
+
+// Receive implements emu.Node.
+func (w *rcClient) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
+	w.now = env.Now()
+	for _, p := range pkts {
+		if i := w.qs.receive(w.now, p.Bytes()); i >= 0 {
+			w.proto.drain(i)
+		}
+		env.Free(p)
+	}
+	w.proto.advance(env)
+}
+
+// Timer implements emu.Node.
+func (w *rcClient) Timer(env *emu.Env, key uint64) {
+	w.now = env.Now()
+	if key == keyGap {
+		w.waiting = false
+	} else if i := w.qs.timer(w.now, key); i >= 0 {
+		w.proto.drain(i)
+	}
+	w.proto.advance(env)
+}
+
+// Err returns the first error of the worker's RC QPs (a QP that gave up),
+// or nil.
+func (w *rcClient) Err() error { return w.qs.err() }
+
 // ---------------------------------------------------------------- PS only
 
 // PSOnlyWorker pushes every chunk to the PS over its RC QP (FlagBypass:
 // the switch forwards it as plain traffic) and receives each chunk's sum
 // from the PS over the same connection.
 type PSOnlyWorker struct {
-	clientBase
-	qs     qpSet
+	rcClient
 	window int
 	st     rcState
 }
@@ -146,6 +192,7 @@ type PSOnlyConfig struct {
 // NewPSOnlyWorker returns a PS-only worker all-reducing ts in order.
 func NewPSOnlyWorker(cfg PSOnlyConfig, ts []host.Tensor) (*PSOnlyWorker, error) {
 	w := &PSOnlyWorker{window: cfg.Window}
+	w.proto = w
 	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
 	qp, err := rcQP(cfg.QP, cfg.Addr, cfg.QPN, cfg.PS)
 	if err != nil {
@@ -155,12 +202,6 @@ func NewPSOnlyWorker(cfg PSOnlyConfig, ts []host.Tensor) (*PSOnlyWorker, error) 
 	return w, nil
 }
 
-// Start implements emu.Node.
-func (w *PSOnlyWorker) Start(env *emu.Env) {
-	w.now = env.Now()
-	w.qs.start()
-	w.advance(env)
-}
 
 func (w *PSOnlyWorker) advance(env *emu.Env) {
 	for !w.active && w.schedule(env) {
@@ -183,7 +224,7 @@ func (w *PSOnlyWorker) advance(env *emu.Env) {
 	w.qs.flush(env)
 }
 
-func (w *PSOnlyWorker) drain() {
+func (w *PSOnlyWorker) drain(int) {
 	q := w.qs.qps[0]
 	for {
 		c, ok := q.PollCompletion()
@@ -218,28 +259,7 @@ func (w *PSOnlyWorker) drain() {
 	}
 }
 
-// Receive implements emu.Node.
-func (w *PSOnlyWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
-	w.now = env.Now()
-	for _, p := range pkts {
-		if w.qs.receive(w.now, p.Bytes()) >= 0 {
-			w.drain()
-		}
-		env.Free(p)
-	}
-	w.advance(env)
-}
 
-// Timer implements emu.Node.
-func (w *PSOnlyWorker) Timer(env *emu.Env, key uint64) {
-	w.now = env.Now()
-	if key == keyGap {
-		w.waiting = false
-	} else if w.qs.timer(w.now, key) >= 0 {
-		w.drain()
-	}
-	w.advance(env)
-}
 
 // PSOnlyServer sums every chunk of every worker in software and sends the
 // sum back to each worker over RC.
@@ -374,8 +394,7 @@ func (p *PSOnlyServer) drain(i int) {
 // its own values before passing it on; after N−1 steps it holds the sum of
 // segment r+1, which then travels once around the ring (all-gather).
 type RingWorker struct {
-	clientBase
-	qs    qpSet
+	rcClient
 	q     []int32
 	st    rcState
 	stash map[uint16][][]byte // messages of an all-reduce not begun yet
@@ -393,6 +412,7 @@ type RingConfig struct {
 // NewRingWorker returns a ring worker all-reducing ts in order.
 func NewRingWorker(cfg RingConfig, ts []host.Tensor) (*RingWorker, error) {
 	w := &RingWorker{stash: map[uint16][][]byte{}}
+	w.proto = w
 	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
 	qr, err := rcQP(cfg.QP, cfg.Addr, cfg.RightQPN, cfg.Right)
 	if err != nil {
@@ -407,12 +427,6 @@ func NewRingWorker(cfg RingConfig, ts []host.Tensor) (*RingWorker, error) {
 	return w, nil
 }
 
-// Start implements emu.Node.
-func (w *RingWorker) Start(env *emu.Env) {
-	w.now = env.Now()
-	w.qs.start()
-	w.advance(env)
-}
 
 func (w *RingWorker) advance(env *emu.Env) {
 	for !w.active && w.schedule(env) {
@@ -535,35 +549,7 @@ func (w *RingWorker) have(k uint32, vals []int32, e int8) {
 	}
 }
 
-// Receive implements emu.Node.
-func (w *RingWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
-	w.now = env.Now()
-	for _, p := range pkts {
-		if i := w.qs.receive(w.now, p.Bytes()); i >= 0 {
-			w.drain(i)
-		}
-		env.Free(p)
-	}
-	w.advance(env)
-}
 
-// Timer implements emu.Node.
-func (w *RingWorker) Timer(env *emu.Env, key uint64) {
-	w.now = env.Now()
-	if key == keyGap {
-		w.waiting = false
-	} else if i := w.qs.timer(w.now, key); i >= 0 {
-		w.drain(i)
-	}
-	w.advance(env)
-}
-
-// Err returns the first error of the worker's RC QPs (a QP that gave up),
-// or nil.
-func (w *PSOnlyWorker) Err() error { return w.qs.err() }
 
 // Err returns the first error of the server's RC QPs, or nil.
 func (p *PSOnlyServer) Err() error { return p.qs.err() }
-
-// Err returns the first error of the worker's RC QPs, or nil.
-func (w *RingWorker) Err() error { return w.qs.err() }
