@@ -30,8 +30,9 @@ func (n *Network) LossBurst(at, dur time.Duration, l *Link, loss float64) error 
 	return nil
 }
 
-// CorruptWindow adds a per-packet bit-flip probability to both directions of
-// l for the window [at, at+dur).
+// CorruptWindow adds a per-packet probability of corruption on the wire to
+// both directions of l for the window [at, at+dur): like
+// Impairments.Corrupt, the receiving MAC drops such a frame (bad FCS).
 func (n *Network) CorruptWindow(at, dur time.Duration, l *Link, prob float64) error {
 	if err := checkProb("corruption window on "+l.name, "prob", prob); err != nil {
 		return err

@@ -21,6 +21,7 @@ type event struct {
 	idx  int32  // link direction (evArrive) or node (evTimer)
 	gen  uint32 // link epoch (evArrive) or timer generation (evTimer)
 	kind evKind
+	fcs  bool // evArrive: the frame was corrupted on the wire (bad FCS)
 }
 
 func (a *event) less(b *event) bool {

@@ -70,8 +70,16 @@ type Impairments struct {
 	Reorder float64
 	// ReorderDelay is the extra delay of a reordered packet; 0 means 10 µs.
 	ReorderDelay time.Duration
-	// Corrupt is the probability that one random bit of a packet is flipped.
+	// Corrupt is the probability that one random bit of a packet is flipped
+	// on the wire. The receiving port's MAC finds the bad FCS and drops the
+	// frame before any node sees it, as real hardware does (Drops.FCS, and
+	// the port's RxFCSErrors): corruption on a link behaves like loss.
 	Corrupt float64
+	// CorruptUndetected is the probability that one random bit is flipped
+	// where the FCS does not catch it (past the MAC: a NIC or switch buffer,
+	// a DMA error): the frame is delivered damaged, and only the protocols'
+	// end-to-end checks (RoCE's ICRC) can tell.
+	CorruptUndetected float64
 }
 
 // GilbertElliott is the two-state bursty loss model. In the good state a
@@ -139,6 +147,7 @@ func (im *Impairments) Validate(where string) error {
 		{"Impairments.Duplicate", im.Duplicate},
 		{"Impairments.Reorder", im.Reorder},
 		{"Impairments.Corrupt", im.Corrupt},
+		{"Impairments.CorruptUndetected", im.CorruptUndetected},
 	} {
 		if err := checkProb(where, f.name, f.p); err != nil {
 			return err
@@ -171,10 +180,11 @@ type Drops struct {
 	MTU      uint64 // larger than the MTU
 	Queue    uint64 // queue full (drop-tail)
 	Loss     uint64 // lost on the wire (Bernoulli, Gilbert–Elliott, loss bursts)
+	FCS      uint64 // corrupted on the wire, dropped by the receiving MAC (bad FCS)
 }
 
 // Total returns the number of drops of all causes.
-func (d Drops) Total() uint64 { return d.LinkDown + d.MTU + d.Queue + d.Loss }
+func (d Drops) Total() uint64 { return d.LinkDown + d.MTU + d.Queue + d.Loss + d.FCS }
 
 // LinkStats are the counters of one link direction.
 type LinkStats struct {
@@ -185,7 +195,7 @@ type LinkStats struct {
 	Drops            Drops
 	Duplicated       uint64 // extra copies made
 	Reordered        uint64 // packets held back to be overtaken
-	Corrupted        uint64 // packets with a flipped bit
+	Corrupted        uint64 // packets with a flipped bit (FCS-dropped or not)
 	ECNMarked        uint64 // packets marked CE
 	// QueueHighWaterPackets and QueueHighWaterBytes are the largest queue
 	// seen behind the transmitter.

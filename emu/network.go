@@ -32,6 +32,7 @@ type NodePortStats struct {
 	RxPackets, RxBytes uint64 // delivered to the node on this port
 	DropNoLink         uint64 // sent on a port with no link
 	DropNodeDown       uint64 // arrived while the node was crashed
+	RxFCSErrors        uint64 // arrived with a bad FCS (corrupted on the wire): dropped by the MAC
 }
 
 type portState struct {
@@ -390,16 +391,37 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 	if d.extraCorrupt > 0 {
 		pc = 1 - (1-pc)*(1-d.extraCorrupt)
 	}
+	fcs := false // the receiving MAC will find a bad FCS
 	if d.chance(pc) && size > 0 {
-		bit := d.rng.IntN(size * 8)
-		p.Bytes()[bit/8] ^= 1 << (bit % 8)
+		flipBit(d, p)
+		st.Corrupted++
+		fcs = true
+	}
+	if d.chance(im.CorruptUndetected) && size > 0 {
+		flipBit(d, p)
 		st.Corrupted++
 	}
-	n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p})
+	n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs})
 	if d.chance(im.Duplicate) {
 		st.Duplicated++
-		n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: n.pool.Clone(p)})
+		n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: n.pool.Clone(p), fcs: fcs})
 	}
+}
+
+// flipBit flips one random bit of p.
+func flipBit(d *linkDir, p *Packet) {
+	bit := d.rng.IntN(p.Len() * 8)
+	p.Bytes()[bit/8] ^= 1 << (bit % 8)
+}
+
+// dropFCS drops a packet that arrived with a bad FCS, counting it on the
+// link direction and at the receiving port.
+func (n *Network) dropFCS(d *linkDir, p *Packet) {
+	d.stats.Drops.FCS++
+	if d.to.ext == nil {
+		n.nodes[d.to.node].ports[d.to.port].stats.RxFCSErrors++
+	}
+	n.pool.Put(p)
 }
 
 // dispatch fires one event (already popped), with n.now set to its time.
@@ -411,6 +433,10 @@ func (n *Network) dispatch(e *event) {
 		if e.gen != d.epoch {
 			d.stats.Drops.LinkDown++
 			n.pool.Put(e.pkt)
+			return
+		}
+		if e.fcs {
+			n.dropFCS(d, e.pkt)
 			return
 		}
 		d.stats.DeliveredPackets++
@@ -425,7 +451,7 @@ func (n *Network) dispatch(e *event) {
 		// into one batch.
 		for n.events.Len() > 0 {
 			nx := n.events.peek()
-			if nx.at != e.at || nx.kind != evArrive || nx.idx != e.idx || nx.gen != d.epoch {
+			if nx.at != e.at || nx.kind != evArrive || nx.idx != e.idx || nx.gen != d.epoch || nx.fcs {
 				break
 			}
 			x := n.events.pop()

@@ -248,12 +248,24 @@ func TestImpairmentRates(t *testing.T) {
 				t.Errorf("unique %d dup %d, want %d 0", r.Unique, r.Duplicates, N)
 			}
 		}},
+		// Corruption on the wire: the receiving MAC drops the frame (bad
+		// FCS); the receiver never sees it.
 		{"corrupt", emu.Impairments{Corrupt: 0.01}, func(t *testing.T, l emu.LinkStats, r nodes.TrafficStats) {
+			if ok, m, sd := within(int(l.Drops.FCS), N, 0.01, zBound); !ok {
+				t.Errorf("%d FCS drops of %d; binomial mean %.0f sd %.1f", l.Drops.FCS, N, m, sd)
+			}
+			if r.Corrupt != 0 || uint64(r.Unique)+l.Drops.FCS != N || l.Corrupted != l.Drops.FCS {
+				t.Errorf("corrupt seen %d, good %d + FCS drops %d != %d (corrupted %d)", r.Corrupt, r.Unique, l.Drops.FCS, N, l.Corrupted)
+			}
+		}},
+		// Corruption past the FCS: delivered damaged; the receiver's own
+		// check (the traffic node's checksum) catches it.
+		{"corrupt-undetected", emu.Impairments{CorruptUndetected: 0.01}, func(t *testing.T, l emu.LinkStats, r nodes.TrafficStats) {
 			if ok, m, sd := within(r.Corrupt, N, 0.01, zBound); !ok {
 				t.Errorf("%d corrupt of %d; binomial mean %.0f sd %.1f", r.Corrupt, N, m, sd)
 			}
-			if r.Corrupt+r.Unique != N {
-				t.Errorf("corrupt %d + good %d != %d", r.Corrupt, r.Unique, N)
+			if r.Corrupt+r.Unique != N || l.Drops.FCS != 0 {
+				t.Errorf("corrupt %d + good %d != %d (FCS drops %d)", r.Corrupt, r.Unique, N, l.Drops.FCS)
 			}
 		}},
 	}
