@@ -102,9 +102,22 @@ func (s *Switch) SetJob(js JobSpec) error {
 		j = &Job{}
 		s.t.jobs[js.ID] = j
 	}
+	win := js.Window
+	if win == 0 {
+		win = DefaultWindow
+	}
 	*j = Job{ID: js.ID, Mask: js.Mask, Group: js.Group, PSPort: js.PSPort, ResultToPS: js.ResultToPS,
-		Priority: js.Priority, PolicyID: js.PolicyID, Pool: pool, stage: st, stats: j.stats}
+		Priority: js.Priority, PolicyID: js.PolicyID, Pool: pool, Window: win, stage: st, stats: j.stats}
 	return nil
+}
+
+// isPSPort reports whether port is the port of job id's parameter server:
+// the only place the switch takes the job's control messages from.
+func (s *Switch) isPSPort(port int, id uint16) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobByID(id)
+	return j != nil && j.PSPort == port
 }
 
 // jobByID returns job id's entry, or nil.
@@ -231,6 +244,23 @@ func (s *Switch) rebuildMembers(group uint16) {
 		}
 	}
 	s.t.members[group] = ms
+}
+
+// SetPortSource installs port security on port: from now on a frame
+// arriving there must come from src (its Ethernet source MAC and, if IPv4,
+// its source address), else it is dropped (ReasonSpoofed). A host cannot
+// then impersonate another tenant's worker, a PS or the switch.
+func (s *Switch) SetPortSource(port int, src PortSource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if port < 0 || port >= s.cfg.Ports {
+		return ErrPort
+	}
+	if s.t.sources == nil {
+		s.t.sources = make([]portSource, s.cfg.Ports)
+	}
+	s.t.sources[port] = portSource{PortSource: src, set: true}
+	return nil
 }
 
 // AddL2 installs l2_fwd: frames to mac leave on port.

@@ -42,8 +42,12 @@ const DefaultCtlQPN = 0xC7C7C7
 // NodeStats are the node's own counters.
 type NodeStats struct {
 	Overruns uint64 // packets dropped because the pipeline queue was full
-	CtlBad   uint64 // control frames for the switch dropped for a bad ICRC
-	Reboots  uint64 // crashes and restarts (Reset)
+	CtlBad   uint64 // control frames for the switch dropped for a bad ICRC or an undecodable message
+	// CtlForeign counts control messages dropped because they did not come
+	// from the job's PS port (a forged ALLOC or FREE, one for a job the
+	// switch does not know, or a GRANT sent to the switch).
+	CtlForeign uint64
+	Reboots    uint64 // crashes and restarts (Reset)
 }
 
 // Node is a Switch in the emulator (an emu.Node and emu.Resetter) with an
@@ -202,9 +206,13 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 			keep = append(keep, p)
 			continue
 		}
-		if !rdma.CheckICRC(p.Bytes()) {
+		m, err := inahdr.DecodeCtl(h)
+		switch {
+		case err != nil || !rdma.CheckICRC(p.Bytes()):
 			n.stats.CtlBad++
-		} else if m, err := inahdr.DecodeCtl(h); err == nil {
+		case (m.Op != inahdr.CtlAlloc && m.Op != inahdr.CtlFree) || !n.s.isPSPort(port, m.Job):
+			n.stats.CtlForeign++
+		default:
 			cp.Control(c, port, m)
 		}
 		env.Free(p)

@@ -28,6 +28,7 @@ type parsed struct {
 	hdr    inahdr.Header // INA header and values; nil: not an INA packet
 	ina    int           // offset of hdr in the frame
 	uc     bool          // a UC SEND Only (FreeINA's best-effort INA path)
+	rc     bool          // on an RC connection: whatever the switch refuses must still reach the PS (every PSN)
 	count  int           // values carried
 	passes int           // pipeline passes the values need
 }
@@ -108,7 +109,11 @@ func (s *Switch) Process(batch []Frame) {
 // parse fills m.pkt from f.Data. An INA packet is a RoCEv2 frame (the
 // header checks of rdma.RoCE.Payload) whose opcode is an RC or UC SEND or
 // RDMA WRITE Only and whose payload starts with an INA header without
-// FlagBypass; a malformed or too long one gets its drop reason.
+// FlagBypass; a malformed or too long one gets its drop reason, and so does
+// one whose ICRC is wrong (damaged past the FCS: it never reaches a
+// register). A frame from a port with port security must come from the
+// port's source; a host-to-host INA message (FlagBypass) must not be a
+// result the job's PS did not send, nor a GRANT (hostMessage).
 func (s *Switch) parse(f *Frame, m *pmeta) {
 	*m = pmeta{}
 	d := f.Data
@@ -116,6 +121,10 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 		ps := &s.ports[f.InPort]
 		ps.RxPackets++
 		ps.RxBytes += uint64(len(d))
+	}
+	if !s.sourceOK(f.InPort, d) {
+		m.out.reason = ReasonSpoofed
+		return
 	}
 	r := rdma.RoCE(d)
 	ina, limit, ok := r.Payload()
@@ -127,11 +136,22 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 		return
 	}
 	h := inahdr.Header(d[ina:limit])
-	if h.Version() != inahdr.Version || h.Has(inahdr.FlagBypass) {
+	if h.Version() != inahdr.Version {
 		return
 	}
-	m.pkt.hdr, m.pkt.ina, m.pkt.uc = h, ina, op == rdma.OpUCSendOnly
+	if h.Has(inahdr.FlagBypass) {
+		s.hostMessage(f, m, h)
+		return
+	}
+	m.pkt.hdr, m.pkt.ina, m.pkt.uc, m.pkt.rc = h, ina, op == rdma.OpUCSendOnly, op.Transport() == rdma.TransportRC
 	s.stats.INAPackets++
+	if !rdma.CheckICRC(d) {
+		m.out.reason = ReasonBadICRC
+		if j := s.jobByID(h.Job()); j != nil {
+			j.stats.BadICRC++
+		}
+		return
+	}
 	if h.Validate() != nil {
 		m.out.reason = ReasonMalformed
 		return
@@ -147,11 +167,11 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 func (s *Switch) classify(f *Frame, m *pmeta) {
 	d := f.Data
 	h := m.pkt.hdr
-	if h == nil {
-		s.forwardPlain(f, m)
+	if m.out.reason != ReasonNone { // dropped by parse
 		return
 	}
-	if m.out.reason != ReasonNone { // malformed / too long
+	if h == nil {
+		s.forwardPlain(f, m)
 		return
 	}
 	qp := rdma.RoCE(d).BTH().DestQP()
@@ -188,7 +208,74 @@ func (s *Switch) classify(f *Frame, m *pmeta) {
 		j.stats.Foreign++
 		return
 	}
+	if !we.PS {
+		switch {
+		case h.Bitmap() != 1<<we.Worker:
+			m.out.reason = ReasonBadBitmap
+			j.stats.BadBitmap++
+			return
+		case j.stale(h.AllReduce()):
+			j.stats.Stale++
+			if m.pkt.rc { // keep the RC connection whole: on to the PS, unaggregated
+				m.out = verdict{act: ActForward, port: j.PSPort, reason: ReasonStale, flags: inahdr.FlagCollision}
+				return
+			}
+			m.out.reason = ReasonStale
+			return
+		}
+	}
 	j.stats.Packets++
 	m.from.job, m.from.tag = j, MakeTag(job, h.AllReduce(), h.Chunk())
 	m.from.worker, m.from.rid, m.from.ps = we.Worker, we.RID, we.PS
+}
+
+// stale reports whether a contribution to all-reduce ar is older than the
+// job's window of all-reduces in flight, and moves the window to ar if ar
+// is the newest yet (serial arithmetic: ids wrap).
+func (j *Job) stale(ar uint16) bool {
+	if !j.arSeen {
+		j.arHigh, j.arSeen = ar, true
+		return false
+	}
+	d := int16(ar - j.arHigh)
+	if d > 0 {
+		j.arHigh = ar
+		return false
+	}
+	return int(-d) >= int(j.Window)
+}
+
+// sourceOK reports whether frame d may arrive on port: any frame on a port
+// without port security; else one from the port's source MAC and, if it
+// is IPv4, its source address.
+func (s *Switch) sourceOK(port int, d []byte) bool {
+	if port < 0 || port >= len(s.t.sources) || !s.t.sources[port].set {
+		return true
+	}
+	src := &s.t.sources[port]
+	if len(d) < rdma.EthLen || rdma.Ethernet(d).Src() != src.MAC {
+		return false
+	}
+	if rdma.Ethernet(d).EtherType() != rdma.EtherTypeIPv4 || !src.IP.Is4() {
+		return true
+	}
+	return len(d) >= rdma.EthLen+rdma.IPv4Len && rdma.RoCE(d).IPv4().Src() == src.IP
+}
+
+// hostMessage checks a host-to-host INA message (FlagBypass), which
+// otherwise travels as plain traffic: a result comes only from the job's
+// PS port (for a job the switch knows), and no GRANT comes from a port at
+// all (the switch sends its own).
+func (s *Switch) hostMessage(f *Frame, m *pmeta, h inahdr.Header) {
+	switch {
+	case h.IsCtl():
+		if inahdr.CtlOp(h.Worker()) == inahdr.CtlGrant {
+			m.out.reason = ReasonForgedControl
+		}
+	case h.Has(inahdr.FlagResult):
+		if j := s.jobByID(h.Job()); j != nil && f.InPort != j.PSPort {
+			m.out.reason = ReasonForgedResult
+			j.stats.ForgedResult++
+		}
+	}
 }

@@ -15,13 +15,16 @@ const (
 	// Preempt: evict the owner's partial sum to the owner's PS (the packet
 	// carries it out, FlagPartial) and claim the aggregator (ESA).
 	Preempt
+	// Refuse: the contribution is older than the owner (a replay or a
+	// stale retransmission): it is dropped, the aggregator left alone.
+	Refuse
 )
 
 // contender is what sets the contention stages apart: who gets an
-// aggregator owned by another chunk. cur.State is StateClaimed,
-// StateComplete or StateHeld.
+// aggregator owned by another chunk when a contribution of job j to tag
+// finds it. cur.State is StateClaimed, StateComplete or StateHeld.
 type contender interface {
-	Contend(j *Job, cur Occupant) Verdict
+	Contend(j *Job, tag Tag, cur Occupant) Verdict
 }
 
 // contend is the slot stage of SwitchML, ATP and ESA (Static, Hashed,
@@ -63,11 +66,16 @@ func (c contribution) contend(rule contender) {
 	case occ.State == StateFree:
 		c.claim(opWrite)
 	default:
-		switch rule.Contend(j, occ) {
+		switch rule.Contend(j, m.from.tag, occ) {
 		case Reclaim:
 			c.claim(opWrite)
 		case Preempt:
 			c.preempt(occ)
+			return
+		case Refuse:
+			m.out.reason = ReasonStale
+			j.stats.Stale++
+			c.drop()
 			return
 		default:
 			if occ.State == StateHeld {

@@ -44,6 +44,17 @@ func (f *FreeINA) Locate(j *Job, tag Tag) (int, bool) {
 func (f *FreeINA) contribute(c contribution) {
 	m := c.m
 	uc := m.pkt.uc
+	if l := f.leases[leaseKey(m.from.tag.Job(), m.from.tag.AllReduce())]; l != nil && m.from.tag.Chunk() >= l.Chunks {
+		// Beyond the all-reduce: it would alias a real chunk's aggregator.
+		m.from.job.stats.OutOfRange++
+		if m.pkt.rc { // the PS must still see the PSN
+			c.collide()
+		} else {
+			c.drop()
+		}
+		m.out.reason = ReasonOutOfRange
+		return
+	}
 	if m.pkt.hdr.Has(inahdr.FlagOverflow) || !c.locate() {
 		c.collide()
 		return

@@ -14,7 +14,7 @@ func (Hashed) Name() string { return "hashed" }
 func (Hashed) Locate(j *Job, tag Tag) (int, bool) { return hashLocate(j, tag), true }
 
 // Contend reclaims a completed aggregator (not a held one).
-func (Hashed) Contend(j *Job, cur Occupant) Verdict {
+func (Hashed) Contend(j *Job, tag Tag, cur Occupant) Verdict {
 	if cur.State == StateComplete {
 		return Reclaim
 	}

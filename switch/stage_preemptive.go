@@ -12,7 +12,7 @@ func (Preemptive) Locate(j *Job, tag Tag) (int, bool) { return hashLocate(j, tag
 
 // Contend reclaims a completed aggregator and preempts a claimed one of a
 // lower-priority job.
-func (Preemptive) Contend(j *Job, cur Occupant) Verdict {
+func (Preemptive) Contend(j *Job, tag Tag, cur Occupant) Verdict {
 	switch {
 	case cur.State == StateComplete:
 		return Reclaim

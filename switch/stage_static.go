@@ -15,9 +15,19 @@ func (Static) Locate(j *Job, tag Tag) (int, bool) {
 	return p.Base + int(tag.Chunk()%n)*p.Stride, true
 }
 
-// Contend lets the job's next use of a completed aggregator reclaim it.
-func (Static) Contend(j *Job, cur Occupant) Verdict {
-	if cur.State == StateComplete && cur.Tag.Job() == j.ID {
+// Contend lets the job's next use of a completed aggregator reclaim it: a
+// later chunk (the chunk field is the job's sequence across all-reduces,
+// compared with serial arithmetic). An earlier one is a replay or a stale
+// retransmission and is refused: it cannot take back a slot a newer chunk
+// completed.
+func (Static) Contend(j *Job, tag Tag, cur Occupant) Verdict {
+	if cur.Tag.Job() != j.ID {
+		return Collide
+	}
+	if int32(tag.Chunk()-cur.Tag.Chunk()) < 0 {
+		return Refuse
+	}
+	if cur.State == StateComplete {
 		return Reclaim
 	}
 	return Collide

@@ -20,11 +20,40 @@ const (
 	ReasonHostOverflow        // host set FlagOverflow: not aggregated, sent to the PS
 	ReasonAck                 // PS result/ACK: releases, multicast to the group
 	ReasonTooLong             // needs more than MaxPasses passes: dropped
+	ReasonBadICRC             // an INA packet whose ICRC is wrong (damaged past the FCS): dropped before any register
+	ReasonSpoofed             // a frame whose source MAC or IPv4 address is not its port's: dropped
+	ReasonForgedResult        // an INA result (FlagResult) not from the job's PS port: dropped (only the switch and the PS originate results)
+	ReasonForgedControl       // a GRANT from a port (only the switch originates GRANTs): dropped
+	ReasonStale               // a contribution to an all-reduce or chunk older than the job's window: dropped
+	ReasonBadBitmap           // a contribution whose bitmap is not exactly its worker's bit: dropped
+	ReasonOutOfRange          // a contribution to a chunk beyond its all-reduce's lease: dropped
 	numReasons
 )
 
 var reasonNames = [numReasons]string{"none", "forward", "no-route", "malformed", "foreign", "no-job",
-	"absorbed", "duplicate", "result", "resent", "collision", "preempted", "host-overflow", "ack", "too-long"}
+	"absorbed", "duplicate", "result", "resent", "collision", "preempted", "host-overflow", "ack", "too-long",
+	"bad-icrc", "spoofed-source", "forged-result", "forged-control", "stale", "bad-bitmap", "out-of-range"}
+
+// Dropped reports whether the reason is a drop of a frame the switch
+// refused (malformed, foreign, damaged, forged, stale), as opposed to
+// what it consumed or forwarded.
+func (r Reason) Dropped() bool {
+	switch r {
+	case ReasonNoRoute, ReasonMalformed, ReasonForeign, ReasonNoJob, ReasonTooLong, ReasonBadICRC, ReasonSpoofed,
+		ReasonForgedResult, ReasonForgedControl, ReasonStale, ReasonBadBitmap, ReasonOutOfRange:
+		return true
+	}
+	return false
+}
+
+// Reasons returns every reason, in order.
+func Reasons() []Reason {
+	out := make([]Reason, numReasons)
+	for i := range out {
+		out[i] = Reason(i)
+	}
+	return out
+}
 
 func (r Reason) String() string {
 	if r < numReasons {

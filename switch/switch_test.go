@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -194,8 +195,9 @@ func TestForeignFlood(t *testing.T) {
 			p.vals = nil
 		}
 		f := p.build()
-		if i%5 == 4 {
+		if i%5 == 4 { // a valid frame (ICRC) with a header that lies about its length
 			inahdr.Header(f[54:]).SetCount(2000)
+			_ = rdma.SetICRC(f)
 		}
 		frames = append(frames, f)
 	}
@@ -449,7 +451,7 @@ func TestStages(t *testing.T) {
 		{Preemptive{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateComplete, Priority: 9}, Reclaim},
 	}
 	for i, c := range cases {
-		if got := c.p.Contend(j, c.occ); got != c.want {
+		if got := c.p.Contend(j, MakeTag(j.ID, 1, 1<<20), c.occ); got != c.want {
 			t.Errorf("case %d %s: %v want %v", i, c.p.Name(), got, c.want)
 		}
 	}
@@ -464,7 +466,7 @@ func (p noMem) Locate(j *Job, t Tag) (int, bool) {
 	b, ok := p.lease[t.AllReduce()]
 	return b + int(t.Chunk()%4), ok
 }
-func (noMem) Contend(*Job, Occupant) Verdict { return Collide }
+func (noMem) Contend(*Job, Tag, Occupant) Verdict { return Collide }
 func (p noMem) contribute(c contribution)    { c.contend(p) }
 
 func TestCustomStage(t *testing.T) {

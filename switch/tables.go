@@ -49,6 +49,12 @@ type Job struct {
 	// Pool is the job's memory pool.
 	Pool *Pool
 
+	// Window is how many of the job's all-reduces may be in flight (see
+	// JobSpec.Window); arHigh is the newest seen, once arSeen.
+	Window uint16
+	arHigh uint16
+	arSeen bool
+
 	stage SlotStage
 	stats JobStats
 }
@@ -66,6 +72,10 @@ type JobStats struct {
 	Acks        uint64 // PS acknowledgements handled
 	Foreign     uint64 // packets claiming this job from a wrong port/QP/worker
 	ValuesAdded uint64 // int32 values added into registers
+	// Refused counts, by cause, the frames claiming this job that the switch
+	// dropped before they touched a register: a bad ICRC, a forged result,
+	// a stale all-reduce or chunk, a bad bitmap, a chunk out of range.
+	BadICRC, ForgedResult, Stale, BadBitmap, OutOfRange uint64
 }
 
 // JobSpec is the inert description of a job, as installed by SetJob; the
@@ -80,6 +90,25 @@ type JobSpec struct {
 	Priority   uint8
 	PolicyID   int
 	PoolID     uint16
+	// Window is how many of the job's all-reduces may be in flight at once
+	// (0: DefaultWindow): a contribution to an all-reduce Window or more
+	// behind the newest one seen is stale and dropped, so a replay of an
+	// earlier all-reduce cannot claim an aggregator.
+	Window uint16
+}
+
+// DefaultWindow is the all-reduces of a job in flight at once unless its
+// JobSpec says otherwise: a synchronous job's workers are at most one
+// all-reduce apart (one finishes all-reduce k only once every worker has
+// contributed to it), so two are in flight.
+const DefaultWindow = 2
+
+// PortSource is the address a port's host sends from (port security): a
+// frame arriving on the port from another source MAC or IPv4 address is
+// dropped (ReasonSpoofed). A port without one accepts any source.
+type PortSource struct {
+	MAC [6]byte
+	IP  netip.Addr
 }
 
 // WorkerEntry is an entry of table ina_worker: packets from (Port, QP) belong
@@ -136,4 +165,10 @@ type tables struct {
 	l2       map[[6]byte]int
 	routes   []route // sorted by prefix length, longest first
 	l2Def    int     // default egress port for misses, -1 drop
+	sources  []portSource // by port: port security
+}
+
+type portSource struct {
+	PortSource
+	set bool
 }

@@ -309,7 +309,7 @@ func traceFrame(r *rand.Rand, jobs []*traceJob) Frame {
 	p.psn = r.Uint32() & 0xFFFFFF
 	d := p.build()
 	if r.IntN(50) == 0 {
-		d[len(d)-1] ^= 1 // bad ICRC: the switch recomputes or keeps it
+		d[len(d)-1] ^= 1 // bad ICRC: damaged past the FCS, the switch drops it
 	}
 	return Frame{Data: d, InPort: j.port + int(w)}
 }

@@ -323,22 +323,30 @@ func (t *Testbed) aggregators() int {
 }
 
 // newSwitch returns a switch of slots slots with a port per node, the
-// L2 entries for every PS and worker address installed, and its timed
-// adapter configuration.
+// L2 entries and port security for every PS and worker installed, and its
+// timed adapter configuration.
 func (t *Testbed) newSwitch(slots int) (*sw.Switch, sw.NodeConfig, error) {
 	s, err := sw.New(sw.Config{Slots: slots, Ports: t.ports()})
 	if err != nil {
 		return nil, sw.NodeConfig{}, err
 	}
 	t.Switch = s
+	// L2 forwarding to every host, and port security: each port takes
+	// frames only from its own host's addresses.
+	host := func(a rdma.Endpoint, port int) error {
+		if err := s.AddL2(a.MAC, port); err != nil {
+			return err
+		}
+		return s.SetPortSource(port, sw.PortSource{MAC: a.MAC, IP: a.IP})
+	}
 	for i, ps := range t.PSs {
-		if err := s.AddL2(PSAddr(i).MAC, ps.Port); err != nil {
+		if err := host(PSAddr(i), ps.Port); err != nil {
 			return nil, sw.NodeConfig{}, err
 		}
 	}
 	for j := range t.Workers {
 		for _, w := range t.Workers[j] {
-			if err := s.AddL2(WorkerAddr(uint16(j+1), w.Rank).MAC, w.Port); err != nil {
+			if err := host(WorkerAddr(uint16(j+1), w.Rank), w.Port); err != nil {
 				return nil, sw.NodeConfig{}, err
 			}
 		}
