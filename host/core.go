@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -45,6 +46,42 @@ type Report struct {
 	PeerRequests, ReContribs int
 }
 
+// RxStats count the frames an endpoint dropped on arrival, by cause (its RC
+// QPs count their own: rdma.Stats).
+type RxStats struct {
+	// BadICRC: damaged past the FCS (the end-to-end check caught it).
+	BadICRC uint64
+	// Forged: a result or control message not from where it must come
+	// from (a result not from the switch, a GRANT not from the switch).
+	Forged uint64
+	// Stale: for another job, or an all-reduce or chunk the endpoint is
+	// not waiting for.
+	Stale uint64
+}
+
+// Add returns the sum of r and o.
+func (r RxStats) Add(o RxStats) RxStats {
+	return RxStats{BadICRC: r.BadICRC + o.BadICRC, Forged: r.Forged + o.Forged, Stale: r.Stale + o.Stale}
+}
+
+// UCFrame checks an arriving UC SEND Only frame: it returns its payload if
+// its ICRC is right and it comes from src (when src is set), counting the
+// drop in rx otherwise.
+func UCFrame(rx *RxStats, b []byte, src rdma.Endpoint) ([]byte, bool) {
+	pl, _, ok := rdma.UCPayload(b)
+	switch {
+	case !ok:
+		if !rdma.CheckICRC(b) {
+			rx.BadICRC++
+		}
+		return nil, false
+	case src.IP.IsValid() && rdma.RoCE(b).IPv4().Src() != src.IP:
+		rx.Forged++
+		return nil, false
+	}
+	return pl, true
+}
+
 // Deadline is a per-chunk timer entry: at is when chunk's timer fires.
 type Deadline struct {
 	At    time.Duration
@@ -66,7 +103,14 @@ type Core struct {
 	rexp    [][]int8
 	reports []Report
 	qbuf    []int32
+	rx      RxStats
 }
+
+// Rx returns the counters of the frames the endpoint dropped on arrival.
+func (c *Core) Rx() RxStats { return c.rx }
+
+// RxCounters returns the counters for the endpoint to count its drops in.
+func (c *Core) RxCounters() *RxStats { return &c.rx }
 
 // NewCore returns the core of worker rank (of workers) of job, with
 // values int32 values per chunk (0: 64) and quantizer q (its Workers is

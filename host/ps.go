@@ -79,6 +79,7 @@ type PS struct {
 	now        time.Duration
 	postFails  int
 	postErr    error
+	rx         RxStats
 	// OnAllReduce, if set, is called when an all-reduce has every result.
 	OnAllReduce func(job, ar uint16, plan Plan, m Measure)
 }
@@ -205,16 +206,17 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	for _, pk := range pkts {
 		b := pk.Bytes()
 		qpn := destQP(b)
-		if qpn == p.cfg.CtlQPN {
-			if pl, _, ok := rdma.UCPayload(b); ok {
+		if qpn == p.cfg.CtlQPN { // GRANTs: from the switch only
+			if pl, ok := UCFrame(&p.rx, b, p.cfg.Switch); ok {
 				p.grant(env, pl)
 			}
 			env.Free(pk)
 			continue
 		}
 		if ref, ok := p.byUC[qpn]; ok {
-			// PathUC: a contribution the switch forwarded raw.
-			if pl, _, ok := rdma.UCPayload(b); ok {
+			// PathUC: a contribution the switch forwarded raw, from
+			// that worker.
+			if pl, ok := UCFrame(&p.rx, b, p.qps[ref.qp].Config().Remote); ok {
 				p.message(env, ref, pl)
 			}
 			env.Free(pk)
@@ -281,6 +283,10 @@ func (p *PS) post(j *psJob, rank int, data []byte) {
 	}
 	p.dirty[i] = true
 }
+
+// Rx returns the counters of the frames the PS dropped on arrival (its RC
+// QPs count their own).
+func (p *PS) Rx() RxStats { return p.rx }
 
 // PostErr returns how many messages the PS could not post on its RC QPs
 // and the first reason, or 0 and nil.

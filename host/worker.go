@@ -19,6 +19,9 @@ type WorkerConfig struct {
 	// QPN is the worker's RC QP (to the PS); UCQPN its UC QP, the
 	// destination of the switch's result frames.
 	QPN, UCQPN uint32
+	// Switch is the switch's address: the source of every UC frame the
+	// worker accepts (results, GRANTs); zero: any.
+	Switch rdma.Endpoint
 	// Values is the number of int32 values per chunk (= per packet); 0
 	// means 64 (one pipeline pass).
 	Values int
@@ -424,8 +427,8 @@ func (w *Worker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	for _, p := range pkts {
 		b := p.Bytes()
 		switch destQP(b) {
-		case w.cfg.UCQPN:
-			if pl, _, ok := rdma.UCPayload(b); ok {
+		case w.cfg.UCQPN: // results and GRANTs: from the switch only
+			if pl, ok := UCFrame(&w.rx, b, w.cfg.Switch); ok {
 				w.uc(pl)
 			}
 		case w.cfg.QPN:
@@ -453,6 +456,7 @@ func (w *Worker) uc(pl []byte) {
 func (w *Worker) result(h inahdr.Header, uc bool) {
 	st := w.st
 	if st == nil || h.Job() != w.cfg.Job || h.AllReduce() != st.ar || h.Chunk() >= st.chunks {
+		w.rx.Stale++
 		return
 	}
 	k := h.Chunk()

@@ -231,6 +231,7 @@ type Stats struct {
 	RxBadICRC              uint64 // dropped: ICRC mismatch
 	RxMalformed            uint64 // dropped: structure (see Frame.Parse) or not an RC opcode
 	RxWrongQP              uint64 // dropped: BTH DestQP is not this QP
+	RxWrongSource          uint64 // dropped: the IPv4 source is not the QP's remote address
 	RxUnsupported          uint64 // dropped: opcode the QP does not execute
 	RxDuplicates           uint64 // requests with a PSN already executed
 	RxOutOfSequence        uint64 // requests beyond the expected PSN
@@ -249,6 +250,7 @@ type Stats struct {
 // Errors reported by the QP.
 var (
 	ErrBadICRC       = errors.New("rdma: ICRC mismatch")
+	ErrWrongSource   = errors.New("rdma: frame not from the QP's remote address")
 	ErrWrongQP       = errors.New("rdma: frame for another QP")
 	ErrQPError       = errors.New("rdma: QP is in the error state")
 	ErrSendQueueFull = errors.New("rdma: send queue full")
@@ -590,6 +592,12 @@ func (q *QP) Receive(now time.Duration, frame []byte) error {
 	if f.BTH.DestQP() != q.cfg.QPN {
 		q.stats.RxWrongQP++
 		return ErrWrongQP
+	}
+	if q.cfg.Remote.IP.Is4() && IPv4(f.IPv4).Src() != q.cfg.Remote.IP {
+		// A connected QP takes packets from its peer only (as an RNIC
+		// checks the source against the QP's remote address).
+		q.stats.RxWrongSource++
+		return ErrWrongSource
 	}
 	if q.state == StateError {
 		q.stats.RxDroppedInErrorState++

@@ -135,7 +135,7 @@ func (p *freeinaPolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, 
 	job := JobID(j)
 	js := s.Jobs[j]
 	psi := j % len(t.PSs)
-	wc := host.WorkerConfig{Job: job, Rank: uint8(r), Workers: js.Workers, Addr: WorkerAddr(job, r),
+	wc := host.WorkerConfig{Job: job, Rank: uint8(r), Workers: js.Workers, Addr: WorkerAddr(job, r), Switch: SwitchAddr,
 		PS: host.Peer{Addr: PSAddr(psi), QPN: PSQPN(job, r)}, QPN: WorkerQPN(job, r), UCQPN: WorkerUCQPN(job, r),
 		Values: s.ValuesPerPacket, INAPath: s.INAPath, PSUCQPN: PSUCQPN(job, r), QP: t.rcQP(), Quant: s.Quant,
 		WantSlots: s.WantSlots, ResultTimeout: s.Timers.ResultTimeout, AdaptUCTimeout: s.Realtime,

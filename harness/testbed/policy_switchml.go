@@ -84,6 +84,6 @@ func inaConfig(t *Testbed, kind baseline.INAKind, j, r, window int, rto time.Dur
 		peers[k] = host.Peer{Addr: WorkerAddr(job, k), QPN: WorkerUCQPN(job, k)}
 	}
 	return baseline.INAConfig{Kind: kind, Job: job, Rank: r, Workers: n, Values: t.Spec.ValuesPerPacket, Quant: t.quant(j),
-		Addr: WorkerAddr(job, r), UCQPN: WorkerUCQPN(job, r), PS: PSAddr(0), PSQPN: PSQPN(job, r), Peers: peers,
+		Addr: WorkerAddr(job, r), UCQPN: WorkerUCQPN(job, r), PS: PSAddr(0), PSQPN: PSQPN(job, r), Peers: peers, Switch: SwitchAddr,
 		Window: window, RTO: rto, Timing: t.timing(j)}
 }

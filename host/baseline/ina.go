@@ -38,6 +38,9 @@ type INAConfig struct {
 	// Peers[r] is worker r's address and UC QP (SwitchML re-contribution
 	// requests go to the others).
 	Peers []host.Peer
+	// Switch is the switch's address: results come from it only (zero:
+	// from anywhere).
+	Switch rdma.Endpoint
 	// Window bounds chunks in flight; RTO is the per-chunk retransmission
 	// timeout.
 	Window int
@@ -59,6 +62,7 @@ type INAWorker struct {
 	ps     rdma.Endpoint
 	psQPN  uint32
 	peers  []host.Peer
+	sw     rdma.Endpoint
 	window int
 	rto    time.Duration
 	// bases[i] is the job-wide sequence number of tensor i's chunk 0
@@ -103,7 +107,7 @@ const keyRTO = 1
 // NewINAWorker returns the client for cfg, all-reducing ts in order.
 func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
 	w := &INAWorker{kind: cfg.Kind, window: cfg.Window, rto: cfg.RTO, addr: cfg.Addr, ucQPN: cfg.UCQPN,
-		ps: cfg.PS, psQPN: cfg.PSQPN, peers: cfg.Peers}
+		ps: cfg.PS, psQPN: cfg.PSQPN, peers: cfg.Peers, sw: cfg.Switch}
 	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
 	w.buf = make([]byte, inahdr.Len+4*w.Values())
 	w.ndDone = map[uint64]bool{}
@@ -192,9 +196,12 @@ func (w *INAWorker) send(env *emu.Env, i int, c uint32, flags uint8, rep *Report
 func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	w.now = env.Now()
 	for _, p := range pkts {
-		if pl, qpn, ok := rdma.UCPayload(p.Bytes()); ok && qpn == w.ucQPN {
+		b := p.Bytes()
+		if pl, ok := host.UCFrame(w.RxCounters(), b, rdma.Endpoint{}); ok && rdma.RoCE(b).BTH().DestQP() == w.ucQPN {
 			if h, ok := inaHeader(pl); ok && h.Job() == w.Job() {
 				switch {
+				case h.Has(inahdr.FlagResult) && w.sw.IP.IsValid() && rdma.RoCE(b).IPv4().Src() != w.sw.IP:
+					w.RxCounters().Forged++ // results come from the switch only
 				case h.Has(inahdr.FlagResult):
 					w.result(env, h)
 				case h.Has(inahdr.FlagBypass) && w.kind == SwitchML:

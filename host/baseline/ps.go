@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -36,6 +37,7 @@ type PSStats struct {
 // with the result through the switch, which releases the aggregator and
 // multicasts the result to the job's workers.
 type PS struct {
+	rx    host.RxStats
 	addr  rdma.Endpoint
 	sw    rdma.Endpoint
 	jobs  map[uint16]*psJob
@@ -91,6 +93,9 @@ func NewPS(addr, sw rdma.Endpoint, jobs ...PSJob) *PS {
 // Stats returns the PS's counters.
 func (p *PS) Stats() PSStats { return p.stats }
 
+// Rx returns the counters of the frames the PS dropped on arrival.
+func (p *PS) Rx() host.RxStats { return p.rx }
+
 // Start implements emu.Node.
 func (p *PS) Start(env *emu.Env) {}
 
@@ -101,7 +106,7 @@ func (p *PS) Timer(env *emu.Env, key uint64) {}
 func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	p.now = env.Now()
 	for _, pk := range pkts {
-		if pl, _, ok := rdma.UCPayload(pk.Bytes()); ok {
+		if pl, ok := host.UCFrame(&p.rx, pk.Bytes(), rdma.Endpoint{}); ok {
 			if h, ok := inaHeader(pl); ok && !h.Has(inahdr.FlagFromPS) && !h.Has(inahdr.FlagBypass) {
 				p.frame(env, h)
 			}
