@@ -207,6 +207,9 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 // QP returns the worker's RC QP.
 func (w *Worker) QP() *rdma.QP { return w.qp }
 
+// QPs returns the worker's RC QPs (the one to the PS).
+func (w *Worker) QPs() []*rdma.QP { return []*rdma.QP{w.qp} }
+
 // Reset implements emu.Resetter (not used by the switch-reboot tests).
 func (w *Worker) Reset() {}
 

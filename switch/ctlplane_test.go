@@ -219,7 +219,7 @@ func TestFreeINAControlNode(t *testing.T) {
 	if len(leasesAfter) != 0 || statsAfter.SlotsClaimed != 0 || statsAfter.SlotsFree != s.Config().Slots {
 		t.Fatalf("after the reboot: leases %+v, slots %+v", leasesAfter, statsAfter)
 	}
-	if ns := c.node.Stats(); ns.CtlBad != 2 || ns.CtlForeign != 0 || ns.Reboots != 1 || ns.Overruns != 0 { // the bad ICRC and the unknown opcode
+	if ns := c.node.Stats(); ns.CtlBadICRC != 1 || ns.CtlMalformed != 1 || ns.CtlForeign != 0 || ns.Reboots != 1 || ns.Overruns != 0 {
 		t.Fatalf("node stats %+v", ns)
 	}
 	// ar 7 freed, ar 8 and ar 11 expired (ar 10 lost in the reboot).

@@ -41,8 +41,9 @@ const DefaultCtlQPN = 0xC7C7C7
 
 // NodeStats are the node's own counters.
 type NodeStats struct {
-	Overruns uint64 // packets dropped because the pipeline queue was full
-	CtlBad   uint64 // control frames for the switch dropped for a bad ICRC or an undecodable message
+	Overruns     uint64 // packets dropped because the pipeline queue was full
+	CtlBadICRC   uint64 // control frames for the switch dropped for a bad ICRC
+	CtlMalformed uint64 // control frames for the switch that do not decode (inahdr.DecodeCtl)
 	// CtlForeign counts control messages dropped because they did not come
 	// from the job's PS port (a forged ALLOC or FREE, one for a job the
 	// switch does not know, or a GRANT sent to the switch).
@@ -208,8 +209,10 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		}
 		m, err := inahdr.DecodeCtl(h)
 		switch {
-		case err != nil || !rdma.CheckICRC(p.Bytes()):
-			n.stats.CtlBad++
+		case !rdma.CheckICRC(p.Bytes()):
+			n.stats.CtlBadICRC++
+		case err != nil:
+			n.stats.CtlMalformed++
 		case (m.Op != inahdr.CtlAlloc && m.Op != inahdr.CtlFree) || !n.s.isPSPort(port, m.Job):
 			n.stats.CtlForeign++
 		default:

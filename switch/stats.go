@@ -5,28 +5,28 @@ package sw
 type Reason uint8
 
 const (
-	ReasonNone         Reason = iota
-	ReasonForward             // non-INA, forwarded by l2_fwd / ipv4_lpm
-	ReasonNoRoute             // non-INA, table miss: dropped
-	ReasonMalformed           // INA marker but bad header: dropped
-	ReasonForeign             // INA from a (port, QP) not installed, or job/worker mismatch: dropped
-	ReasonNoJob               // ina_worker hit but ina_job miss: dropped
-	ReasonAbsorbed            // contribution added, not last: dropped
-	ReasonDuplicate           // contribution already counted: dropped
-	ReasonResult              // completing contribution: carries the result
-	ReasonResent              // retransmission after completion: result unicast back
-	ReasonCollision           // no aggregator: marked, sent to the PS
-	ReasonPreempted           // preempted partial sum sent to its PS
-	ReasonHostOverflow        // host set FlagOverflow: not aggregated, sent to the PS
-	ReasonAck                 // PS result/ACK: releases, multicast to the group
-	ReasonTooLong             // needs more than MaxPasses passes: dropped
-	ReasonBadICRC             // an INA packet whose ICRC is wrong (damaged past the FCS): dropped before any register
-	ReasonSpoofed             // a frame whose source MAC or IPv4 address is not its port's: dropped
-	ReasonForgedResult        // an INA result (FlagResult) not from the job's PS port: dropped (only the switch and the PS originate results)
-	ReasonForgedControl       // a GRANT from a port (only the switch originates GRANTs): dropped
-	ReasonStale               // a contribution to an all-reduce or chunk older than the job's window: dropped
-	ReasonBadBitmap           // a contribution whose bitmap is not exactly its worker's bit: dropped
-	ReasonOutOfRange          // a contribution to a chunk beyond its all-reduce's lease: dropped
+	ReasonNone          Reason = iota
+	ReasonForward              // non-INA, forwarded by l2_fwd / ipv4_lpm
+	ReasonNoRoute              // non-INA, table miss: dropped
+	ReasonMalformed            // INA marker but bad header: dropped
+	ReasonForeign              // INA from a (port, QP) not installed, or job/worker mismatch: dropped
+	ReasonNoJob                // ina_worker hit but ina_job miss: dropped
+	ReasonAbsorbed             // contribution added, not last: dropped
+	ReasonDuplicate            // contribution already counted: dropped
+	ReasonResult               // completing contribution: carries the result
+	ReasonResent               // retransmission after completion: result unicast back
+	ReasonCollision            // no aggregator: marked, sent to the PS
+	ReasonPreempted            // preempted partial sum sent to its PS
+	ReasonHostOverflow         // host set FlagOverflow: not aggregated, sent to the PS
+	ReasonAck                  // PS result/ACK: releases, multicast to the group
+	ReasonTooLong              // needs more than MaxPasses passes: dropped
+	ReasonBadICRC              // an INA packet whose ICRC is wrong (damaged past the FCS): dropped before any register
+	ReasonSpoofed              // a frame whose source MAC or IPv4 address is not its port's: dropped
+	ReasonForgedResult         // an INA result (FlagResult) not from the job's PS port: dropped (only the switch and the PS originate results)
+	ReasonForgedControl        // a GRANT from a port (only the switch originates GRANTs): dropped
+	ReasonStale                // a contribution to an all-reduce or chunk older than the job's window: dropped
+	ReasonBadBitmap            // a contribution whose bitmap is not exactly its worker's bit: dropped
+	ReasonOutOfRange           // a contribution to a chunk beyond its all-reduce's lease: dropped
 	numReasons
 )
 

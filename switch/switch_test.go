@@ -467,7 +467,7 @@ func (p noMem) Locate(j *Job, t Tag) (int, bool) {
 	return b + int(t.Chunk()%4), ok
 }
 func (noMem) Contend(*Job, Tag, Occupant) Verdict { return Collide }
-func (p noMem) contribute(c contribution)    { c.contend(p) }
+func (p noMem) contribute(c contribution)         { c.contend(p) }
 
 func TestCustomStage(t *testing.T) {
 	s := newTestSwitch(t, 64)

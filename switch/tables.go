@@ -163,8 +163,8 @@ type tables struct {
 	groups   map[uint16][]int
 	members  map[uint16][]McastMember // derived from groups+nodes
 	l2       map[[6]byte]int
-	routes   []route // sorted by prefix length, longest first
-	l2Def    int     // default egress port for misses, -1 drop
+	routes   []route      // sorted by prefix length, longest first
+	l2Def    int          // default egress port for misses, -1 drop
 	sources  []portSource // by port: port security
 }
 

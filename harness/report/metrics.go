@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/montanaflynn/stats"
+
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // Collector turns a run's events into Results. It is fed by the runner with
@@ -30,6 +32,8 @@ type Collector struct {
 	totalSS float64       // occupied slot-seconds, all pairs (up to occLast)
 	tput    bins          // elements/s of all jobs
 	end     time.Duration
+	// runDrops are the run's drops by cause (RunDrops).
+	runDrops testbed.Drops
 }
 
 // CollectorConfig configures a Collector.
@@ -61,6 +65,7 @@ type jobRec struct {
 	switchChunks int64
 	psChunks     int64
 	retrans      int64
+	drops        testbed.Drops
 	aggregations int64
 	tput         bins
 }
@@ -297,6 +302,16 @@ func (c *Collector) Chunks(t time.Duration, job string, switchPath, psPath int64
 	j.psChunks += psPath
 }
 
+// Drops adds the job's frames dropped on the way.
+func (c *Collector) Drops(t time.Duration, job string, d testbed.Drops) {
+	c.at(t)
+	j := c.job(job)
+	j.drops = j.drops.Add(d)
+}
+
+// RunDrops sets every frame the run dropped, whoever it claimed to be.
+func (c *Collector) RunDrops(d testbed.Drops) { c.runDrops = d }
+
 // Retransmissions adds n retransmitted packets of the job.
 func (c *Collector) Retransmissions(t time.Duration, job string, n int64) {
 	c.at(t)
@@ -360,7 +375,7 @@ func (c *Collector) Results(end time.Duration) *Results {
 	for _, j := range c.jobs {
 		jr := JobResult{Name: j.name, Model: j.model, Workers: j.workers, Arrival: seconds(j.arrival), Finished: j.finished,
 			Collisions: j.collisions, SwitchChunks: j.switchChunks, PSChunks: j.psChunks, Retransmissions: j.retrans,
-			Aggregations: j.aggregations}
+			Aggregations: j.aggregations, Drops: j.drops}
 		jr.Finish = seconds(end)
 		if j.finished {
 			jr.Finish = seconds(j.finish)
@@ -406,6 +421,7 @@ func (c *Collector) Results(end time.Duration) *Results {
 		s.Retransmissions += j.retrans
 		m.UsefulAggregations += j.aggregations
 	}
+	s.Drops = c.runDrops
 	if s.Jobs > 0 {
 		s.Makespan = Num(last - first)
 	} else {

@@ -10,7 +10,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // WriteResultsJSON writes r as indented JSON. Keys come in struct order and
@@ -166,5 +169,25 @@ func (r *Results) PrintSummary(w io.Writer) {
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
 	}
+	if d := s.Drops; d.Total() > 0 {
+		fmt.Fprintf(tw, "dropped on the way\t%s\n", dropsText(d))
+	}
 	tw.Flush()
+}
+
+// dropsText lists the drops by cause, the causes with none left out.
+func dropsText(d testbed.Drops) string {
+	var parts []string
+	for _, c := range []struct {
+		name string
+		n    uint64
+	}{
+		{"bad FCS", d.FCS}, {"bad ICRC", d.BadICRC}, {"foreign", d.Foreign}, {"spoofed source", d.Spoofed},
+		{"forged result", d.ForgedResult}, {"forged control", d.ForgedControl}, {"stale", d.Stale}, {"malformed", d.Malformed},
+	} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c.name, c.n))
+		}
+	}
+	return fmt.Sprintf("%d frames: %s", d.Total(), strings.Join(parts, ", "))
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/inabox/inabox/harness/testbed"
 )
 
 // Num is a float64 written to JSON with 12 significant digits (null for
@@ -85,6 +87,9 @@ type Summary struct {
 	PSChunks            int64 `json:"ps_chunks"`
 	PSFraction          Num   `json:"ps_path_fraction"`
 	Retransmissions     int64 `json:"retransmissions"`
+	// Drops are every frame dropped on the way in the run, by cause
+	// (whoever it claimed to be; a job's own are in its JobResult).
+	Drops testbed.Drops `json:"drops"`
 }
 
 // JobResult is one job's measurements.
@@ -116,6 +121,10 @@ type JobResult struct {
 	PSChunks            int64 `json:"ps_chunks"`
 	PSFraction          Num   `json:"ps_path_fraction"`
 	Retransmissions     int64 `json:"retransmissions"`
+	// Drops are the job's frames dropped on the way, by cause: on its
+	// workers' links, by its workers, and by the switch for packets that
+	// claimed the job.
+	Drops testbed.Drops `json:"drops"`
 	// Throughput is the job's aggregation throughput over time.
 	Throughput []Point           `json:"throughput"`
 	Iters      []IterationResult `json:"iteration_log"`

@@ -196,7 +196,9 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		r.col.Collisions(end, p.Name, c.Collisions)
 		r.col.Aggregations(end, p.Name, c.SwitchChunks)
 		r.col.Retransmissions(end, p.Name, c.Retransmissions)
+		r.col.Drops(end, p.Name, c.Drops)
 	}
+	r.col.RunDrops(r.tb.Drops())
 	for _, d := range r.done {
 		if !d {
 			last = end

@@ -16,7 +16,8 @@ import (
 // link they name ("all": every host's and PS's link, in name order).
 func (r *runner) impairments() error {
 	for _, im := range r.s.Impairments {
-		e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(), Corrupt: im.Corrupt}
+		e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(),
+			Corrupt: im.Corrupt, CorruptUndetected: im.CorruptUndetected}
 		var links []*emu.Link
 		if im.Link == "all" {
 			for _, h := range r.sortedHosts() {

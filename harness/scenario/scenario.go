@@ -57,7 +57,9 @@ import (
 //	faults:                         # optional
 //	  - {at: 50ms, kind: loss_burst, target: h0, duration: 1ms, value: 0.2}
 //	impairments:                    # optional, per host link ("all" = every link)
-//	  - {link: all, loss: 0.0001}
+//	  - {link: all, loss: 0.0001}   # also duplicate, reorder, reorder_delay, corrupt
+//	                                # (on the wire: dropped by the MAC, bad FCS) and
+//	                                # corrupt_undetected (past the FCS: the ICRC checks catch it)
 //
 // Fault kinds, targets and the meaning of duration and value:
 //
@@ -161,8 +163,13 @@ type LinkImpairment struct {
 	Duplicate    float64  `yaml:"duplicate" json:"duplicate"`
 	Reorder      float64  `yaml:"reorder" json:"reorder"`
 	ReorderDelay Duration `yaml:"reorder_delay" json:"reorder_delay"`
-	Corrupt      float64  `yaml:"corrupt" json:"corrupt"`
-	Jitter       Duration `yaml:"jitter" json:"jitter"`
+	// Corrupt damages frames on the wire: the receiving port's MAC drops
+	// them (bad FCS), so they behave like loss. CorruptUndetected damages
+	// frames past the FCS (a NIC or switch buffer): they are delivered, and
+	// only the ICRC checks of the switch and the hosts catch them.
+	Corrupt           float64  `yaml:"corrupt" json:"corrupt"`
+	CorruptUndetected float64  `yaml:"corrupt_undetected,omitempty" json:"corrupt_undetected,omitempty"`
+	Jitter            Duration `yaml:"jitter" json:"jitter"`
 }
 
 // Fault kinds.
@@ -427,7 +434,7 @@ func (s *Scenario) LinkConfig(host string) emu.LinkConfig {
 	if pick != nil {
 		lc.Jitter = pick.Jitter.D()
 		lc.Impairments = emu.Impairments{Loss: pick.Loss, Duplicate: pick.Duplicate, Reorder: pick.Reorder,
-			ReorderDelay: pick.ReorderDelay.D(), Corrupt: pick.Corrupt}
+			ReorderDelay: pick.ReorderDelay.D(), Corrupt: pick.Corrupt, CorruptUndetected: pick.CorruptUndetected}
 	}
 	return lc
 }

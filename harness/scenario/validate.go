@@ -125,7 +125,8 @@ func (s *Scenario) Validate(models Models) error {
 		for _, pr := range []struct {
 			f string
 			x float64
-		}{{"loss", im.Loss}, {"duplicate", im.Duplicate}, {"reorder", im.Reorder}, {"corrupt", im.Corrupt}} {
+		}{{"loss", im.Loss}, {"duplicate", im.Duplicate}, {"reorder", im.Reorder}, {"corrupt", im.Corrupt},
+			{"corrupt_undetected", im.CorruptUndetected}} {
 			v.check(p+pr.f, pr.x, pr.x >= 0 && pr.x <= 1, "must be a probability in [0, 1]")
 		}
 		v.check(p+"reorder_delay", im.ReorderDelay, im.ReorderDelay >= 0, "must be ≥ 0")

@@ -466,13 +466,19 @@ type Counters struct {
 	// SwitchChunks completed in the switch; Collisions are packets that
 	// found no aggregator; Retransmissions are retransmitted packets.
 	SwitchChunks, Collisions, Retransmissions int64
+	// Drops are the frames of the job dropped on the way, by cause.
+	Drops Drops
 }
 
 // Occupancy reports the switch memory held now.
 func (t *Testbed) Occupancy() []Occupied { return t.policy.Occupancy(t) }
 
 // Counters returns job's counters.
-func (t *Testbed) Counters(job int) Counters { return t.policy.Counters(t, job) }
+func (t *Testbed) Counters(job int) Counters {
+	c := t.policy.Counters(t, job)
+	c.Drops = t.JobDrops(job)
+	return c
+}
 
 // Check returns an internal invariant the run broke, or nil.
 func (t *Testbed) Check() error { return t.policy.Check(t) }

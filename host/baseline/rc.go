@@ -144,6 +144,9 @@ func (w *rcClient) Timer(env *emu.Env, key uint64) {
 // or nil.
 func (w *rcClient) Err() error { return w.qs.err() }
 
+// QPs returns the worker's RC QPs.
+func (w *rcClient) QPs() []*rdma.QP { return w.qs.qps }
+
 // ---------------------------------------------------------------- PS only
 
 // PSOnlyWorker pushes every chunk to the PS over its RC QP (FlagBypass:
@@ -202,7 +205,6 @@ func NewPSOnlyWorker(cfg PSOnlyConfig, ts []host.Tensor) (*PSOnlyWorker, error) 
 	return w, nil
 }
 
-
 func (w *PSOnlyWorker) advance(env *emu.Env) {
 	for !w.active && w.schedule(env) {
 		rep := w.beginBase()
@@ -259,8 +261,6 @@ func (w *PSOnlyWorker) drain(int) {
 	}
 }
 
-
-
 // PSOnlyServer sums every chunk of every worker in software and sends the
 // sum back to each worker over RC.
 type PSOnlyServer struct {
@@ -313,6 +313,9 @@ func NewPSOnlyServer(tpl rdma.Config, addr rdma.Endpoint, jobs ...host.PSJob) (*
 
 // Start implements emu.Node.
 func (p *PSOnlyServer) Start(env *emu.Env) { p.qs.start() }
+
+// QPs returns the server's RC QPs.
+func (p *PSOnlyServer) QPs() []*rdma.QP { return p.qs.qps }
 
 // Receive implements emu.Node.
 func (p *PSOnlyServer) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
@@ -426,7 +429,6 @@ func NewRingWorker(cfg RingConfig, ts []host.Tensor) (*RingWorker, error) {
 	w.qs.add(ql)
 	return w, nil
 }
-
 
 func (w *RingWorker) advance(env *emu.Env) {
 	for !w.active && w.schedule(env) {
@@ -548,8 +550,6 @@ func (w *RingWorker) have(k uint32, vals []int32, e int8) {
 		w.finish(st.rep)
 	}
 }
-
-
 
 // Err returns the first error of the server's RC QPs, or nil.
 func (p *PSOnlyServer) Err() error { return p.qs.err() }
