@@ -43,7 +43,7 @@ fuzz:
 
 ## soak: the full-size runs (100 MB all-reduces under every fault), minutes each
 soak:
-	INABOX_LONG=1 $(GO) test -run '100MB' -timeout 2h -v ./harness/testbed/
+	INABOX_LONG=1 $(GO) test -run '100MB|TestCorruption' -timeout 2h -v ./harness/testbed/
 
 ## p4-difftest: compile the P4 twin with p4c and run the STF vectors on BMv2
 p4-difftest:

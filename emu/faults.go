@@ -110,3 +110,24 @@ func (n *Network) restart(ns *nodeState) {
 	}
 	n.callStart(ns)
 }
+
+// Inject makes node send a copy of frame on port at run time at, as if
+// the node had sent it (port counters, capture, the link and its
+// impairments all see it): for tests of what a misbehaving or hostile host
+// can do — forged, replayed or spoofed frames — without writing a node.
+func (n *Network) Inject(at time.Duration, node string, port int, frame []byte) error {
+	ns := n.byName[node]
+	if ns == nil {
+		return fmt.Errorf("emu: Inject: no node named %q", node)
+	}
+	if port < 0 || port >= ns.nports {
+		return fmt.Errorf("emu: Inject: node %q has no port %d", node, port)
+	}
+	b := append([]byte(nil), frame...)
+	n.At(at, func() {
+		p := n.pool.Get()
+		p.SetBytes(b)
+		n.send(ns, port, p)
+	})
+	return nil
+}

@@ -285,8 +285,13 @@ func (p *PS) post(j *psJob, rank int, data []byte) {
 }
 
 // Rx returns the counters of the frames the PS dropped on arrival (its RC
-// QPs count their own).
-func (p *PS) Rx() RxStats { return p.rx }
+// QPs count their own); Stale includes the contributions to all-reduces
+// it has finished or never began (PSStats.Stale).
+func (p *PS) Rx() RxStats {
+	rx := p.rx
+	rx.Stale += p.stats.Stale
+	return rx
+}
 
 // PostErr returns how many messages the PS could not post on its RC QPs
 // and the first reason, or 0 and nil.

@@ -50,13 +50,19 @@ type rxer interface{ Rx() host.RxStats }
 // qper is an endpoint with RC QPs.
 type qper interface{ QPs() []*rdma.QP }
 
-// endpointDrops are the drops endpoint n counted itself and in its QPs.
-func endpointDrops(n any) Drops {
+// endpointDrops are the drops endpoint n counted itself and in its QPs;
+// stale frames count for a PS (a contribution to an all-reduce it has
+// finished), not for a worker (a late copy of a result it holds is no
+// drop worth reporting).
+func endpointDrops(n any, ps bool) Drops {
 	var d Drops
 	if r, ok := n.(rxer); ok {
 		rx := r.Rx()
 		d.BadICRC += rx.BadICRC
 		d.ForgedResult += rx.Forged
+		if ps {
+			d.Stale += rx.Stale
+		}
 	}
 	if q, ok := n.(qper); ok {
 		for _, qp := range q.QPs() {
@@ -82,7 +88,7 @@ func (t *Testbed) JobDrops(job int) Drops {
 	var d Drops
 	for _, w := range t.Workers[job] {
 		d.FCS += linkFCS(w.Link)
-		d = d.Add(endpointDrops(w.Endpoint))
+		d = d.Add(endpointDrops(w.Endpoint, false))
 	}
 	if st, ok := t.Switch.JobStats(JobID(job)); ok {
 		d.BadICRC += st.BadICRC
@@ -101,11 +107,11 @@ func (t *Testbed) Drops() Drops {
 		d.FCS += linkFCS(l)
 	}
 	for _, ps := range t.PSs {
-		d = d.Add(endpointDrops(ps.Node))
+		d = d.Add(endpointDrops(ps.Node, true))
 	}
 	for _, ws := range t.Workers {
 		for _, w := range ws {
-			d = d.Add(endpointDrops(w.Endpoint))
+			d = d.Add(endpointDrops(w.Endpoint, false))
 		}
 	}
 	by := t.Switch.Stats().ByReason

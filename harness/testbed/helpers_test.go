@@ -59,3 +59,77 @@ func reboot(t testing.TB, c *Testbed, at, down time.Duration) {
 		t.Fatal(err)
 	}
 }
+
+// allPolicies are the registered policies and PS-only.
+var allPolicies = append(Names(), "ps")
+
+// newPolicy returns a fresh policy by name ("ps": PS-only).
+func newPolicy(name string) Policy {
+	if name == "ps" {
+		return PSOnly()
+	}
+	e, ok := Lookup(name)
+	if !ok {
+		panic("no policy " + name)
+	}
+	return e.New()
+}
+
+// runExact builds spec under policy, with ars all-reduces of elems values
+// per worker, lets prepare add faults, runs it to deadline and checks every
+// worker's every result exactly (int32) against the quantized sum computed
+// here. It returns the testbed and the end of the last all-reduce.
+func runExact(t testing.TB, policy string, spec Spec, ars, elems int, deadline time.Duration, prepare func(*Testbed)) (*Testbed, time.Duration) {
+	t.Helper()
+	inputs := map[[3]int][]float32{}
+	c, err := BuildWith(spec, newPolicy(policy), tensors(inputs, ars, elems, func(job uint16, rank, a int) []float32 {
+		return gradient(job, rank, elems, uint64(a)+spec.Seed*100, 2)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(c)
+	}
+	end, err := c.Run(deadline, 0)
+	if err != nil {
+		t.Fatalf("%s: %v (drops %+v)", policy, err, c.Drops())
+	}
+	checkExact(t, c, policy, inputs, ars)
+	return c, end
+}
+
+// checkExact checks every worker's every all-reduce against the quantized
+// sum of inputs.
+func checkExact(t testing.TB, c *Testbed, policy string, inputs map[[3]int][]float32, ars int) {
+	t.Helper()
+	for j, ws := range c.Workers {
+		q := c.Spec.Quant
+		q.Workers = len(ws)
+		for a := 0; a < ars; a++ {
+			var want []int64
+			buf := []int32{}
+			for r := range ws {
+				in := inputs[[3]int{j + 1, r, a}]
+				if want == nil {
+					want, buf = make([]int64, len(in)), make([]int32, len(in))
+				}
+				q.Quantize(buf, in, 0)
+				for i, v := range buf {
+					want[i] += int64(v)
+				}
+			}
+			for r, w := range ws {
+				got := w.Endpoint.Result(a)
+				if len(got) != len(want) {
+					t.Fatalf("%s: job %d rank %d all-reduce %d: %d values, want %d", policy, j, r, a, len(got), len(want))
+				}
+				for i := range want {
+					if int64(got[i]) != want[i] {
+						t.Fatalf("%s: job %d rank %d all-reduce %d value %d = %d, want %d (wrong sum)", policy, j, r, a, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -93,8 +93,13 @@ func NewPS(addr, sw rdma.Endpoint, jobs ...PSJob) *PS {
 // Stats returns the PS's counters.
 func (p *PS) Stats() PSStats { return p.stats }
 
-// Rx returns the counters of the frames the PS dropped on arrival.
-func (p *PS) Rx() host.RxStats { return p.rx }
+// Rx returns the counters of the frames the PS dropped on arrival; Stale
+// includes frames of unknown jobs or workers (PSStats.Stale).
+func (p *PS) Rx() host.RxStats {
+	rx := p.rx
+	rx.Stale += p.stats.Stale
+	return rx
+}
 
 // Start implements emu.Node.
 func (p *PS) Start(env *emu.Env) {}
