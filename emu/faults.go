@@ -82,13 +82,33 @@ func (n *Network) Crash(at time.Duration, node string) error {
 }
 
 // Restart restarts a crashed node at run time at: if it implements Resetter
-// its state is reset (state loss), then Start is called again.
+// its state is reset (state loss), then Start is called again. Resume keeps
+// the state.
 func (n *Network) Restart(at time.Duration, node string) error {
 	ns := n.byName[node]
 	if ns == nil {
 		return fmt.Errorf("emu: Restart: no node named %q", node)
 	}
 	n.At(at, func() { n.restart(ns) })
+	return nil
+}
+
+// Resume restarts a crashed node at run time at with its state kept (a
+// paused process, a switch that lost power to its timers only): Start is
+// called again without Reset. Its timers were lost at the crash; Start
+// must re-arm what the node still needs.
+func (n *Network) Resume(at time.Duration, node string) error {
+	ns := n.byName[node]
+	if ns == nil {
+		return fmt.Errorf("emu: Resume: no node named %q", node)
+	}
+	n.At(at, func() {
+		if ns.up {
+			n.crash(ns)
+		}
+		ns.up = true
+		n.callStart(ns)
+	})
 	return nil
 }
 

@@ -104,7 +104,18 @@ type Core struct {
 	reports []Report
 	qbuf    []int32
 	rx      RxStats
+	lost    bool
 }
+
+// LoseState records a crash that lost the endpoint's state (emu.Resetter):
+// its finished all-reduces (reports, checked results) are its checkpoint,
+// everything in flight is gone. An endpoint whose protocol cannot rejoin
+// its job from there reports it (StateLost) so that the run stops at once,
+// naming it, instead of waiting for what will never come.
+func (c *Core) LoseState() { c.lost = true }
+
+// StateLost reports whether the endpoint lost its state in a crash.
+func (c *Core) StateLost() bool { return c.lost }
 
 // Rx returns the counters of the frames the endpoint dropped on arrival.
 func (c *Core) Rx() RxStats { return c.rx }

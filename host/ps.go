@@ -80,6 +80,7 @@ type PS struct {
 	postFails  int
 	postErr    error
 	rx         RxStats
+	lost       bool
 	// OnAllReduce, if set, is called when an all-reduce has every result.
 	OnAllReduce func(job, ar uint16, plan Plan, m Measure)
 }
@@ -187,17 +188,31 @@ func (p *PS) Plans(job uint16) []Plan {
 	return nil
 }
 
-// Reset implements emu.Resetter (a PS crash loses everything; not used by
-// the FreeINA tests, which crash the switch).
+// Reset implements emu.Resetter: a crash that loses the PS's state (every
+// all-reduce's and its RC connections'), which the jobs cannot recover
+// from mid-run (StateLost).
 func (p *PS) Reset() {
 	for _, j := range p.jobs {
 		j.ars = map[uint16]*psAR{}
 	}
+	p.lost = true
 }
+
+// StateLost reports whether the PS lost its state in a crash.
+func (p *PS) StateLost() bool { return p.lost }
 
 // Start implements emu.Node.
 func (p *PS) Start(env *emu.Env) {
+	// (after a crash every timer is gone: each QP's and the ALLOC
+	// retransmission timer are armed anew)
+	p.now = env.Now()
 	clear(p.timers)
+	p.allocArmed = false
+	for i := range p.dirty {
+		p.dirty[i] = true
+	}
+	p.armAlloc(env)
+	p.flush(env)
 }
 
 // Receive implements emu.Node.

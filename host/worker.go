@@ -121,6 +121,7 @@ type Worker struct {
 	qpTimer rdma.QPTimer
 	armedRT bool
 	gapOn   bool
+	gapAt   time.Duration // when the compute phase ends (gapOn)
 	armedUC bool
 	ucPSN   uint32
 	// PathUC's round-trip estimate from results of contributions sent
@@ -210,22 +211,36 @@ func (w *Worker) QP() *rdma.QP { return w.qp }
 // QPs returns the worker's RC QPs (the one to the PS).
 func (w *Worker) QPs() []*rdma.QP { return []*rdma.QP{w.qp} }
 
-// Reset implements emu.Resetter (not used by the switch-reboot tests).
-func (w *Worker) Reset() {}
+// Reset implements emu.Resetter: a crash that loses the worker's state.
+// FreeINA cannot re-admit it mid-job (StateLost): its RC connection to the
+// PS and the results it had not yet received are gone.
+func (w *Worker) Reset() { w.LoseState() }
 
 // Start implements emu.Node.
+// After a crash Start runs again: the timers are gone, and everything
+// still needed is armed anew (a compute gap that has not ended resumes).
 func (w *Worker) Start(env *emu.Env) {
 	w.now = env.Now()
 	w.qpTimer = rdma.QPTimer{}
+	w.armedRT, w.armedUC = false, false
 	if w.st == nil && w.cur < w.Len() {
-		if w.cur == 0 && w.cfg.Delay > w.now {
-			env.SetTimer(w.cfg.Delay, keyGap)
-			w.gapOn = true
-		} else {
+		switch {
+		case w.cur == 0 && w.cfg.Delay > w.now:
+			w.gap(env, w.cfg.Delay)
+		case w.gapOn && w.gapAt > w.now:
+			w.gap(env, w.gapAt)
+		default:
+			w.gapOn = false
 			w.begin(env)
 		}
 	}
 	w.flush(env)
+}
+
+// gap arms the end of a compute phase at at.
+func (w *Worker) gap(env *emu.Env, at time.Duration) {
+	env.SetTimer(at, keyGap)
+	w.gapOn, w.gapAt = true, at
 }
 
 func (w *Worker) begin(env *emu.Env) {
@@ -631,8 +646,7 @@ func (w *Worker) flush(env *emu.Env) {
 			w.cur++
 			if w.cur < w.Len() {
 				if w.cfg.Gap > 0 {
-					env.SetTimer(w.now+w.cfg.Gap, keyGap)
-					w.gapOn = true
+					w.gap(env, w.now+w.cfg.Gap)
 				} else {
 					w.begin(env)
 					continue

@@ -124,7 +124,10 @@ func (d *DynaINAControl) Err() error {
 }
 
 // Start implements ControlPlane: the crash cancelled the timers.
-func (d *DynaINAControl) Start(c *CtlEnv) { d.expireAt = -1 }
+func (d *DynaINAControl) Start(c *CtlEnv) {
+	// (after a crash every timer is gone; Settle re-arms what is needed)
+	d.expireAt, d.idle.armed = -1, false
+}
 
 // Frames implements ControlPlane: the lease table learns the time, and
 // the decisions made since the last callback are sent.

@@ -36,8 +36,12 @@ func NewFreeINAControl(f *FreeINA) *FreeINAControl {
 // AddJob registers where job j's GRANTs go.
 func (fc *FreeINAControl) AddJob(j FreeINAJob) { fc.grants[j.Job] = j }
 
-// Start implements ControlPlane.
-func (fc *FreeINAControl) Start(c *CtlEnv) {}
+// Start implements ControlPlane: (after a crash) the idle timer is armed
+// again if leases are held.
+func (fc *FreeINAControl) Start(c *CtlEnv) {
+	fc.idle.armed = false
+	fc.idle.arm(c, fc.f)
+}
 
 // Frames implements ControlPlane: the lease table learns the time.
 func (fc *FreeINAControl) Frames(c *CtlEnv) { fc.f.SetNow(c.Now()) }

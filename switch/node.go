@@ -123,6 +123,10 @@ func (n *Node) Stats() NodeStats { return n.stats }
 
 // Start implements emu.Node.
 func (n *Node) Start(env *emu.Env) {
+	// After a crash (Resume keeps the state) every timer is gone: the
+	// outputs still queued get theirs again.
+	n.armed = false
+	n.arm(env)
 	if cp := n.cfg.Control; cp != nil {
 		c := n.ctlEnv(env)
 		cp.Start(c)

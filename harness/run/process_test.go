@@ -8,17 +8,22 @@ import (
 	"github.com/inabox/inabox/harness/testbed"
 )
 
-// A PS that crashes for good leaves its workers' RC queue pairs without
-// ACKs: the run ends as soon as one gives up, naming it, instead of
-// running into the time limit.
+// A PS that crashes for good stops the run at the crash, naming it; a PS
+// link that goes down for good leaves the workers' RC queue pairs without
+// ACKs: the run ends as soon as one gives up, naming it. Neither runs into
+// the time limit.
 func TestRunEndsOnTransportFailure(t *testing.T) {
 	s := loadEmbedded(t, "default.yaml")
 	s.Faults = append(s.Faults, scenario.Fault{At: scenario.Duration(350e6), Kind: scenario.FaultNodeCrash, Target: "ps0"})
 	_, err := Run(s, Options{Policy: "freeina"})
-	if err == nil {
-		t.Fatal("Run succeeded with the PS gone")
+	if err == nil || !strings.Contains(err.Error(), "ps crashed at 350ms and does not restart") {
+		t.Fatalf("PS crashed for good: %v", err)
 	}
-	if !strings.Contains(err.Error(), "retry counter exceeded") || !strings.Contains(err.Error(), "RC QP") {
+	t.Log(err)
+	s = loadEmbedded(t, "default.yaml")
+	s.Faults = append(s.Faults, scenario.Fault{At: scenario.Duration(350e6), Kind: scenario.FaultLinkDown, Target: "ps0"})
+	_, err = Run(s, Options{Policy: "freeina"})
+	if err == nil || !strings.Contains(err.Error(), "retry counter exceeded") || !strings.Contains(err.Error(), "RC QP") {
 		t.Fatalf("error does not name the failed queue pair: %v", err)
 	}
 	t.Log(err)
@@ -74,4 +79,29 @@ func loadEmbedded(t *testing.T, name string) *scenario.Scenario {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestNodeCrashInCompute: a worker host crashing for 10 ms in its compute
+// phase (h0, resnet50's first worker, at 50 ms) and coming back with its
+// state: every policy finishes with exact sums (the runner checks every
+// all-reduce). With its state lost, the ATP and ESA workers rejoin and
+// finish exact; the others stop at once, naming the worker.
+func TestNodeCrashInCompute(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		for _, pol := range testbed.Names() {
+			s := loadEmbedded(t, "default.yaml")
+			s.Faults = append(s.Faults, scenario.Fault{At: scenario.Duration(50e6), Kind: scenario.FaultNodeCrash, Target: "h0",
+				Duration: scenario.Duration(10e6), LoseState: lose})
+			_, err := Run(s, Options{Policy: pol})
+			rejoins := pol == "atp" || pol == "esa"
+			switch {
+			case !lose || rejoins:
+				if err != nil {
+					t.Errorf("%s (state lost %v): %v", pol, lose, err)
+				}
+			case err == nil || !strings.Contains(err.Error(), "w1.0 restarted with its state lost"):
+				t.Errorf("%s (state lost): %v, want the error naming w1.0", pol, err)
+			}
+		}
+	}
 }

@@ -127,6 +127,9 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 // runner is a scenario's testbed built for one policy and seed, and the
 // state of its run: what has been fed to the collector so far.
 type runner struct {
+	// fatal is why the run cannot finish, found by a fault (a node that
+	// crashed for good), or nil.
+	fatal error
 	s         *scenario.Scenario
 	tb        *testbed.Testbed
 	policy    string
@@ -178,6 +181,9 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		prog.Update(now, total)
 		if err := r.tb.Failed(); err != nil {
 			return nil, fmt.Errorf("%s: policy %s: at %v: %w", r.s.Name, r.policy, now, err)
+		}
+		if r.fatal != nil {
+			return nil, fmt.Errorf("%s: policy %s: %w", r.s.Name, r.policy, r.fatal)
 		}
 		if all(r.done) || now >= limit {
 			end = now

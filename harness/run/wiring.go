@@ -60,14 +60,24 @@ func (r *runner) faults() error {
 				err = n.Restart(at+dur, testbed.SwitchNode)
 			}
 		case scenario.FaultNodeCrash:
+			restart := n.Resume
+			if f.LoseState {
+				restart = n.Restart
+			}
 			for _, node := range r.hostNodes[f.Target] {
 				if err = n.Crash(at, node); err != nil {
 					break
 				}
 				if dur > 0 {
-					if err = n.Restart(at+dur, node); err != nil {
+					if err = restart(at+dur, node); err != nil {
 						break
 					}
+				} else if !r.tb.Idle(node) {
+					// It never comes back: the run cannot finish.
+					node, at := node, at
+					n.At(at, func() {
+						r.fatal = fmt.Errorf("%s crashed at %v and does not restart: the jobs it serves cannot finish", node, at)
+					})
 				}
 			}
 		default:

@@ -69,7 +69,8 @@ import (
 //	corrupt        link                duration > 0; value: corruption probability in (0, 1]
 //	delay_spike    link                duration > 0; value: extra delay in µs, > 0
 //	switch_reboot  "sw" (default)      duration: down time before the restart (0 = at once); no value
-//	node_crash     a host or PS name   duration: down time, 0 = never restarts; no value
+//	node_crash     a host or PS name   duration: down time, 0 = never restarts; no value;
+//	                                   lose_state: true restarts it with its state lost
 //
 // Links are named by their host: "h3" is the link between h3 and the switch,
 // "ps0" the link between ps0 and the switch.
@@ -154,6 +155,11 @@ type Fault struct {
 	Target   string   `yaml:"target" json:"target"`
 	Duration Duration `yaml:"duration" json:"duration"`
 	Value    float64  `yaml:"value" json:"value"`
+	// LoseState (node_crash) restarts the node with its state lost
+	// (emu Restart: a worker rejoins from its last finished iteration, or
+	// the run stops naming it); without it the node resumes with its state
+	// (a paused process: emu Resume).
+	LoseState bool `yaml:"lose_state,omitempty" json:"lose_state,omitempty"`
 }
 
 // LinkImpairment sets random channel effects on both directions of a link.

@@ -117,6 +117,26 @@ func (p *baselinePolicy) Counters(t *Testbed, job int) Counters {
 
 func (p *baselinePolicy) Check(t *Testbed) error { return nil }
 
+// lostState says why a baseline's worker or PS that lost its state cannot
+// rejoin the running job.
+func (p *baselinePolicy) lostState(role string) string {
+	switch {
+	case role == "ps" && (p.name == "switchml" || p.name == "none"):
+		return "" // the PS idles: nothing lost
+	case role == "ps" && p.name == "ps":
+		return "the PS-only server's RC connections and open chunks are gone; restart the jobs from a checkpoint"
+	case role == "ps":
+		return p.name + " keeps the state of every open chunk only in its parameter server; restart the jobs from a checkpoint"
+	case p.name == "none":
+		return "a ring worker's RC connections and its neighbours' partial sums are gone; restart the job from a checkpoint"
+	case p.name == "ps":
+		return "a PS-only worker's RC connection to the PS is gone and the PS keeps no results; restart the job from a checkpoint"
+	case p.name == "switchml":
+		return "SwitchML keeps results only in the switch's shadow slots, which the other workers reuse; restart the job from a checkpoint"
+	}
+	return p.name + " cannot re-admit a worker mid-job; restart the job from a checkpoint"
+}
+
 // Failed: the RC queue pairs of the no-INA baselines.
 func (p *baselinePolicy) Failed(t *Testbed) error {
 	for _, ps := range t.PSs {

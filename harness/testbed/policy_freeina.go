@@ -185,6 +185,15 @@ func (p *freeinaPolicy) Counters(t *Testbed, job int) Counters {
 
 func (p *freeinaPolicy) Check(t *Testbed) error { return nil }
 
+// lostState says why a FreeINA worker or PS that lost its state cannot
+// rejoin the running job.
+func (p *freeinaPolicy) lostState(role string) string {
+	if role == "ps" {
+		return p.name + " cannot recover a parameter server's all-reduces and RC connections mid-job; restart the jobs from a checkpoint"
+	}
+	return p.name + " cannot re-admit a worker mid-job: its RC connection to the PS and the results it had not received are gone; restart the job from a checkpoint"
+}
+
 // Failed: the PSs' and the workers' RC queue pairs, and RC posts refused.
 func (p *freeinaPolicy) Failed(t *Testbed) error {
 	for i, ps := range p.pss {

@@ -442,11 +442,11 @@ func (t *Testbed) Run(deadline, step time.Duration) (time.Duration, error) {
 		if _, err := t.Net.RunUntil(min(at, deadline)); err != nil {
 			return t.Finish(), err
 		}
-		if t.Done() {
-			return t.Finish(), nil
-		}
 		if err := t.Failed(); err != nil {
 			return t.Finish(), err
+		}
+		if t.Done() {
+			return t.Finish(), nil
 		}
 		if at >= deadline {
 			return t.Finish(), fmt.Errorf("testbed %s: not done at %v", t.policy.Name(), deadline)
@@ -496,7 +496,54 @@ func (t *Testbed) Reboots() int {
 // the error state, or messages an endpoint could not post — naming the
 // node, or nil. In a process (inabox up) only the process's own node runs,
 // so it names that node's failure.
-func (t *Testbed) Failed() error { return t.policy.Failed(t) }
+func (t *Testbed) Failed() error {
+	if err := t.lostState(); err != nil {
+		return err
+	}
+	return t.policy.Failed(t)
+}
+
+// Idle reports whether node does nothing the jobs need: the PS of a policy
+// that does not use one (switchml, none).
+func (t *Testbed) Idle(node string) bool {
+	r, ok := t.policy.(interface{ lostState(role string) string })
+	if !ok {
+		return false
+	}
+	for _, ps := range t.PSs {
+		if ps.Name == node {
+			return r.lostState("ps") == ""
+		}
+	}
+	return false
+}
+
+// lostState names an endpoint that lost its state in a crash and why its
+// policy cannot recover from that, or returns nil. (A policy's lostState
+// says why, or "" for a role whose loss is harmless: an idle PS.)
+func (t *Testbed) lostState() error {
+	why := func(role string) string {
+		if r, ok := t.policy.(interface{ lostState(role string) string }); ok {
+			return r.lostState(role)
+		}
+		return "the policy cannot recover it"
+	}
+	for _, ps := range t.PSs {
+		if l, ok := ps.Node.(interface{ StateLost() bool }); ok && l.StateLost() {
+			if w := why("ps"); w != "" {
+				return fmt.Errorf("%s restarted with its state lost: %s", ps.Name, w)
+			}
+		}
+	}
+	for _, ws := range t.Workers {
+		for _, w := range ws {
+			if l, ok := w.Endpoint.(interface{ StateLost() bool }); ok && l.StateLost() {
+				return fmt.Errorf("%s restarted with its state lost: %s", w.Name, why("worker"))
+			}
+		}
+	}
+	return nil
+}
 
 // switchJobCounters fills SwitchChunks and Collisions from the switch's
 // job counters.

@@ -55,6 +55,10 @@ func (b *clientBase) init(job uint16, rank, n, values int, q host.Quantizer, tm 
 	b.start, b.gap = tm.Start, tm.Gap
 }
 
+// Reset implements emu.Resetter: a crash that loses the worker's state
+// (StateLost).
+func (b *clientBase) Reset() { b.LoseState() }
+
 // schedule arms the timer for the next all-reduce (after the gap), or
 // reports true if it should begin now.
 func (b *clientBase) schedule(env *emu.Env) bool {

@@ -121,9 +121,30 @@ func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
 
 var _ emu.Node = (*INAWorker)(nil)
 
+// Reset implements emu.Resetter: a crash that loses the worker's state.
+// An ATP or ESA worker rejoins its job the way a training framework
+// restarts a worker from its last completed iteration: the finished
+// all-reduces are its checkpoint, the one in flight begins again (compute,
+// then every chunk), and what its peers finished meanwhile it gets back
+// from the switch (a stored or held result) or from the PS, which keeps
+// every chunk's result and repeats its ACK. SwitchML keeps results only in
+// the switch's shadow slots, which the peers reuse as they go on, so a
+// SwitchML worker cannot rejoin (StateLost).
+func (w *INAWorker) Reset() {
+	if w.kind == SwitchML {
+		w.LoseState()
+		return
+	}
+	w.st = inaState{}
+	w.active, w.waiting, w.planned, w.armed = false, false, false, false
+	w.nd, w.ndHead = nil, 0
+	w.ndDone = map[uint64]bool{}
+}
+
 // Start implements emu.Node.
 func (w *INAWorker) Start(env *emu.Env) {
 	w.now = env.Now()
+	w.waiting, w.armed = false, false // after a crash the timers are gone
 	w.advance(env)
 }
 

@@ -38,6 +38,7 @@ type PSStats struct {
 // multicasts the result to the job's workers.
 type PS struct {
 	rx    host.RxStats
+	lost  bool
 	addr  rdma.Endpoint
 	sw    rdma.Endpoint
 	jobs  map[uint16]*psJob
@@ -92,6 +93,18 @@ func NewPS(addr, sw rdma.Endpoint, jobs ...PSJob) *PS {
 
 // Stats returns the PS's counters.
 func (p *PS) Stats() PSStats { return p.stats }
+
+// Reset implements emu.Resetter: a crash that loses the PS's state (the
+// pieces of every open chunk, the ACKs it repeats); StateLost reports it.
+func (p *PS) Reset() {
+	for _, j := range p.jobs {
+		j.ars = map[uint16]map[uint32]*psChunk{}
+	}
+	p.lost = true
+}
+
+// StateLost reports whether the PS lost its state in a crash.
+func (p *PS) StateLost() bool { return p.lost }
 
 // Rx returns the counters of the frames the PS dropped on arrival; Stale
 // includes frames of unknown jobs or workers (PSStats.Stale).

@@ -113,6 +113,7 @@ type rcClient struct {
 // Start implements emu.Node.
 func (w *rcClient) Start(env *emu.Env) {
 	w.now = env.Now()
+	w.waiting = false // after a crash the timers are gone
 	w.qs.start()
 	w.proto.advance(env)
 }
@@ -264,6 +265,7 @@ func (w *PSOnlyWorker) drain(int) {
 // PSOnlyServer sums every chunk of every worker in software and sends the
 // sum back to each worker over RC.
 type PSOnlyServer struct {
+	lost bool
 	qs   qpSet
 	refs []psRef
 	jobs map[uint16]*rcJob
@@ -312,10 +314,20 @@ func NewPSOnlyServer(tpl rdma.Config, addr rdma.Endpoint, jobs ...host.PSJob) (*
 }
 
 // Start implements emu.Node.
-func (p *PSOnlyServer) Start(env *emu.Env) { p.qs.start() }
+func (p *PSOnlyServer) Start(env *emu.Env) {
+	p.qs.start()
+	p.qs.flush(env) // after a crash: the QPs' timers armed anew
+}
 
 // QPs returns the server's RC QPs.
 func (p *PSOnlyServer) QPs() []*rdma.QP { return p.qs.qps }
+
+// Reset implements emu.Resetter: a crash that loses the server's state
+// (its chunks' sums, its RC connections); StateLost reports it.
+func (p *PSOnlyServer) Reset() { p.lost = true }
+
+// StateLost reports whether the server lost its state in a crash.
+func (p *PSOnlyServer) StateLost() bool { return p.lost }
 
 // Receive implements emu.Node.
 func (p *PSOnlyServer) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
