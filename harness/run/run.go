@@ -129,7 +129,7 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 type runner struct {
 	// fatal is why the run cannot finish, found by a fault (a node that
 	// crashed for good), or nil.
-	fatal error
+	fatal     error
 	s         *scenario.Scenario
 	tb        *testbed.Testbed
 	policy    string
