@@ -52,6 +52,10 @@ type PSConfig struct {
 	Control PathControl
 	// INAPath is the workers' INA path (PathUC, the default, or PathTrim).
 	INAPath INAPath
+	// FreeEvery sends FREE at the end of every all-reduce, also one that
+	// got no switch memory (DynaINA: the FREE is the all-reduce's end for
+	// the scheduler). Otherwise only an all-reduce with INA chunks frees.
+	FreeEvery bool
 }
 
 // PSStats are the PS's counters.
@@ -81,8 +85,6 @@ type PS struct {
 	postErr    error
 	rx         RxStats
 	lost       bool
-	// OnAllReduce, if set, is called when an all-reduce has every result.
-	OnAllReduce func(job, ar uint16, plan Plan, m Measure)
 }
 
 type psRef struct {
@@ -469,20 +471,17 @@ func (p *PS) resolved(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk, sof
 	}
 }
 
-// finish ends an all-reduce whose every result exists: FREE, the control
-// law's measurement, OnAllReduce.
+// finish ends an all-reduce whose every result exists: the control law's
+// measurement and FREE.
 func (p *PS) finish(env *emu.Env, j *psJob, a *psAR) {
 	a.finished = true
 	p.stats.AllReduces++
 	ni, np := a.plan.Count()
 	m := Measure{INAChunks: ni, PSChunks: np, INASpan: a.inaLast - a.start, PSSpan: a.psLast - a.start, Fallbacks: a.fallbacks}
 	j.ctl.Observe(m)
-	if a.plan.INA > 0 {
+	if a.plan.INA > 0 || p.cfg.FreeEvery {
 		p.stats.Frees++
 		p.toSwitch(env, inahdr.Ctl{Op: inahdr.CtlFree, Job: j.id, AllReduce: a.id})
-	}
-	if p.OnAllReduce != nil {
-		p.OnAllReduce(j.id, a.id, a.plan, m)
 	}
 }
 

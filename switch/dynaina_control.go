@@ -25,10 +25,10 @@ import (
 //
 // The switch knows a job only once the cluster manager has registered it
 // (Register, at the job's arrival); it is unregistered when its last
-// all-reduce has ended. An all-reduce planned entirely on the PS path
-// frees no lease, so the PS sends no FREE: its end is reported out of band
-// (ReportEnd, from the PS's OnAllReduce hook). The FreeINA workers and PS
-// run unchanged.
+// all-reduce has ended. The PS sends FREE at the end of every all-reduce,
+// also one planned entirely on the PS path (host.PSConfig.FreeEvery); a
+// lost FREE is made good by the job's next ALLOC, which ends the previous
+// all-reduce first. The FreeINA workers run unchanged.
 
 // DynaINAStats are the control plane's counters.
 type DynaINAStats struct {
@@ -40,7 +40,7 @@ type DynaINAStats struct {
 
 // DynaINAControl is the switch's control plane under DynaINA. Its methods
 // run on the emulator's goroutine: in the node's callbacks, in
-// emu.Network.At callbacks (the cluster manager's Register, ReportEnd) or
+// emu.Network.At callbacks (the cluster manager's Register) or
 // before the run. Scheduler decisions made outside a node callback are
 // sent at the node's next callback.
 type DynaINAControl struct {
@@ -353,17 +353,6 @@ func (d *DynaINAControl) endAt(now time.Duration, job, ar uint16) []dynaina.Deci
 		d.stats.Unregistered++
 	}
 	return out
-}
-
-// ReportEnd is the out-of-band end of an all-reduce that held no lease (the
-// PS sends no FREE for it), at now. Grants it causes are sent at the
-// node's next callback.
-func (d *DynaINAControl) ReportEnd(now time.Duration, job, ar uint16) {
-	st := d.jobs[job]
-	if st == nil || !st.active || st.ar != ar || st.lease || st.queued {
-		return
-	}
-	d.pending = append(d.pending, d.endAt(now, job, ar)...)
 }
 
 // expireIdle frees leases idle for LeaseIdle (a lost FREE): the all-reduce

@@ -134,11 +134,10 @@ func TestDynaINAArrivalMemoryFullAndLeave(t *testing.T) {
 	if len(g) != 1 || g[0].Slots != 0 {
 		t.Fatalf("want a zero grant (PS path), got %+v", g)
 	}
-	// The mate's second and last all-reduce ends (PS path: reported out of
-	// band) and it leaves, in the middle of job 3's all-reduce in the pool
-	// they share.
-	d.ReportEnd(ms+ms/2, mate, 2)
-	if g := d.Advance(ms + ms/2); len(g) != 0 {
+	// The mate's second and last all-reduce ends (PS path: its PS sends
+	// FREE all the same) and it leaves, in the middle of job 3's all-reduce
+	// in the pool they share.
+	if g := d.Free(ms+ms/2, mate, 2); len(g) != 0 {
 		t.Fatalf("leaving made grants %+v", g)
 	}
 	if d.Stats().Unregistered != 1 || d.JobPool(mate) != -1 {
@@ -209,7 +208,6 @@ func TestDynaINARandomGrantsInPool(t *testing.T) {
 			case 1:
 				if ar[id] > 0 {
 					check(d.Free(now, id, ar[id]))
-					d.ReportEnd(now, id, ar[id])
 				}
 			case 2:
 				check(d.Advance(now))

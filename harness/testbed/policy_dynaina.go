@@ -14,10 +14,11 @@ import (
 // plane (sw.DynaINAControl). The testbed is the cluster manager: each job
 // registers with the scheduler at its arrival (an Event, run by
 // emu.Network.At). The PS is the job's DynaINA client: its ALLOC at an
-// all-reduce's first BEGIN is the all-reduce start, its FREE the end; an
-// all-reduce that got no memory frees nothing, so its end is reported from
-// the PS's OnAllReduce hook; the PS keeps re-sending a queued ALLOC (every
-// GrantTimeout) until the scheduler answers.
+// all-reduce's first BEGIN is the all-reduce start, its FREE the end (sent
+// for every all-reduce, also one the scheduler put on the PS path:
+// PSConfig.FreeEvery); the PS keeps re-sending a queued ALLOC (every
+// GrantTimeout) until the scheduler answers. A lost FREE is made good by
+// the job's next ALLOC (or, for a lease, by its idle expiry).
 
 type dynainaPolicy struct {
 	freeinaPolicy
@@ -60,21 +61,13 @@ func (p *dynainaPolicy) newControl(t *Testbed) (leaseControl, error) {
 }
 
 func (p *dynainaPolicy) hookPS(t *Testbed, ps *host.PS, cfg *host.PSConfig) {
-	if cfg != nil {
-		if cfg.GrantRetries == 0 {
-			cfg.GrantRetries = 1 << 30
-		}
+	if cfg == nil {
 		return
 	}
-	prev := ps.OnAllReduce
-	ps.OnAllReduce = func(job, ar uint16, plan host.Plan, m host.Measure) {
-		if plan.INA == 0 {
-			p.dyn.ReportEnd(t.Net.Now(), job, ar)
-		}
-		if prev != nil {
-			prev(job, ar, plan, m)
-		}
+	if cfg.GrantRetries == 0 {
+		cfg.GrantRetries = 1 << 30
 	}
+	cfg.FreeEvery = true
 }
 
 // Occupancy: the aggregators each lease holds, labelled with the pool they
