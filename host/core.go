@@ -57,11 +57,15 @@ type RxStats struct {
 	// Stale: for another job, or an all-reduce or chunk the endpoint is
 	// not waiting for.
 	Stale uint64
+	// Malformed: a well-formed frame whose contents cannot be (a chunk
+	// beyond its all-reduce).
+	Malformed uint64
 }
 
 // Add returns the sum of r and o.
 func (r RxStats) Add(o RxStats) RxStats {
-	return RxStats{BadICRC: r.BadICRC + o.BadICRC, Forged: r.Forged + o.Forged, Stale: r.Stale + o.Stale}
+	return RxStats{BadICRC: r.BadICRC + o.BadICRC, Forged: r.Forged + o.Forged, Stale: r.Stale + o.Stale,
+		Malformed: r.Malformed + o.Malformed}
 }
 
 // UCFrame checks an arriving UC SEND Only frame: it returns its payload if

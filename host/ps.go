@@ -65,6 +65,9 @@ type PSStats struct {
 	// Reallocs counts re-ALLOCs sent because INA chunks came raw (the
 	// lease is gone, e.g. after a switch reboot).
 	Reallocs uint64
+	// OutOfRange counts contributions to a chunk beyond their all-reduce
+	// (dropped).
+	OutOfRange uint64
 }
 
 // PS is the parameter server: an emu.Node hosting one RC QP per worker of
@@ -303,10 +306,12 @@ func (p *PS) post(j *psJob, rank int, data []byte) {
 
 // Rx returns the counters of the frames the PS dropped on arrival (its RC
 // QPs count their own); Stale includes the contributions to all-reduces
-// it has finished or never began (PSStats.Stale).
+// it has finished or never began (PSStats.Stale), Malformed those to
+// chunks beyond their all-reduce (PSStats.OutOfRange).
 func (p *PS) Rx() RxStats {
 	rx := p.rx
 	rx.Stale += p.stats.Stale
+	rx.Malformed += p.stats.OutOfRange
 	return rx
 }
 
@@ -340,8 +345,12 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 		return
 	}
 	a := j.ars[h.AllReduce()]
-	if a == nil || h.Chunk() >= a.chunks {
+	switch {
+	case a == nil:
 		p.stats.Stale++ // late retransmission of a finished all-reduce
+		return
+	case h.Chunk() >= a.chunks:
+		p.stats.OutOfRange++ // beyond the all-reduce: no worker sends it
 		return
 	}
 	c := &a.ch[h.Chunk()]

@@ -60,6 +60,7 @@ func endpointDrops(n any, ps bool) Drops {
 		rx := r.Rx()
 		d.BadICRC += rx.BadICRC
 		d.ForgedResult += rx.Forged
+		d.Malformed += rx.Malformed
 		if ps {
 			d.Stale += rx.Stale
 		}

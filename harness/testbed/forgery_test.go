@@ -244,6 +244,26 @@ func forgeryClasses() []forgery {
 			return out
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().Malformed },
+	}, {
+		// Contributions of the attacker's own job to chunks beyond its
+		// all-reduce (a lease covers chunks [0, Chunks); a chunk beyond
+		// would alias a real chunk's aggregator). Only leases have a
+		// range: the static and hashed policies map every chunk into the
+		// job's slots or the shared table by design.
+		name: "out-of-range", applies: leasePolicy,
+		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+			// In the middle half of all-reduce k, to all-reduce k (the
+			// jobs run in step): under the current lease.
+			var out []forged
+			for i := range forgeries {
+				k := i % (forgeARs - 1)
+				at := start[k] + (start[k+1]-start[k])*time.Duration(forgeries+2*i)/(4*forgeries)
+				m := inahdr.Meta{Job: 2, AllReduce: uint16(1 + k), Chunk: 1<<20 + uint32(i), Worker: 0, Bitmap: 1}
+				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, PSAddr(0), rdma.OpUCSendOnly, attackerUCQP(pol), m, 64)})
+			}
+			return out
+		},
+		counted: func(c *Testbed) uint64 { return c.Drops().Malformed },
 	}}
 }
 
