@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -237,4 +238,32 @@ func BenchmarkRoCEPayload(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCheckICRC is the ICRC check the switch makes on every INA frame,
+// for the payloads of 64 and 256 INA values (20 B INA header + 4 B each),
+// beside its anchor in the same run: the standard library's CRC-32 over the
+// same bytes (anchor=crc32), the least any ICRC check can cost.
+func BenchmarkCheckICRC(b *testing.B) {
+	for _, values := range []int{64, 256} {
+		f := testFrame(b, OpUCSendOnly, make([]byte, 20+4*values))
+		b.Run(fmt.Sprintf("values=%d", values), func(b *testing.B) {
+			b.SetBytes(int64(len(f)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !CheckICRC(f) {
+					b.Fatal("bad ICRC")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("values=%d/anchor=crc32", values), func(b *testing.B) {
+			b.SetBytes(int64(len(f)))
+			b.ReportAllocs()
+			var sink uint32
+			for b.Loop() {
+				sink += crc32.ChecksumIEEE(f[EthLen:])
+			}
+			_ = sink
+		})
+	}
 }
