@@ -4,7 +4,8 @@
 # so a change meant to preserve behaviour can prove it did.
 #
 #   scripts/golden.sh check        build ./cmd/inabox, record, compare (default)
-#   scripts/golden.sh update       record and rewrite the manifest
+#   scripts/golden.sh update [DIR] record and rewrite the manifest (keeping
+#                                  the recording in DIR if given)
 #   scripts/golden.sh record DIR   record into DIR and keep it (for diffing)
 #
 # What is recorded, for each scenario in testdata/scenarios/*.yaml and
@@ -49,8 +50,9 @@ record() {
 case $mode in
 record) record "${2:?record needs a directory}"; echo "recorded into $2" ;;
 update)
-  record "$work/g"
-  (cd "$work/g" && find . -type f | LC_ALL=C sort | xargs sha256sum) >"$manifest"
+  g=${2:-$work/g}
+  record "$g"
+  (cd "$g" && find . -type f | LC_ALL=C sort | xargs sha256sum) >"$manifest"
   echo "wrote $manifest ($(wc -l <"$manifest") files)" ;;
 check)
   record "$work/g"
@@ -61,5 +63,5 @@ check)
     echo "golden: outputs differ from $manifest (record both revisions with 'scripts/golden.sh record DIR' and diff)" >&2
     exit 1
   fi ;;
-*) echo "usage: scripts/golden.sh [check|update|record DIR]" >&2; exit 2 ;;
+*) echo "usage: scripts/golden.sh [check|update [DIR]|record DIR]" >&2; exit 2 ;;
 esac

@@ -45,7 +45,7 @@ func TestRunScenario(t *testing.T) {
 	if err := runCLI(args, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	for _, want := range []string{"scenario tiny, policy freeina, seed 5: 2/2 jobs finished", "resnet", "switch memory utilization", "wrote"} {
+	for _, want := range []string{"scenario tiny, policy freeina, seed 5: 2/2 jobs finished", "resnet", "switch memory reserved", "wrote"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -121,7 +121,7 @@ func TestCompare(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	s := out.String()
-	for _, want := range []string{"switchml", "atp", "freeina", "dynaina", "JCT mean", "vs atp", "vs best baseline", "aggregation throughput", "switch memory utilization"} {
+	for _, want := range []string{"switchml", "atp", "freeina", "dynaina", "JCT mean", "vs atp", "vs best baseline", "aggregation throughput", "switch memory reserved"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
 		}
@@ -137,13 +137,14 @@ func TestCompare(t *testing.T) {
 	if len(c.Policies) != 2 || c.Scenario != "tiny" || len(c.Rows) == 0 {
 		t.Errorf("comparison %+v", c)
 	}
-	// two PSs: the baselines' testbed has one, so atp fails and says why
-	two := filepath.Join(t.TempDir(), "two.yaml")
-	os.WriteFile(two, []byte(strings.Replace(tinyYAML, "switch: {slots: 200}", "switch: {slots: 200}\n  ps: {count: 2}", 1)), 0o644)
+	// a worker restarting with its state lost: ATP takes it back, FreeINA
+	// stops and says why
+	lost := filepath.Join(t.TempDir(), "lost.yaml")
+	os.WriteFile(lost, []byte(tinyYAML+"faults:\n  - {at: 5ms, kind: node_crash, target: h0, duration: 1ms, lose_state: true}\n"), 0o644)
 	out.Reset()
-	err := runCLI([]string{"compare", "--policies", "atp,freeina", two}, &out, &errb)
+	err := runCLI([]string{"compare", "--policies", "atp,freeina", lost}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 policies failed") ||
-		!strings.Contains(out.String(), "FAILED (no column): atp") || !strings.Contains(out.String(), "freeina") {
+		!strings.Contains(out.String(), "FAILED (no column): freeina") || !strings.Contains(out.String(), "atp") {
 		t.Errorf("error %v\n%s", err, out.String())
 	}
 }

@@ -29,9 +29,11 @@ var CompareMetrics = []Metric{
 	{"makespan_s", "makespan", "lower", func(r *Results) Num { return r.Summary.Makespan }, FormatSeconds},
 	{"iter_time_mean_s", "iteration time (mean of jobs)", "lower", func(r *Results) Num { return r.Summary.IterMean }, FormatSeconds},
 	{"agg_throughput_eps", "aggregation throughput (el/s)", "higher", func(r *Results) Num { return r.Summary.AggThroughput }, func(n Num) string { return FormatSI(n, "") }},
-	{"mem_util_mean", "switch memory utilization, mean", "higher", func(r *Results) Num { return r.Summary.MemUtilMean }, FormatPercent},
-	{"mem_util_peak", "switch memory utilization, peak", "", func(r *Results) Num { return r.Summary.MemUtilPeak }, FormatPercent},
-	{"useful_aggs_per_slot_s", "useful aggregations / slot-s", "higher", func(r *Results) Num { return r.Summary.UsefulPerSlotSecond }, func(n Num) string { return FormatSI(n, "") }},
+	// Memory reserved (held by a job, aggregating or not) is a cost: less
+	// for the same work is better.
+	{"mem_util_mean", "switch memory reserved, mean", "lower", func(r *Results) Num { return r.Summary.MemUtilMean }, FormatPercent},
+	{"mem_util_peak", "switch memory reserved, peak", "", func(r *Results) Num { return r.Summary.MemUtilPeak }, FormatPercent},
+	{"useful_aggs_per_slot_s", "useful aggregations / reserved slot-s", "higher", func(r *Results) Num { return r.Summary.UsefulPerSlotSecond }, func(n Num) string { return FormatSI(n, "") }},
 	{"collisions", "collisions", "lower", func(r *Results) Num { return Num(r.Summary.Collisions) }, func(n Num) string { return FormatSI(n, "") }},
 	{"ps_path_fraction", "PS-path fraction", "lower", func(r *Results) Num { return r.Summary.PSFraction }, FormatPercent},
 	{"retransmissions", "retransmissions", "lower", func(r *Results) Num { return Num(r.Summary.Retransmissions) }, func(n Num) string { return FormatSI(n, "") }},
@@ -90,8 +92,8 @@ func Compare(results []*Results) *Comparison {
 		}
 		if m.Better != "" {
 			gain := func(v, ref Num) Num {
-				if !defined(v) || !defined(ref) {
-					return Num(math.NaN())
+				if !defined(v) || !defined(ref) || v == 0 || ref == 0 {
+					return Num(math.NaN()) // n/a: no ratio with a zero side
 				}
 				if m.Better == "higher" {
 					return ratio(float64(v), float64(ref))
@@ -166,7 +168,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw)
 	gainCell := func(g Num) string {
 		if !defined(g) {
-			return "–"
+			return "n/a"
 		}
 		return fmt.Sprintf("%.2f×", float64(g))
 	}

@@ -50,6 +50,9 @@ type CollectorConfig struct {
 	// MaxPoints bounds the points of each output time series: adjacent bins
 	// are merged to fit; 0 means 400.
 	MaxPoints int
+	// NoPSPath marks a policy without a PS path (the ring, SwitchML): its
+	// PS-path fraction is undefined (null), not 0 % or 100 %.
+	NoPSPath bool
 }
 
 type jobRec struct {
@@ -403,6 +406,9 @@ func (c *Collector) Results(end time.Duration) *Results {
 		jr.SlotSeconds = Num(jobSS[j.name])
 		jr.UsefulPerSlotSecond = ratio(float64(j.aggregations), jobSS[j.name])
 		jr.PSFraction = ratio(float64(j.psChunks), float64(j.psChunks+j.switchChunks))
+		if c.cfg.NoPSPath {
+			jr.PSFraction = Num(math.NaN())
+		}
 		jr.Throughput = series(j.tput.v, nb, merge, width, width)
 		r.Jobs = append(r.Jobs, jr)
 
@@ -441,6 +447,9 @@ func (c *Collector) Results(end time.Duration) *Results {
 		m.MeanUtilization, m.PeakUtilization = s.MemUtilMean, s.MemUtilPeak
 	}
 	s.PSFraction = ratio(float64(s.PSChunks), float64(s.PSChunks+s.SwitchChunks))
+	if c.cfg.NoPSPath {
+		s.PSFraction = Num(math.NaN())
+	}
 	r.Throughput = series(c.tput.v, nb, merge, width, width)
 	r.JCTCDF = CDF(jcts)
 	return r

@@ -239,7 +239,7 @@ func JCTChart(rs ...*Results) Chart {
 // as a percentage of the switch's slots, and all of them together (dashed).
 func MemoryChart(r *Results) Chart {
 	c := Chart{Title: fmt.Sprintf("Switch memory occupancy — %s (%s), %d slots", r.Scenario, r.Policy, r.Memory.TotalSlots),
-		XLabel: "virtual time (s)", YLabel: "occupied slots (% of switch memory)", XMax: float64(r.End)}
+		XLabel: "virtual time (s)", YLabel: "reserved slots (% of switch memory)", XMax: float64(r.End)}
 	total := float64(r.Memory.TotalSlots)
 	if total <= 0 {
 		total = 1

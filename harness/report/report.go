@@ -161,10 +161,10 @@ func (r *Results) PrintSummary(w io.Writer) {
 		{"JCT mean / p50 / p95 / max", FormatSeconds(s.JCTMean) + " / " + FormatSeconds(s.JCTP50) + " / " + FormatSeconds(s.JCTP95) + " / " + FormatSeconds(s.JCTMax)},
 		{"iteration time (mean of jobs)", FormatSeconds(s.IterMean)},
 		{"aggregation throughput", FormatSI(s.AggThroughput, "elements/s") + " (while any all-reduce runs)"},
-		{"switch memory utilization", FormatPercent(s.MemUtilMean) + " mean, " + FormatPercent(s.MemUtilPeak) + " peak of " + itoa(r.Memory.TotalSlots) + " slots"},
-		{"useful aggregations / occupied slot-s", FormatSI(s.UsefulPerSlotSecond, "")},
+		{"switch memory reserved", FormatPercent(s.MemUtilMean) + " mean, " + FormatPercent(s.MemUtilPeak) + " peak of " + itoa(r.Memory.TotalSlots) + " slots"},
+		{"useful aggregations / reserved slot-s", FormatSI(s.UsefulPerSlotSecond, "")},
 		{"collisions", i64(s.Collisions)},
-		{"PS-path fraction", FormatPercent(s.PSFraction) + " of " + i64(s.SwitchChunks+s.PSChunks) + " chunks"},
+		{"PS-path fraction", psPath(s)},
 		{"retransmissions", i64(s.Retransmissions)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
@@ -173,6 +173,14 @@ func (r *Results) PrintSummary(w io.Writer) {
 		fmt.Fprintf(tw, "dropped on the way\t%s\n", dropsText(d))
 	}
 	tw.Flush()
+}
+
+// psPath is the summary's PS-path fraction, or says there is no PS path.
+func psPath(s Summary) string {
+	if !defined(s.PSFraction) {
+		return "– (no PS path)"
+	}
+	return FormatPercent(s.PSFraction) + " of " + i64(s.SwitchChunks+s.PSChunks) + " chunks"
 }
 
 // dropsText lists the drops by cause, the causes with none left out.

@@ -172,7 +172,7 @@ func TestPrintSummary(t *testing.T) {
 	sampleResults("atp", 1).PrintSummary(&b)
 	s := b.String()
 	for _, want := range []string{"scenario sample, policy atp, seed 3: 2/3 jobs finished", "JCT", "≥15 ms", "100k",
-		"switch memory utilization", "10.0% of 100 chunks", "collisions"} {
+		"switch memory reserved", "10.0% of 100 chunks", "collisions"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
 		}

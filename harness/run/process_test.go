@@ -60,8 +60,8 @@ func TestPreparePeers(t *testing.T) {
 				pss++
 			}
 		}
-		if workers != 4 || pss > 1 {
-			t.Errorf("%s: %d workers and %d PSs among the peers, want 4 and at most 1", policy, workers, pss)
+		if workers != 4 || pss != 2 {
+			t.Errorf("%s: %d workers and %d PSs among the peers, want 4 and 2 (one per job)", policy, workers, pss)
 		}
 		if p.Switch() == nil {
 			t.Errorf("%s: no switch data plane", policy)

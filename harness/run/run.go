@@ -101,7 +101,9 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	}
 	r := &runner{s: s, tb: tb, plans: plans, gen: gen, policy: policy, seed: seed, step: step,
 		hostLinks: map[string][]*emu.Link{}, hostNodes: map[string][]string{}}
-	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: s.Topology.Switch.Slots})
+	e, _ := testbed.Lookup(policy)
+	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: s.Topology.Switch.Slots,
+		NoPSPath: !e.PSPath})
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
 		for w, h := range p.Hosts {

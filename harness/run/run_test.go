@@ -25,7 +25,7 @@ topology:
   link_gbps: 100
   link_delay: 1ms
   switch: {slots: 200, values_per_packet: 64}
-  ps: {count: 2}
+  ps: {placement: shared, count: 2}
 jobs:
   - {name: vgg, model: vgg11, workers: 3, iterations: 3, arrival: 0s, comm_ratio: 0.5}
   - {name: resnet, model: resnet50, workers: 2, iterations: 2, arrival: 20ms}

@@ -18,8 +18,11 @@ func testbedSpec(s *scenario.Scenario, seed uint64, plans []scenario.JobPlan, re
 	stride := (values + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
 	sp := testbed.Spec{Seed: seed, LinkBitsPerSecond: s.LinkBitsPerSecond(), PSLinkBitsPerSecond: s.PSLinkBitsPerSecond(),
 		LinkDelay: t.LinkDelay.D(), QueuePackets: t.QueuePackets, ValuesPerPacket: values,
-		Aggregators: max(t.Switch.Slots/stride, 1), PSCount: t.PS.Count,
-		PassTime: t.Switch.PassTime.D(), Latency: t.Switch.Latency.D(), Realtime: realtime}
+		Aggregators: max(t.Switch.Slots/stride, 1),
+		PassTime:    t.Switch.PassTime.D(), Latency: t.Switch.Latency.D(), Realtime: realtime}
+	if t.PS.Placement == scenario.PlacementShared {
+		sp.PSPlacement, sp.PSCount = testbed.PSShared, t.PS.Count
+	}
 	if sp.LinkDelay == 0 {
 		sp.LinkDelay = time.Nanosecond // the testbed's zero is its 1 µs default
 	}

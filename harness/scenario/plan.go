@@ -35,7 +35,7 @@ type JobPlan struct {
 // Worker placement: with topology.hosts 0 each worker has its own host,
 // jobs taking consecutive hosts; otherwise job j's workers start at host
 // (sum of earlier jobs' workers) mod hosts, wrapping, so jobs share hosts
-// evenly. Job j uses ps(j mod count).
+// evenly. Job j uses ps<PSOf(j)>.
 func (s *Scenario) Plan(models Models) []JobPlan {
 	hosts := s.HostNames()
 	vpp := int64(s.Topology.Switch.ValuesPerPacket)
@@ -47,7 +47,7 @@ func (s *Scenario) Plan(models Models) []JobPlan {
 		m := models[j.Model]
 		elems := max(int64(math.Ceil(float64(m.Elements())*s.Scaling.TensorScale)), 1)
 		p := JobPlan{Index: i, Name: j.Name, Model: m, Workers: j.Workers, Iterations: j.Iterations,
-			Arrival: j.Arrival.D(), Priority: j.Priority, PS: "ps" + strconv.Itoa(i%max(s.Topology.PS.Count, 1)),
+			Arrival: j.Arrival.D(), Priority: j.Priority, PS: "ps" + strconv.Itoa(s.PSOf(i)),
 			Elements: elems, Bytes: 4 * elems, Packets: (elems + vpp - 1) / vpp, Compute: m.Compute()}
 		for w := 0; w < j.Workers; w++ {
 			p.Hosts = append(p.Hosts, hosts[(off+w)%len(hosts)])

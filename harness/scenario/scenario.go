@@ -44,8 +44,12 @@ import (
 //	    pass_time: 1ns              # pipeline time per pass; default 1ns
 //	    latency: 0s                 # parser-to-deparser latency; default 0
 //	  ps:
-//	    count: 1                    # parameter servers ps0..; default 1
-//	    link_gbps: 100              # PS link rate before rate_scale; default link_gbps
+//	    placement: dedicated        # dedicated (default): each job its own PS ps<j>
+//	                                # on its own host and link, as ATP runs one per
+//	                                # application; shared: `count` PSs serve every
+//	                                # job (job j on ps<j mod count>), sharing links
+//	    count: 1                    # shared only: parameter servers ps0..; default 1
+//	    link_gbps: 100              # each PS link's rate before rate_scale; default link_gbps
 //	jobs:                           # at least one
 //	  - name: vgg16-a               # [A-Za-z0-9_.-]+, unique
 //	    model: vgg16                # a name in testdata/models/models.yaml
@@ -129,11 +133,24 @@ type Switch struct {
 	Latency         Duration `yaml:"latency" json:"latency"`
 }
 
-// PS describes the parameter servers.
+// PS describes the parameter servers: where they are (Placement) and
+// their links.
 type PS struct {
+	// Placement is PlacementDedicated (every job its own PS, on its own
+	// host and link: the default) or PlacementShared (Count PSs serve
+	// every job, job j on ps(j mod Count)).
+	Placement string `yaml:"placement" json:"placement"`
+	// Count is the number of PSs with placement shared [1]; with
+	// placement dedicated it is the number of jobs.
 	Count    int     `yaml:"count" json:"count"`
 	LinkGbps float64 `yaml:"link_gbps" json:"link_gbps"`
 }
+
+// The PS placements (topology.ps.placement).
+const (
+	PlacementDedicated = "dedicated"
+	PlacementShared    = "shared"
+)
 
 // Job is one training job.
 type Job struct {
@@ -349,8 +366,14 @@ func (s *Scenario) fillDefaults(file string) {
 	if !has("topology.switch.pass_time") {
 		t.Switch.PassTime = Duration(DefaultPassTime)
 	}
+	if !has("topology.ps.placement") {
+		t.PS.Placement = PlacementDedicated
+	}
 	if !has("topology.ps.count") {
 		t.PS.Count = 1
+		if t.PS.Placement == PlacementDedicated {
+			t.PS.Count = len(s.Jobs)
+		}
 	}
 	if !has("topology.ps.link_gbps") {
 		t.PS.LinkGbps = t.LinkGbps
@@ -382,6 +405,14 @@ func (s *Scenario) HostNames() []string {
 		out[i] = "h" + strconv.Itoa(i)
 	}
 	return out
+}
+
+// PSOf is the index of job j's parameter server.
+func (s *Scenario) PSOf(j int) int {
+	if s.Topology.PS.Placement == PlacementShared {
+		return j % max(s.Topology.PS.Count, 1)
+	}
+	return j
 }
 
 // PSNames are the parameter servers ps0, ps1, ….

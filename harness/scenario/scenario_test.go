@@ -127,7 +127,7 @@ func TestScenarioDefaults(t *testing.T) {
 	if s.Name != "my-exp" || s.Seed != DefaultSeed || s.Policy != DefaultPolicy || s.TimeLimit.D() != DefaultTimeLimit ||
 		s.Scaling != (Scaling{1, 1}) || s.Topology.LinkGbps != 100 || s.Topology.LinkDelay.D() != time.Microsecond ||
 		s.Topology.Switch.Slots != 16384 || s.Topology.Switch.ValuesPerPacket != 64 || s.Topology.Switch.PassTime.D() != time.Nanosecond ||
-		s.Topology.PS.Count != 1 || s.Topology.PS.LinkGbps != 100 || s.File() != "dir/my-exp.yaml" {
+		s.Topology.PS.Placement != PlacementDedicated || s.Topology.PS.Count != 2 || s.Topology.PS.LinkGbps != 100 || s.File() != "dir/my-exp.yaml" {
 		t.Errorf("defaults: %+v", s)
 	}
 	if got := s.HostNames(); len(got) != 5 || got[4] != "h4" {
@@ -137,7 +137,7 @@ func TestScenarioDefaults(t *testing.T) {
 		t.Errorf("rates %d %d", s.LinkBitsPerSecond(), s.PSLinkBitsPerSecond())
 	}
 	p := s.Plan(DefaultModels())
-	if strings.Join(p[0].Hosts, ",") != "h0,h1,h2" || strings.Join(p[1].Hosts, ",") != "h3,h4" || p[1].PS != "ps0" {
+	if strings.Join(p[0].Hosts, ",") != "h0,h1,h2" || strings.Join(p[1].Hosts, ",") != "h3,h4" || p[1].PS != "ps1" {
 		t.Errorf("placement %v %v", p[0].Hosts, p[1].Hosts)
 	}
 	if p[0].Packets != (p[0].Elements+63)/64 || p[0].Bytes != 4*p[0].Elements || p[0].Compute != 323*time.Millisecond {
@@ -146,14 +146,15 @@ func TestScenarioDefaults(t *testing.T) {
 	if p[1].CommRatio < 0.4999 || p[1].CommRatio > 0.5001 || p[1].Arrival != 5*time.Millisecond {
 		t.Errorf("comm_ratio override: %+v", p[1])
 	}
-	// Explicit zero seed is kept; shared hosts wrap.
-	s, err = Parse("x.yaml", []byte("seed: 0\ntopology: {hosts: 4, ps: {count: 2}}\njobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: vgg16, workers: 3, iterations: 2}\n"), DefaultModels())
+	// Explicit zero seed is kept; shared hosts wrap; shared PSs take jobs
+	// round-robin.
+	s, err = Parse("x.yaml", []byte("seed: 0\ntopology: {hosts: 4, ps: {placement: shared, count: 2}}\njobs:\n  - {name: a, model: resnet50, workers: 3, iterations: 2}\n  - {name: b, model: vgg16, workers: 3, iterations: 2}\n  - {name: c, model: vgg16, workers: 1, iterations: 2}\n"), DefaultModels())
 	if err != nil {
 		t.Fatal(err)
 	}
 	p = s.Plan(DefaultModels())
-	if s.Seed != 0 || strings.Join(p[1].Hosts, ",") != "h3,h0,h1" || p[1].PS != "ps1" {
-		t.Errorf("seed %d, placement %v %s", s.Seed, p[1].Hosts, p[1].PS)
+	if s.Seed != 0 || strings.Join(p[1].Hosts, ",") != "h3,h0,h1" || p[1].PS != "ps1" || p[2].PS != "ps0" || len(s.PSNames()) != 2 {
+		t.Errorf("seed %d, placement %v %s %s, PSs %v", s.Seed, p[1].Hosts, p[1].PS, p[2].PS, s.PSNames())
 	}
 }
 
@@ -170,7 +171,9 @@ func TestScenarioErrors(t *testing.T) {
 		{"link delay", "topology: {link_delay: -1us}\n" + job, "topology.link_delay: -1us: must be in [0, 1s]"},
 		{"slots", "topology: {switch: {slots: 70000}}\n" + job, "topology.switch.slots: 70000: must be between 1 and 65536"},
 		{"values", "topology: {switch: {values_per_packet: 2000}}\n" + job, "topology.switch.values_per_packet: 2000: must be between 1 and 1024"},
-		{"ps count", "topology: {ps: {count: 0}}\n" + job, "topology.ps.count: 0: must be between 1 and 64"},
+		{"ps count", "topology: {ps: {placement: shared, count: 0}}\n" + job, "topology.ps.count: 0: must be between 1 and 64"},
+		{"ps count dedicated", "topology: {ps: {count: 2}}\n" + job, "x.yaml:1: topology.ps.count: 2: applies to placement: shared only"},
+		{"ps placement", "topology: {ps: {placement: everywhere}}\n" + job, `topology.ps.placement: "everywhere": must be dedicated`},
 		{"ps rate", "topology: {ps: {link_gbps: -5}}\n" + job, "topology.ps.link_gbps: -5: must be in (0, 1600]"},
 		{"rate scale", "scaling: {rate_scale: 0}\n" + job, "scaling.rate_scale: 0: must be in (0, 1]"},
 		{"time limit", "time_limit: 0s\n" + job, "time_limit: 0s: must be > 0"},

@@ -50,7 +50,16 @@ func (s *Scenario) Validate(models Models) error {
 		fmt.Sprintf("must be between 1 and %d", inahdr.MaxValues))
 	v.check("topology.switch.pass_time", t.Switch.PassTime, t.Switch.PassTime >= 0 && t.Switch.PassTime.D() <= time.Millisecond, "must be in [0, 1ms]")
 	v.check("topology.switch.latency", t.Switch.Latency, t.Switch.Latency >= 0 && t.Switch.Latency.D() <= time.Millisecond, "must be in [0, 1ms]")
-	v.check("topology.ps.count", t.PS.Count, t.PS.Count >= 1 && t.PS.Count <= MaxPS, fmt.Sprintf("must be between 1 and %d", MaxPS))
+	if v.check("topology.ps.placement", t.PS.Placement, t.PS.Placement == PlacementDedicated || t.PS.Placement == PlacementShared,
+		"must be dedicated (each job its own PS) or shared (count PSs serve every job)") {
+		if t.PS.Placement == PlacementShared {
+			v.check("topology.ps.count", t.PS.Count, t.PS.Count >= 1 && t.PS.Count <= MaxPS, fmt.Sprintf("must be between 1 and %d", MaxPS))
+		} else if s.has("topology.ps.count") {
+			v.check("topology.ps.count", t.PS.Count, false, "applies to placement: shared only (placement dedicated gives each job one PS)")
+		}
+	}
+	v.check("jobs", len(s.Jobs), len(s.Jobs) <= MaxPS || t.PS.Placement != PlacementDedicated,
+		fmt.Sprintf("at most %d jobs with dedicated PSs", MaxPS))
 	v.check("topology.ps.link_gbps", t.PS.LinkGbps, t.PS.LinkGbps > 0 && t.PS.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
 
 	v.check("jobs", len(s.Jobs), len(s.Jobs) > 0, "need at least one job")

@@ -26,22 +26,15 @@ type baselinePolicy struct {
 	setup func(t *Testbed) error
 	// worker makes worker rank of job.
 	worker func(t *Testbed, j, r int, ts []host.Tensor) (Worker, error)
-	// ps makes the PS (nil: the ATP/ESA PS, idle for the others).
-	ps func(t *Testbed) (emu.Node, error)
+	// ps makes PS i (nil: the ATP/ESA PS, idle for the others).
+	ps func(t *Testbed, i int) (emu.Node, error)
 	// occupancy reports the memory held (nil: none).
 	occupancy func(t *Testbed) []Occupied
 
-	atp *baseline.PS
+	atp []*baseline.PS // by PS index
 }
 
 func (p *baselinePolicy) Name() string { return p.name }
-
-func (p *baselinePolicy) PSCount(t *Testbed) (int, error) {
-	if t.Spec.PSCount > 1 {
-		return 0, fmt.Errorf("PSCount = %d: the %s baseline has one parameter server", t.Spec.PSCount, p.name)
-	}
-	return 1, nil
-}
 
 func (p *baselinePolicy) Switch(t *Testbed) (emu.Node, error) {
 	slots := sw.DefaultSlots
@@ -87,14 +80,15 @@ func (p *baselinePolicy) Switch(t *Testbed) (emu.Node, error) {
 
 func (p *baselinePolicy) PS(t *Testbed, i int) (emu.Node, error) {
 	if p.ps != nil {
-		return p.ps(t)
+		return p.ps(t, i)
 	}
 	var jobs []baseline.PSJob
-	for j, js := range t.Spec.Jobs {
-		jobs = append(jobs, baseline.PSJob{Job: JobID(j), Workers: js.Workers, AckQPN: PSAckQPN(JobID(j))})
+	for _, j := range t.jobsOf(i) {
+		jobs = append(jobs, baseline.PSJob{Job: JobID(j), Workers: t.Spec.Jobs[j].Workers, AckQPN: PSAckQPN(JobID(j))})
 	}
-	p.atp = baseline.NewPS(PSAddr(0), SwitchAddr, jobs...)
-	return p.atp, nil
+	ps := baseline.NewPS(PSAddr(i), SwitchAddr, jobs...)
+	p.atp = append(p.atp, ps)
+	return ps, nil
 }
 
 func (p *baselinePolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, error) {
@@ -158,11 +152,11 @@ func (p *baselinePolicy) Failed(t *Testbed) error {
 	return nil
 }
 
-// ATPPS returns the ATP/ESA parameter server of a baseline testbed, or
-// nil.
-func (t *Testbed) ATPPS() *baseline.PS {
-	if p, ok := t.policy.(*baselinePolicy); ok {
-		return p.atp
+// ATPPS returns the ATP/ESA parameter server of job j in a baseline
+// testbed, or nil.
+func (t *Testbed) ATPPS(j int) *baseline.PS {
+	if p, ok := t.policy.(*baselinePolicy); ok && t.PSOf(j) < len(p.atp) {
+		return p.atp[t.PSOf(j)]
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func BenchmarkFreeINAvsATP(b *testing.B) {
 				as, ar := a.PSs[0].Link.Stats(emu.AtoB), a.PSs[0].Link.Stats(emu.BtoA)
 				fDown, fUp = float64(fs.SentBytes)/chunks, float64(fr.SentBytes)/chunks
 				aDown, aUp = float64(as.SentBytes)/chunks, float64(ar.SentBytes)/chunks
-				st := a.ATPPS().Stats()
+				st := a.ATPPS(0).Stats()
 				tot := a.Totals(0)
 				coll = float64(st.Collisions)
 				retx = float64(tot.Retransmits + tot.PSResends)

@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host/baseline"
 	sw "github.com/inabox/inabox/switch"
 )
 
-// TestBaselineMultiJob: three jobs (8, 4 and 6 workers) share one switch and one
-// PS; ATP and ESA share a small pool (contention: collisions, and for ESA
+// TestBaselineMultiJob: three jobs (8, 4 and 6 workers) share one switch, each
+// with its own PS; ATP and ESA share a small pool (contention: collisions, and for ESA
 // preemption of the lower-priority jobs), SwitchML gives each job its own
-// pool, PS and ring share the PS link / the switch. Every result exact.
+// pool, the PS-only jobs use their PSs, the ring only the switch. Every
+// result exact.
 func TestBaselineMultiJob(t *testing.T) {
 	elems := 8192
 	if raceEnabled {
@@ -30,8 +32,13 @@ func TestBaselineMultiJob(t *testing.T) {
 				for j := 0; j < 3; j++ {
 					t.Logf("  job %d (prio %d): end %v %+v", j, sc.prio[j], c.JobEnd(j), c.Totals(j))
 				}
-				if ps := c.ATPPS(); ps != nil && kind != "none" {
-					st := ps.Stats()
+				if c.ATPPS(0) != nil && kind != "none" {
+					var st baseline.PSStats // the three jobs' PSs together
+					for j := 0; j < 3; j++ {
+						s := c.ATPPS(j).Stats()
+						st.Collisions += s.Collisions
+						st.Partials += s.Partials
+					}
 					t.Logf("  ps %+v; busy slots after the run %d; pool %+v", st, c.BusySlots(), poolStats(c))
 					switch kind {
 					case "atp":

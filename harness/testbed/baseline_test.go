@@ -166,7 +166,7 @@ func TestBaselineAcceptance(t *testing.T) {
 				t.Run(cs.name, func(t *testing.T) {
 					c, end := run(t, sc)
 					t.Logf("%-8s %-7s %9v  %+v", kind, cs.name, end, c.Totals(0))
-					if ps := c.ATPPS(); ps != nil {
+					if ps := c.ATPPS(0); ps != nil {
 						t.Logf("         ps %+v", ps.Stats())
 					}
 					if sc.reboot > 0 && (kind == "switchml" || kind == "atp" || kind == "esa") && c.Totals(0).Retransmits == 0 {

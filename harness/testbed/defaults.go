@@ -18,6 +18,9 @@ const (
 	// DefaultOverhead is Ethernet's preamble+SFD (8), FCS (4) and IFG (12),
 	// added to every frame on the wire.
 	DefaultOverhead = 24
+	// DefaultLinkMTU is every link's MTU: jumbo frames, which RoCE's
+	// 4096-byte path MTU (DefaultQP.MTU) needs, as RoCE fabrics run them.
+	DefaultLinkMTU = 9000
 	// DefaultPassTime is one pipeline pass (≈1 Gpass/s per pipe, Tofino-1
 	// order of magnitude); DefaultLatency the parser-to-deparser latency.
 	DefaultPassTime = time.Nanosecond
@@ -78,6 +81,15 @@ func ChunkWireBytes(values int) int {
 func PipeSlots(rate int64, delay, latency time.Duration, values int) int {
 	rtt := 2*delay + latency + time.Duration(float64(ChunkWireBytes(values)*8)/float64(rate)*1e9)
 	return int(2*rtt.Seconds()*float64(rate)/float64(8*ChunkWireBytes(values))) + 1
+}
+
+// RingWindow is the ring's RC PSN window: a worker → neighbour → ACK round
+// trip crosses four links and the switch twice, which is PipeSlots' span
+// (two slot round trips); twice that, plus the ACK coalescing (an ACK per
+// 64 PSNs at most), keeps the link busy. At least DefaultQP's 128.
+// (With 128 PSNs the ring ran at 2.2× its bound at every scale.)
+func RingWindow(rate int64, delay, latency time.Duration, values int) int {
+	return max(DefaultQP.MaxUnacked, 2*PipeSlots(rate, delay, latency, values)+64)
 }
 
 // UCTimeout is FreeINA's UC-path retransmission timeout: 1.5 × (a slot

@@ -19,7 +19,7 @@ func TestDynaINACluster(t *testing.T) {
 			jobs := []int{4, 3, 2}
 			gaps := []time.Duration{20 * time.Microsecond, 200 * time.Microsecond, 50 * time.Microsecond}
 			inputs := map[[3]int][]float32{}
-			cfg := Spec{Seed: 5, Aggregators: 700, PSCount: 2, INAPath: path}
+			cfg := Spec{Seed: 5, Aggregators: 700, PSPlacement: PSShared, PSCount: 2, INAPath: path}
 			for i, n := range jobs {
 				cfg.Jobs = append(cfg.Jobs, JobSpec{Workers: n, Arrival: time.Duration(i) * 30 * time.Microsecond, Compute: gaps[i],
 					AllReduces: ars, GradientBytes: 4 * elems})

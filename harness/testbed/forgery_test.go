@@ -59,14 +59,17 @@ func ctlFrame(t testing.TB, src, dst rdma.Endpoint, destQP uint32, c inahdr.Ctl)
 	return b
 }
 
+// schedule is when the clean run's all-reduces started: victim[k] for the
+// victim's all-reduce k, attacker[k] for the attacker's.
+type schedule struct{ victim, attacker []time.Duration }
+
 // forgery is one class of forged frames.
 type forgery struct {
 	name string
 	// applies says which policies the class concerns (nil: every one).
 	applies func(policy string) bool
-	// frames returns the forged frames of a run whose clean victim
-	// all-reduce k started at start[k].
-	frames func(t testing.TB, policy string, c *Testbed, start []time.Duration) []forged
+	// frames returns the forged frames of a run with clean schedule s.
+	frames func(t testing.TB, policy string, c *Testbed, s schedule) []forged
 	// counted returns how many forged frames were dropped and counted in
 	// the class's own cause.
 	counted func(c *Testbed) uint64
@@ -112,7 +115,8 @@ func forgeryClasses() []forgery {
 		// victim worker's UC QP, as a host-to-host message (FlagBypass):
 		// only the job's PS port may send results.
 		name: "result-bypass", applies: inaPolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[0], start[forgeARs-1]) {
 				r := i % 4
@@ -126,7 +130,8 @@ func forgeryClasses() []forgery {
 		// The same result on the INA path (no FlagBypass): the attacker's
 		// port has no ina_worker entry for the victim's QP.
 		name: "result-ina", applies: inaPolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[0], start[forgeARs-1]) {
 				r := i % 4
@@ -140,12 +145,13 @@ func forgeryClasses() []forgery {
 		// Contributions as a victim worker: its source addresses and QP
 		// from the attacker's port (port security).
 		name: "spoofed-source", applies: inaPolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[0], start[forgeARs-1]) {
 				r := i % 4
 				m := inahdr.Meta{Job: 1, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Worker: uint8(r), Bitmap: 1 << r}
-				out = append(out, forged{at, attackerNode, frame(t, WorkerAddr(1, r), PSAddr(0), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
+				out = append(out, forged{at, attackerNode, frame(t, WorkerAddr(1, r), PSAddr(c.PSOf(0)), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
 			}
 			return out
 		},
@@ -154,12 +160,13 @@ func forgeryClasses() []forgery {
 		// Contributions with a victim worker's QP from the attacker's own
 		// addresses: the (port, QP) entry belongs to another port.
 		name: "foreign-qp", applies: inaPolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[0], start[forgeARs-1]) {
 				r := i % 4
 				m := inahdr.Meta{Job: 1, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Worker: uint8(r), Bitmap: 1 << r}
-				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, PSAddr(0), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
+				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, PSAddr(c.PSOf(0)), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
 			}
 			return out
 		},
@@ -169,7 +176,8 @@ func forgeryClasses() []forgery {
 		// does not exist, to the switch's control QP from the attacker's
 		// port: only the job's PS port may send them.
 		name: "alloc-free", applies: leasePolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[0], start[forgeARs-1]) {
 				m := inahdr.Ctl{Op: inahdr.CtlFree, Job: 1, AllReduce: uint16(1 + i%forgeARs)}
@@ -187,11 +195,12 @@ func forgeryClasses() []forgery {
 	}, {
 		// GRANTs to the victim's PS and workers: only the switch sends them.
 		name: "grant", applies: inaPolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[0], start[forgeARs-1]) {
 				m := inahdr.Ctl{Op: inahdr.CtlGrant, Job: 1, AllReduce: uint16(1 + i%forgeARs), Slots: 0, Chunks: 300}
-				dst, qp := PSAddr(0), uint32(PSCtlQPN)
+				dst, qp := PSAddr(c.PSOf(0)), uint32(PSCtlQPN)
 				if i%2 == 1 {
 					dst, qp = WorkerAddr(1, i%4), WorkerUCQPN(1, i%4)
 				}
@@ -207,14 +216,15 @@ func forgeryClasses() []forgery {
 		// (or, where its all-reduces take the PS path and the switch sees
 		// no contribution, by the PS as stale).
 		name: "replay", applies: inaPolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[2]+(start[3]-start[2])/2, start[3]) {
 				r := i % 4
 				// (SwitchML numbers chunks across all-reduces: the first
 				// all-reduce's are 0, 1, …, as the others')
 				m := inahdr.Meta{Job: 1, AllReduce: 1, Chunk: uint32(i % 300), Worker: uint8(r), Bitmap: 1 << r}
-				out = append(out, forged{at, WorkerNode(1, r), frame(t, WorkerAddr(1, r), PSAddr(0), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
+				out = append(out, forged{at, WorkerNode(1, r), frame(t, WorkerAddr(1, r), PSAddr(c.PSOf(0)), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
 			}
 			return out
 		},
@@ -224,7 +234,8 @@ func forgeryClasses() []forgery {
 		// another worker's bit too, a bitmap of another worker, a Count
 		// larger than the payload.
 		name: "malformed", applies: inaPolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
 			var out []forged
 			for i, at := range spread(start[0], start[forgeARs-1]) {
 				m := inahdr.Meta{Job: 2, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Worker: 0, Bitmap: 1}
@@ -234,7 +245,7 @@ func forgeryClasses() []forgery {
 				case 2:
 					m.Bitmap = 2
 				}
-				f := frame(t, attackerAddr, PSAddr(0), rdma.OpUCSendOnly, attackerUCQP(pol), m, 64)
+				f := frame(t, attackerAddr, PSAddr(c.PSOf(1)), rdma.OpUCSendOnly, attackerUCQP(pol), m, 64)
 				if i%3 == 1 { // a valid frame whose header claims more values than it carries
 					inahdr.Header(f[rdma.HeadersLen+rdma.BTHLen:]).SetCount(500)
 					_ = rdma.SetICRC(f)
@@ -251,15 +262,17 @@ func forgeryClasses() []forgery {
 		// range: the static and hashed policies map every chunk into the
 		// job's slots or the shared table by design.
 		name: "out-of-range", applies: leasePolicy,
-		frames: func(t testing.TB, pol string, c *Testbed, start []time.Duration) []forged {
-			// In the middle half of all-reduce k, to all-reduce k (the
-			// jobs run in step): under the current lease.
+		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
+			start := s.victim
+			// In the middle half of the attacker's all-reduce k, to
+			// all-reduce k: under the current lease.
+			start = s.attacker
 			var out []forged
 			for i := range forgeries {
 				k := i % (forgeARs - 1)
 				at := start[k] + (start[k+1]-start[k])*time.Duration(forgeries+2*i)/(4*forgeries)
 				m := inahdr.Meta{Job: 2, AllReduce: uint16(1 + k), Chunk: 1<<20 + uint32(i), Worker: 0, Bitmap: 1}
-				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, PSAddr(0), rdma.OpUCSendOnly, attackerUCQP(pol), m, 64)})
+				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, PSAddr(c.PSOf(1)), rdma.OpUCSendOnly, attackerUCQP(pol), m, 64)})
 			}
 			return out
 		},
@@ -276,9 +289,12 @@ func TestForgery(t *testing.T) {
 	spec := func(pol string) Spec { return Spec{Seed: 11, Jobs: jobSpecs([]int{4, 2})} }
 	for _, pol := range allPolicies {
 		clean, cleanEnd := runExact(t, pol, spec(pol), forgeARs, elems, 2*time.Second, nil)
-		var start []time.Duration
+		var sched schedule
 		for _, r := range clean.Workers[0][0].Endpoint.Reports() {
-			start = append(start, r.Start)
+			sched.victim = append(sched.victim, r.Start)
+		}
+		for _, r := range clean.Workers[1][0].Endpoint.Reports() {
+			sched.attacker = append(sched.attacker, r.Start)
 		}
 		victimClean := clean.JobEnd(0)
 		for _, fc := range forgeryClasses() {
@@ -287,7 +303,7 @@ func TestForgery(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/%s", pol, fc.name), func(t *testing.T) {
 				c, end := runExact(t, pol, spec(pol), forgeARs, elems, 2*time.Second, func(c *Testbed) {
-					for _, f := range fc.frames(t, pol, c, start) {
+					for _, f := range fc.frames(t, pol, c, sched) {
 						if err := c.Net.Inject(f.at, f.node, 0, f.frame); err != nil {
 							t.Fatal(err)
 						}

@@ -213,7 +213,8 @@ func faultMatrix(t *testing.T, path host.INAPath) {
 	}
 }
 
-// TestTrimMultiJob: three jobs (8, 4 and 6 workers) on one switch and one PS,
+// TestTrimMultiJob: three jobs (8, 4 and 6 workers) on one switch, each with
+// its PS,
 // with switch memory for fewer aggregators than they ask for: partial and
 // zero grants, and PS-path chunks, stay exact (trim path; TestUCMultiJob
 // runs it on the UC path).
@@ -226,15 +227,18 @@ func multiJob(t *testing.T, path host.INAPath) {
 	}
 	c, end := runScenario(t, scenario{name: path.String() + "-multijob", jobs: []int{8, 4, 6}, elems: elems, ars: 3, slots: 300, path: path})
 	t.Logf("%v, 3 jobs: %v", path, end)
+	soft := uint64(0)
 	for j := range c.Workers {
-		t.Logf("  job %d plans %+v φ=%.3f", j+1, c.FreeINAPS(0).Plans(uint16(j+1)), c.FreeINAPS(0).Phi(uint16(j+1)))
+		ps := c.FreeINAPS(c.PSOf(j))
+		t.Logf("  job %d plans %+v φ=%.3f", j+1, ps.Plans(uint16(j+1)), ps.Phi(uint16(j+1)))
+		soft += ps.Stats().SoftResults
 	}
 	logReports(t, c)
 	fs := c.FreeINA().Stats()
 	if fs.Partial+fs.Zero == 0 {
 		t.Fatalf("memory was never short: %+v", fs)
 	}
-	if c.FreeINAPS(0).Stats().SoftResults == 0 {
+	if soft == 0 {
 		t.Fatal("no chunk took the PS path")
 	}
 }

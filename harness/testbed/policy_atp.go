@@ -28,10 +28,11 @@ func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
 	p.program = func(t *Testbed, j int, _ []sw.McastMember) error {
 		job := JobID(j)
 		js := t.Spec.Jobs[j]
-		if err := t.Switch.AddWorker(sw.WorkerEntry{Port: t.PSs[0].Port, QP: PSAckQPN(job), Job: job, PS: true, RID: PSRID(job)}); err != nil {
+		psPort := t.PSs[t.PSOf(j)].Port
+		if err := t.Switch.AddWorker(sw.WorkerEntry{Port: psPort, QP: PSAckQPN(job), Job: job, PS: true, RID: PSRID(job)}); err != nil {
 			return err
 		}
-		return t.Switch.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<js.Workers - 1, Group: job, PSPort: t.PSs[0].Port,
+		return t.Switch.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<js.Workers - 1, Group: job, PSPort: psPort,
 			PolicyID: stage, PoolID: 1, ResultToPS: true, Priority: js.Priority})
 	}
 	p.worker = func(t *Testbed, j, r int, ts []host.Tensor) (Worker, error) {

@@ -13,7 +13,7 @@ import (
 // all-reduce by the switch's FreeINA control plane (sw.FreeINAControl:
 // ALLOC/GRANT/FREE from the PS); workers send INA chunks through the
 // switch (PathUC: UC datagrams it absorbs; PathTrim: RC messages it trims)
-// and the rest over RC to their PS, job j's PS being j mod PSCount.
+// and the rest over RC to their PS (Testbed.PSOf).
 
 // freeinaStage is the slot-stage id FreeINA's lease table is registered
 // under.
@@ -43,8 +43,6 @@ func newFreeINA() Policy { return &freeinaPolicy{name: "freeina"} }
 
 func (p *freeinaPolicy) Name() string { return p.name }
 
-func (p *freeinaPolicy) PSCount(t *Testbed) (int, error) { return t.Spec.PSCount, nil }
-
 func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 	aggs := t.aggregators()
 	s, nc, err := t.newSwitch(aggs * t.Stride)
@@ -72,7 +70,7 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 	p.psJobs = make([][]host.PSJob, nps)
 	for j, ws := range t.Workers {
 		job := JobID(j)
-		psi := j % nps
+		psi := t.PSOf(j)
 		pj := host.PSJob{Job: job}
 		var members []sw.McastMember
 		for _, w := range ws {
@@ -134,7 +132,7 @@ func (p *freeinaPolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, 
 	s := &t.Spec
 	job := JobID(j)
 	js := s.Jobs[j]
-	psi := j % len(t.PSs)
+	psi := t.PSOf(j)
 	wc := host.WorkerConfig{Job: job, Rank: uint8(r), Workers: js.Workers, Addr: WorkerAddr(job, r), Switch: SwitchAddr,
 		PS: host.Peer{Addr: PSAddr(psi), QPN: PSQPN(job, r)}, QPN: WorkerQPN(job, r), UCQPN: WorkerUCQPN(job, r),
 		Values: s.ValuesPerPacket, INAPath: s.INAPath, PSUCQPN: PSUCQPN(job, r), QP: t.rcQP(), Quant: s.Quant,

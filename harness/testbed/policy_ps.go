@@ -22,22 +22,22 @@ func PSOnly() Policy {
 			win = 256
 		}
 		cfg := baseline.PSOnlyConfig{RCConfig: t.rcConfig(j, r), QPN: WorkerQPN(job, r),
-			PS: host.Peer{Addr: PSAddr(0), QPN: PSQPN(job, r)}, Window: win}
+			PS: host.Peer{Addr: PSAddr(t.PSOf(j)), QPN: PSQPN(job, r)}, Window: win}
 		cfg.QP = psOnlyQP(t)
 		return baseline.NewPSOnlyWorker(cfg, ts)
 	}
-	p.ps = func(t *Testbed) (emu.Node, error) {
+	p.ps = func(t *Testbed, i int) (emu.Node, error) {
 		var jobs []host.PSJob
-		for j, js := range t.Spec.Jobs {
+		for _, j := range t.jobsOf(i) {
 			job := JobID(j)
 			pj := host.PSJob{Job: job}
-			for r := 0; r < js.Workers; r++ {
+			for r := 0; r < t.Spec.Jobs[j].Workers; r++ {
 				pj.Workers = append(pj.Workers, host.Peer{Addr: WorkerAddr(job, r), QPN: WorkerQPN(job, r)})
 				pj.LocalQPN = append(pj.LocalQPN, PSQPN(job, r))
 			}
 			jobs = append(jobs, pj)
 		}
-		return baseline.NewPSOnlyServer(psOnlyQP(t), PSAddr(0), jobs...)
+		return baseline.NewPSOnlyServer(psOnlyQP(t), PSAddr(i), jobs...)
 	}
 	return p
 }

@@ -23,7 +23,7 @@ func newSwitchML() Policy {
 			return err
 		}
 		return t.Switch.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<t.Spec.Jobs[j].Workers - 1, Group: job,
-			PSPort: t.PSs[0].Port, PolicyID: sw.StageStatic, PoolID: job})
+			PSPort: t.PSs[t.PSOf(j)].Port, PolicyID: sw.StageStatic, PoolID: job})
 	}
 	p.slots = func(t *Testbed) (int, error) {
 		if need := len(t.Spec.Jobs) * 2 * switchMLWindow(t) * t.Stride; need > sw.DefaultSlots {
@@ -84,6 +84,6 @@ func inaConfig(t *Testbed, kind baseline.INAKind, j, r, window int, rto time.Dur
 		peers[k] = host.Peer{Addr: WorkerAddr(job, k), QPN: WorkerUCQPN(job, k)}
 	}
 	return baseline.INAConfig{Kind: kind, Job: job, Rank: r, Workers: n, Values: t.Spec.ValuesPerPacket, Quant: t.quant(j),
-		Addr: WorkerAddr(job, r), UCQPN: WorkerUCQPN(job, r), PS: PSAddr(0), PSQPN: PSQPN(job, r), Peers: peers, Switch: SwitchAddr,
+		Addr: WorkerAddr(job, r), UCQPN: WorkerUCQPN(job, r), PS: PSAddr(t.PSOf(j)), PSQPN: PSQPN(job, r), Peers: peers, Switch: SwitchAddr,
 		Window: window, RTO: rto, Timing: t.timing(j)}
 }

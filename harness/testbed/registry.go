@@ -13,19 +13,18 @@ import (
 // run, and what it observed. A Policy value belongs to one testbed (New in
 // its registry Entry makes a fresh one), so it may keep what it installed.
 //
-// Build calls, in order: PSCount, Switch, then PS for every PS and Worker
-// for every worker; the observers after or during a run.
+// Build calls, in order: Switch, then PS for every PS (Spec.NumPS of them,
+// placed by the testbed: Testbed.PSOf) and Worker for every worker; the
+// observers after or during a run.
 type Policy interface {
 	// Name is the name the policy is registered under.
 	Name() string
-	// PSCount returns how many parameter servers the policy runs on t
-	// (t.Spec.PSCount, or an error if it cannot honour it).
-	PSCount(t *Testbed) (int, error)
 	// Switch creates t's switch (t.newSwitch), programs it for t's jobs —
 	// pools, slot stages, job and worker tables, rewrites, multicast
 	// groups — and returns the node that runs it.
 	Switch(t *Testbed) (emu.Node, error)
-	// PS returns parameter server i's node.
+	// PS returns parameter server i's node, serving the jobs j with
+	// t.PSOf(j) == i.
 	PS(t *Testbed, i int) (emu.Node, error)
 	// Worker returns worker rank of job's endpoint, all-reducing ts.
 	Worker(t *Testbed, job, rank int, ts []host.Tensor) (Worker, error)
@@ -51,6 +50,9 @@ type Entry struct {
 	// Reference marks the baseline comparisons are relative to (one
 	// policy: the state of the art the seed papers compare with, ATP).
 	Reference bool
+	// PSPath marks a policy whose chunks can take a path through a
+	// parameter server (its PS-path fraction means something).
+	PSPath bool
 	// New returns a fresh policy for one testbed.
 	New func() Policy
 }
@@ -61,10 +63,10 @@ type Entry struct {
 var registry = []Entry{
 	{Name: "none", Summary: "no INA: a host ring all-reduce over RC (NCCL's default)", Baseline: true, New: newRing},
 	{Name: "switchml", Summary: "SwitchML: static per-job slots, self-clocked window", Baseline: true, New: newSwitchML},
-	{Name: "atp", Summary: "ATP: a shared hashed pool, results through the PS", Baseline: true, Reference: true, New: newATP},
-	{Name: "esa", Summary: "ESA: ATP with priority preemption", Baseline: true, New: newESA},
-	{Name: "freeina", Summary: "FreeINA: per-all-reduce leases, host-driven INA and RC paths", New: newFreeINA},
-	{Name: "dynaina", Summary: "DynaINA: FreeINA's paths with dynamic pools and contention-aware scheduling", New: newDynaINA},
+	{Name: "atp", Summary: "ATP: a shared hashed pool, results through the PS", Baseline: true, Reference: true, PSPath: true, New: newATP},
+	{Name: "esa", Summary: "ESA: ATP with priority preemption", Baseline: true, PSPath: true, New: newESA},
+	{Name: "freeina", Summary: "FreeINA: per-all-reduce leases, host-driven INA and RC paths", PSPath: true, New: newFreeINA},
+	{Name: "dynaina", Summary: "DynaINA: FreeINA's paths with dynamic pools and contention-aware scheduling", PSPath: true, New: newDynaINA},
 }
 
 // Entries returns every registered policy, in registry order.

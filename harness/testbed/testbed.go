@@ -71,8 +71,12 @@ type Spec struct {
 	// PassTime and Latency time the switch pipeline [DefaultPassTime,
 	// DefaultLatency]; negative means untimed.
 	PassTime, Latency time.Duration
-	// PSCount is the number of parameter servers of FreeINA and DynaINA
-	// [1]; job j is served by PS j mod PSCount. The baselines have one.
+	// PSPlacement is where the jobs' parameter servers are [PSDedicated:
+	// one per job, each on its own host and link]. Every policy gets the
+	// same PSs (switchml and none leave theirs idle).
+	PSPlacement PSPlacement
+	// PSCount is the number of parameter servers with PSShared [1]: job j
+	// is served by PS j mod PSCount. PSDedicated takes none (0).
 	PSCount int
 	// INAPath is FreeINA's and DynaINA's INA path [host.PathUC].
 	INAPath host.INAPath
@@ -197,10 +201,8 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 	}
 	t := &Testbed{Spec: spec, Net: emu.NewNetwork(emu.Config{Seed: spec.Seed}), policy: p,
 		Stride: (spec.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass}
-	nps, err := p.PSCount(t)
-	if err != nil {
-		return nil, err
-	}
+	nps := spec.NumPS()
+	var err error
 	// Ports: the PSs first, then every job's workers.
 	port := nps
 	for i := range nps {
@@ -282,14 +284,73 @@ func (s *Spec) fill() error {
 	if s.Latency == 0 {
 		s.Latency = DefaultLatency
 	}
-	if s.PSCount <= 0 {
-		s.PSCount = 1
+	switch s.PSPlacement {
+	case PSDedicated:
+		if s.PSCount != 0 {
+			return fmt.Errorf("testbed: PSCount = %d: a count applies to PSShared (PSDedicated gives each job one PS)", s.PSCount)
+		}
+	case PSShared:
+		if s.PSCount <= 0 {
+			s.PSCount = 1
+		}
+	default:
+		return fmt.Errorf("testbed: PSPlacement = %d: not PSDedicated or PSShared", s.PSPlacement)
 	}
 	return nil
 }
 
+// PSPlacement is where the jobs' parameter servers are.
+type PSPlacement int
+
+const (
+	// PSDedicated gives every job its own PS on its own host and link (as
+	// ATP runs one per application).
+	PSDedicated PSPlacement = iota
+	// PSShared has Spec.PSCount PSs serve every job: job j on PS j mod
+	// PSCount, the PS links shared by the jobs on them.
+	PSShared
+)
+
+// String is the placement's scenario name.
+func (p PSPlacement) String() string {
+	switch p {
+	case PSDedicated:
+		return "dedicated"
+	case PSShared:
+		return "shared"
+	}
+	return fmt.Sprintf("PSPlacement(%d)", int(p))
+}
+
+// NumPS is the number of parameter servers of spec s (filled).
+func (s *Spec) NumPS() int {
+	if s.PSPlacement == PSShared {
+		return s.PSCount
+	}
+	return len(s.Jobs)
+}
+
+// PSOf is the index of job j's parameter server.
+func (t *Testbed) PSOf(j int) int {
+	if t.Spec.PSPlacement == PSShared {
+		return j % t.Spec.PSCount
+	}
+	return j
+}
+
+// jobsOf are the jobs parameter server i serves.
+func (t *Testbed) jobsOf(i int) []int {
+	var out []int
+	for j := range t.Spec.Jobs {
+		if t.PSOf(j) == i {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 func (t *Testbed) link(rate int64) emu.LinkConfig {
-	return emu.LinkConfig{BitsPerSecond: rate, Delay: t.Spec.LinkDelay, OverheadBytes: DefaultOverhead,
+	return emu.LinkConfig{BitsPerSecond: rate, Delay: t.Spec.LinkDelay, OverheadBytes: DefaultOverhead, MTUBytes: DefaultLinkMTU,
 		QueuePackets: t.Spec.QueuePackets, Impairments: t.Spec.Impairments}
 }
 
