@@ -15,8 +15,10 @@ const validateUsage = `usage: inabox validate [--print] FILE.yaml...
 
 Checks each scenario file: unknown keys, types, ranges, model names, fault
 targets. Prints "FILE: ok" with the scenario's size and cost estimate, or
-every problem as FILE:LINE: PATH: VALUE: RULE. --print also writes the
-scenario with every default filled in.
+every problem as FILE:LINE: PATH: VALUE: RULE. A valid scenario whose
+comparisons are suspect (fixed latencies a large share of an all-reduce)
+gets "FILE: warning: ..." lines. --print also writes the scenario with every
+default filled in.
 `
 
 // cmdValidate implements `inabox validate`.
@@ -60,6 +62,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: ok: %s, policy %s, %d job%s, %d workers on %d hosts, %d PS, %d slots; ~%.2f M worker packets, virtual time ≥ %v\n",
 			file, s.Name, s.Policy, len(s.Jobs), plural, workers, s.NumHosts(), s.Topology.PS.Count, s.Topology.Switch.Slots,
 			float64(est.WorkerPackets)/1e6, est.VirtualTime.Round(1e6))
+		for _, w := range s.Warnings(models) {
+			fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
+		}
 		if *printScenario {
 			out, err := yaml.Marshal(s)
 			if err != nil {

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -87,4 +88,41 @@ func (s *Scenario) Estimate(models Models) Estimate {
 		e.VirtualTime = max(e.VirtualTime, p.Arrival+time.Duration(p.Iterations)*(p.Compute+p.CommIdeal))
 	}
 	return e
+}
+
+// FixedTraversals is the most link traversals an all-reduce of the shipped
+// policies waits for beyond its transfer: FreeINA's BEGIN → PS, ALLOC →
+// switch, GRANT → PS, PLAN → worker, then the last chunk's round trip
+// (../shared review: SwitchML 2, ATP 4, FreeINA 8).
+const FixedTraversals = 8
+
+// LatencyShareWarn is the share of a job's ideal all-reduce that fixed
+// latencies may take before Warnings says so.
+const LatencyShareWarn = 0.05
+
+// Warnings are what makes the scenario's comparisons suspect though it is
+// valid: fixed per-all-reduce latencies (FixedTraversals link delays) that
+// are a large share of a job's ideal all-reduce, as when link delays are
+// stretched by 1/rate_scale to keep the bandwidth-delay product while the
+// transfer keeps its length. Each names the field, the job and the share.
+func (s *Scenario) Warnings(models Models) []string {
+	var out []string
+	fixed := time.Duration(FixedTraversals) * s.Topology.LinkDelay.D()
+	for _, p := range s.Plan(models) {
+		if p.CommIdeal <= 0 {
+			continue
+		}
+		share := float64(fixed) / float64(p.CommIdeal)
+		if share <= LatencyShareWarn {
+			continue
+		}
+		w := fmt.Sprintf("topology.link_delay: %v: %d link traversals (%v) are %.0f %% of job %s's ideal all-reduce (%v); "+
+			"fixed latencies weigh far more on policies with more round trips than at true scale",
+			s.Topology.LinkDelay, FixedTraversals, fixed, 100*share, p.Name, p.CommIdeal.Round(time.Microsecond))
+		if rs := s.Scaling.RateScale; rs < 1 {
+			w += fmt.Sprintf(" (%.2g %% there if the delay was stretched by 1/rate_scale)", 100*share*rs)
+		}
+		out = append(out, w)
+	}
+	return out
 }

@@ -309,3 +309,26 @@ func FuzzParseScenario(f *testing.F) {
 		}
 	})
 }
+
+// TestWarnings: a scenario whose link delays are a large share of an
+// all-reduce is warned about, naming the field, the job and the share; one
+// at true scale is not.
+func TestWarnings(t *testing.T) {
+	const jobs = "jobs:\n  - {name: r50, model: resnet50, workers: 8, iterations: 1}\n"
+	s, err := Parse("x.yaml", []byte("scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 200us}\n"+jobs), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Warnings(DefaultModels())
+	if len(w) != 1 || !strings.Contains(w[0], "topology.link_delay: 200µs: 8 link traversals (1.6ms) are 15 % of job r50's ideal all-reduce (10.671ms)") ||
+		!strings.Contains(w[0], "(0.15 % there") {
+		t.Errorf("warnings %q", w)
+	}
+	s, err = Parse("x.yaml", []byte("topology: {link_delay: 2us}\n"+jobs), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Warnings(DefaultModels()); len(w) != 0 {
+		t.Errorf("true scale warned: %q", w)
+	}
+}
