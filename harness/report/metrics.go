@@ -42,7 +42,8 @@ type CollectorConfig struct {
 	Policy   string
 	Seed     uint64
 	// TotalSlots is the switch's aggregator slots (utilization = occupied /
-	// TotalSlots).
+	// TotalSlots); 0 for a policy that uses no switch memory (the memory
+	// metrics are null).
 	TotalSlots int
 	// Resolution is the bin width of the time series; 0 means 1 ms. It
 	// doubles whenever a run outgrows 2^17 bins.

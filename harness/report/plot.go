@@ -238,7 +238,7 @@ func JCTChart(rs ...*Results) Chart {
 // MemoryChart is switch memory occupancy over time: each (pool, job) pair
 // as a percentage of the switch's slots, and all of them together (dashed).
 func MemoryChart(r *Results) Chart {
-	c := Chart{Title: fmt.Sprintf("Switch memory occupancy — %s (%s), %d slots", r.Scenario, r.Policy, r.Memory.TotalSlots),
+	c := Chart{Title: fmt.Sprintf("Switch memory reserved — %s (%s), %d slots", r.Scenario, r.Policy, r.Memory.TotalSlots),
 		XLabel: "virtual time (s)", YLabel: "reserved slots (% of switch memory)", XMax: float64(r.End)}
 	total := float64(r.Memory.TotalSlots)
 	if total <= 0 {

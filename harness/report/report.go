@@ -161,7 +161,7 @@ func (r *Results) PrintSummary(w io.Writer) {
 		{"JCT mean / p50 / p95 / max", FormatSeconds(s.JCTMean) + " / " + FormatSeconds(s.JCTP50) + " / " + FormatSeconds(s.JCTP95) + " / " + FormatSeconds(s.JCTMax)},
 		{"iteration time (mean of jobs)", FormatSeconds(s.IterMean)},
 		{"aggregation throughput", FormatSI(s.AggThroughput, "elements/s") + " (while any all-reduce runs)"},
-		{"switch memory reserved", FormatPercent(s.MemUtilMean) + " mean, " + FormatPercent(s.MemUtilPeak) + " peak of " + itoa(r.Memory.TotalSlots) + " slots"},
+		{"switch memory reserved", memReserved(r)},
 		{"useful aggregations / reserved slot-s", FormatSI(s.UsefulPerSlotSecond, "")},
 		{"collisions", i64(s.Collisions)},
 		{"PS-path fraction", psPath(s)},
@@ -173,6 +173,15 @@ func (r *Results) PrintSummary(w io.Writer) {
 		fmt.Fprintf(tw, "dropped on the way\t%s\n", dropsText(d))
 	}
 	tw.Flush()
+}
+
+// memReserved is the summary's memory line, or says none is used.
+func memReserved(r *Results) string {
+	if r.Memory.TotalSlots <= 0 {
+		return "– (no switch memory used)"
+	}
+	s := r.Summary
+	return FormatPercent(s.MemUtilMean) + " mean, " + FormatPercent(s.MemUtilPeak) + " peak of " + itoa(r.Memory.TotalSlots) + " slots"
 }
 
 // psPath is the summary's PS-path fraction, or says there is no PS path.

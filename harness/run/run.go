@@ -102,7 +102,11 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	r := &runner{s: s, tb: tb, plans: plans, gen: gen, policy: policy, seed: seed, step: step,
 		hostLinks: map[string][]*emu.Link{}, hostNodes: map[string][]string{}}
 	e, _ := testbed.Lookup(policy)
-	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: s.Topology.Switch.Slots,
+	slots := s.Topology.Switch.Slots
+	if e.NoINA {
+		slots = 0
+	}
+	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: slots,
 		NoPSPath: !e.PSPath})
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)

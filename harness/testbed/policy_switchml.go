@@ -12,7 +12,9 @@ import (
 // switchml: SwitchML's static partition. Each job owns a pool of 2 ×
 // window aggregators for its whole run (the static slot stage: chunk
 // sequence mod pool, the two halves acting as shadow copies); workers keep
-// a self-clocked window and retransmit per chunk.
+// a self-clocked window and retransmit per chunk. The job's PS is the
+// fallback for a contribution whose aggregator another chunk holds (it
+// happens only after a reboot or under loss).
 
 func newSwitchML() Policy {
 	p := &baselinePolicy{name: "switchml"}
@@ -22,8 +24,16 @@ func newSwitchML() Policy {
 		if err := t.Switch.SetPool(job, j*2*win*t.Stride, 2*win*t.Stride, t.Stride); err != nil {
 			return err
 		}
+		// A contribution that finds its aggregator claimed by another
+		// chunk (after a reboot, under loss) goes to the job's PS, which
+		// sums it and sends the result back through the switch, as ATP's:
+		// the PS's results must be the job's.
+		psPort := t.PSs[t.PSOf(j)].Port
+		if err := t.Switch.AddWorker(sw.WorkerEntry{Port: psPort, QP: PSAckQPN(job), Job: job, PS: true, RID: PSRID(job)}); err != nil {
+			return err
+		}
 		return t.Switch.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<t.Spec.Jobs[j].Workers - 1, Group: job,
-			PSPort: t.PSs[t.PSOf(j)].Port, PolicyID: sw.StageStatic, PoolID: job})
+			PSPort: psPort, PolicyID: sw.StageStatic, PoolID: job})
 	}
 	p.slots = func(t *Testbed) (int, error) {
 		if need := len(t.Spec.Jobs) * 2 * switchMLWindow(t) * t.Stride; need > sw.DefaultSlots {

@@ -53,6 +53,9 @@ type Entry struct {
 	// PSPath marks a policy whose chunks can take a path through a
 	// parameter server (its PS-path fraction means something).
 	PSPath bool
+	// NoINA marks a policy that uses no switch memory (its memory metrics
+	// are null, not 0 %).
+	NoINA bool
 	// New returns a fresh policy for one testbed.
 	New func() Policy
 }
@@ -61,8 +64,8 @@ type Entry struct {
 // the order help texts and comparisons show them. Adding a policy is one
 // file with its Policy and one line here (docs/adding-a-policy.md).
 var registry = []Entry{
-	{Name: "none", Summary: "no INA: a host ring all-reduce over RC (NCCL's default)", Baseline: true, New: newRing},
-	{Name: "switchml", Summary: "SwitchML: static per-job slots, self-clocked window", Baseline: true, New: newSwitchML},
+	{Name: "none", Summary: "no INA: a host ring all-reduce over RC (NCCL's default)", Baseline: true, NoINA: true, New: newRing},
+	{Name: "switchml", Summary: "SwitchML: static per-job slots, self-clocked window", Baseline: true, PSPath: true, New: newSwitchML},
 	{Name: "atp", Summary: "ATP: a shared hashed pool, results through the PS", Baseline: true, Reference: true, PSPath: true, New: newATP},
 	{Name: "esa", Summary: "ESA: ATP with priority preemption", Baseline: true, PSPath: true, New: newESA},
 	{Name: "freeina", Summary: "FreeINA: per-all-reduce leases, host-driven INA and RC paths", PSPath: true, New: newFreeINA},
