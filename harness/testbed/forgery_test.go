@@ -263,10 +263,9 @@ func forgeryClasses() []forgery {
 		// job's slots or the shared table by design.
 		name: "out-of-range", applies: leasePolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
 			// In the middle half of the attacker's all-reduce k, to
 			// all-reduce k: under the current lease.
-			start = s.attacker
+			start := s.attacker
 			var out []forged
 			for i := range forgeries {
 				k := i % (forgeARs - 1)
