@@ -1,6 +1,7 @@
 package run
 
 import (
+	"math"
 	"time"
 
 	"github.com/inabox/inabox/harness/scenario"
@@ -20,6 +21,8 @@ func testbedSpec(s *scenario.Scenario, seed uint64, plans []scenario.JobPlan, re
 		LinkDelay: t.LinkDelay.D(), QueuePackets: t.QueuePackets, ValuesPerPacket: values,
 		Aggregators: max(t.Switch.Slots/stride, 1),
 		PassTime:    t.Switch.PassTime.D(), Latency: t.Switch.Latency.D(), Realtime: realtime}
+	sp.SoftwareStack = testbed.SoftwareStack{BitsPerSecond: int64(math.Round(t.SoftwareStack.Gbps * 1e9 * s.Scaling.RateScale)),
+		Latency: t.SoftwareStack.Latency.D()}
 	if t.PS.Placement == scenario.PlacementShared {
 		sp.PSPlacement, sp.PSCount = testbed.PSShared, t.PS.Count
 	}

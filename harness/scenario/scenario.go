@@ -50,6 +50,10 @@ import (
 //	                                # job (job j on ps<j mod count>), sharing links
 //	    count: 1                    # shared only: parameter servers ps0..; default 1
 //	    link_gbps: 100              # each PS link's rate before rate_scale; default link_gbps
+//	                                # (a PS that sums in software at R Gb/s: link_gbps R)
+//	  software_stack:               # optional: the hosts' software network stack under the
+//	    gbps: 46                    # policies that run one (atp, esa, switchml), before
+//	    latency: 0s                 # rate_scale; ATP's code notes ≈46 Gb/s; default none
 //	jobs:                           # at least one
 //	  - name: vgg16-a               # [A-Za-z0-9_.-]+, unique
 //	    model: vgg16                # a name in testdata/models/models.yaml
@@ -123,6 +127,17 @@ type Topology struct {
 	Hosts        int      `yaml:"hosts" json:"hosts"`
 	Switch       Switch   `yaml:"switch" json:"switch"`
 	PS           PS       `yaml:"ps" json:"ps"`
+	// SoftwareStack is the cost of a software network stack on the hosts
+	// of the policies that run one (atp, esa, switchml); the RDMA policies
+	// offload to the NIC. Zero: not modelled.
+	SoftwareStack SoftwareStack `yaml:"software_stack,omitempty" json:"software_stack,omitempty"`
+}
+
+// SoftwareStack is a host's software stack: at most Gbps (before
+// rate_scale; 0: the link's rate) and Latency per packet each way.
+type SoftwareStack struct {
+	Gbps    float64  `yaml:"gbps,omitempty" json:"gbps,omitempty"`
+	Latency Duration `yaml:"latency,omitempty" json:"latency,omitempty"`
 }
 
 // Switch sizes the aggregation switch.

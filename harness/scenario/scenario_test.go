@@ -175,6 +175,8 @@ func TestScenarioErrors(t *testing.T) {
 		{"ps count dedicated", "topology: {ps: {count: 2}}\n" + job, "x.yaml:1: topology.ps.count: 2: applies to placement: shared only"},
 		{"ps placement", "topology: {ps: {placement: everywhere}}\n" + job, `topology.ps.placement: "everywhere": must be dedicated`},
 		{"ps rate", "topology: {ps: {link_gbps: -5}}\n" + job, "topology.ps.link_gbps: -5: must be in (0, 1600]"},
+		{"stack rate", "topology: {software_stack: {gbps: -1}}\n" + job, "topology.software_stack.gbps: -1: must be in [0, 1600]"},
+		{"stack latency", "topology: {software_stack: {latency: 2s}}\n" + job, "topology.software_stack.latency: 2s: must be in [0, 1s]"},
 		{"rate scale", "scaling: {rate_scale: 0}\n" + job, "scaling.rate_scale: 0: must be in (0, 1]"},
 		{"time limit", "time_limit: 0s\n" + job, "time_limit: 0s: must be > 0"},
 		{"fault kind", job + "faults:\n  - {at: 1ms, kind: meteor, target: h0}\n", `x.yaml:4: faults[0].kind: "meteor": must be one of link_down, link_up`},

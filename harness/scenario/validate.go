@@ -60,6 +60,8 @@ func (s *Scenario) Validate(models Models) error {
 	}
 	v.check("jobs", len(s.Jobs), len(s.Jobs) <= MaxPS || t.PS.Placement != PlacementDedicated,
 		fmt.Sprintf("at most %d jobs with dedicated PSs", MaxPS))
+	v.check("topology.software_stack.gbps", t.SoftwareStack.Gbps, t.SoftwareStack.Gbps >= 0 && t.SoftwareStack.Gbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: the link's rate)", MaxLinkGbps))
+	v.check("topology.software_stack.latency", t.SoftwareStack.Latency, t.SoftwareStack.Latency >= 0 && t.SoftwareStack.Latency.D() <= time.Second, "must be in [0, 1s]")
 	v.check("topology.ps.link_gbps", t.PS.LinkGbps, t.PS.LinkGbps > 0 && t.PS.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
 
 	v.check("jobs", len(s.Jobs), len(s.Jobs) > 0, "need at least one job")

@@ -56,6 +56,9 @@ type Entry struct {
 	// NoINA marks a policy that uses no switch memory (its memory metrics
 	// are null, not 0 %).
 	NoINA bool
+	// SoftwareStack marks a policy whose hosts run a software network
+	// stack, not an RDMA NIC's offload: they pay Spec.SoftwareStack.
+	SoftwareStack bool
 	// New returns a fresh policy for one testbed.
 	New func() Policy
 }
@@ -65,9 +68,9 @@ type Entry struct {
 // file with its Policy and one line here (docs/adding-a-policy.md).
 var registry = []Entry{
 	{Name: "none", Summary: "no INA: a host ring all-reduce over RC (NCCL's default)", Baseline: true, NoINA: true, New: newRing},
-	{Name: "switchml", Summary: "SwitchML: static per-job slots, self-clocked window", Baseline: true, PSPath: true, New: newSwitchML},
-	{Name: "atp", Summary: "ATP: a shared hashed pool, results through the PS", Baseline: true, Reference: true, PSPath: true, New: newATP},
-	{Name: "esa", Summary: "ESA: ATP with priority preemption", Baseline: true, PSPath: true, New: newESA},
+	{Name: "switchml", Summary: "SwitchML: static per-job slots, self-clocked window", Baseline: true, PSPath: true, SoftwareStack: true, New: newSwitchML},
+	{Name: "atp", Summary: "ATP: a shared hashed pool, results through the PS", Baseline: true, Reference: true, PSPath: true, SoftwareStack: true, New: newATP},
+	{Name: "esa", Summary: "ESA: ATP with priority preemption", Baseline: true, PSPath: true, SoftwareStack: true, New: newESA},
 	{Name: "freeina", Summary: "FreeINA: per-all-reduce leases, host-driven INA and RC paths", PSPath: true, New: newFreeINA},
 	{Name: "dynaina", Summary: "DynaINA: FreeINA's paths with dynamic pools and contention-aware scheduling", PSPath: true, New: newDynaINA},
 }

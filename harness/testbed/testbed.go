@@ -78,6 +78,12 @@ type Spec struct {
 	// PSCount is the number of parameter servers with PSShared [1]: job j
 	// is served by PS j mod PSCount. PSDedicated takes none (0).
 	PSCount int
+	// SoftwareStack is the cost of the hosts' software network stack under
+	// the policies whose endpoints run one (registry Entry.SoftwareStack:
+	// ATP and ESA's user-space stack, SwitchML's DPDK client) [zero: not
+	// modelled]. The RDMA policies (FreeINA, DynaINA, the ring) offload
+	// their transport to the NIC and pay none.
+	SoftwareStack SoftwareStack
 	// INAPath is FreeINA's and DynaINA's INA path [host.PathUC].
 	INAPath host.INAPath
 	// Timers are the protocol timeouts [each endpoint's default];
@@ -161,7 +167,9 @@ type Testbed struct {
 	// Stride is the switch slots per aggregator (ValuesPerPacket values).
 	Stride int
 	policy Policy
-	events []Event
+	// software is the hosts' stack cost under this policy (zero: none).
+	software SoftwareStack
+	events   []Event
 }
 
 // Event is a call the testbed's cluster manager makes at run time At on
@@ -216,6 +224,9 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		}
 		t.Workers = append(t.Workers, ws)
 	}
+	if e, ok := Lookup(p.Name()); ok && e.SoftwareStack {
+		t.software = spec.SoftwareStack
+	}
 	if t.SwitchNode, err = p.Switch(t); err != nil {
 		return nil, err
 	}
@@ -230,7 +241,7 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		if err := t.Net.AddNode(ps.Name, 1, ps.Node); err != nil {
 			return nil, err
 		}
-		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.link(spec.PSLinkBitsPerSecond)); err != nil {
+		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.hostLink(spec.PSLinkBitsPerSecond)); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +254,7 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 			if err := t.Net.AddNode(w.Name, 1, w.Endpoint); err != nil {
 				return nil, err
 			}
-			if w.Link, err = t.Net.Connect(w.Name, 0, SwitchNode, w.Port, t.link(spec.LinkBitsPerSecond)); err != nil {
+			if w.Link, err = t.Net.Connect(w.Name, 0, SwitchNode, w.Port, t.hostLink(spec.LinkBitsPerSecond)); err != nil {
 				return nil, err
 			}
 		}
@@ -299,6 +310,16 @@ func (s *Spec) fill() error {
 	return nil
 }
 
+// SoftwareStack is a software network stack's cost at a host, modelled
+// on the host's link, both directions: the stack moves at most
+// BitsPerSecond (0: the link's rate) and adds Latency per packet each
+// way. ATP's own code notes its user-space stack runs at about 46 Gb/s
+// against a 100 Gb/s NIC (in-ATP/ATP common/window_manager.h).
+type SoftwareStack struct {
+	BitsPerSecond int64
+	Latency       time.Duration
+}
+
 // PSPlacement is where the jobs' parameter servers are.
 type PSPlacement int
 
@@ -352,6 +373,19 @@ func (t *Testbed) jobsOf(i int) []int {
 func (t *Testbed) link(rate int64) emu.LinkConfig {
 	return emu.LinkConfig{BitsPerSecond: rate, Delay: t.Spec.LinkDelay, OverheadBytes: DefaultOverhead, MTUBytes: DefaultLinkMTU,
 		QueuePackets: t.Spec.QueuePackets, Impairments: t.Spec.Impairments}
+}
+
+// hostLink is a host's link at rate, slowed to the software stack's rate
+// and delayed by its latency when the policy's hosts run one.
+func (t *Testbed) hostLink(rate int64) emu.LinkConfig {
+	l := t.link(rate)
+	if s := t.software; s.BitsPerSecond > 0 || s.Latency > 0 {
+		if s.BitsPerSecond > 0 {
+			l.BitsPerSecond = min(l.BitsPerSecond, s.BitsPerSecond)
+		}
+		l.Delay += s.Latency
+	}
+	return l
 }
 
 // Latency is the switch's pipeline latency (0 if untimed).
