@@ -55,8 +55,8 @@ func (c contribution) claim(op valueOp) {
 		s.setState(h, StateFree)
 	}
 	r.span[h] = uint8(j.Pool.Stride)
+	r.owner[h] = m.from.tag // before the state: the slots count for the owner's job
 	s.setState(h, StateClaimed)
-	r.owner[h] = m.from.tag
 	r.bitmap[h] = 1 << m.from.worker
 	r.count[h] = 1
 	r.prio[h] = j.Priority

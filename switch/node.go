@@ -256,6 +256,7 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 	for i, p := range pkts {
 		fr[i] = Frame{Data: p.Bytes(), InPort: port}
 	}
+	n.s.SetNow(env.Now())
 	n.s.Process(fr)
 	timed := n.timed()
 	for i, p := range pkts {

@@ -3,6 +3,7 @@ package sw
 import (
 	"errors"
 	"sync"
+	"time"
 )
 
 // Defaults, modelled on Tofino-1 (see docs: SwitchML configuration.p4 uses
@@ -83,6 +84,30 @@ type Switch struct {
 	stats      Stats
 	ports      []PortStats
 	stateSlots [4]int
+	// jobSlots[id] are the slots of job id's aggregators in each state
+	// but free, and their integral over time; acct[head] is the job a busy
+	// aggregator counts for; now is the time of the batch (SetNow).
+	jobSlots []jobSlots
+	acct     []uint16
+	now      time.Duration
+}
+
+// jobSlots are one job's aggregator slots by state, and slot-nanoseconds
+// by state up to last.
+type jobSlots struct {
+	n    [4]int
+	ns   [4]int64
+	last time.Duration
+}
+
+// advance integrates the slots up to now.
+func (js *jobSlots) advance(now time.Duration) {
+	if now > js.last {
+		for st, n := range js.n {
+			js.ns[st] += int64(n) * int64(now-js.last)
+		}
+		js.last = now
+	}
 }
 
 // New returns a switch with empty tables.
@@ -101,6 +126,7 @@ func New(cfg Config) (*Switch, error) {
 	for i := range s.r.span {
 		s.r.span[i] = 1
 	}
+	s.acct = make([]uint16, n)
 	s.stateSlots[StateFree] = n
 	s.ports = make([]PortStats, cfg.Ports)
 	return s, nil
@@ -124,6 +150,66 @@ func (s *Switch) setState(h int, st SlotState) {
 	s.stateSlots[old] -= sp
 	s.stateSlots[st] += sp
 	s.r.state[h] = st
+	// Per job: a free aggregator becomes its owner's; a busy one stays
+	// with the job it counts for until it is free again.
+	j := s.acct[h]
+	if old == StateFree {
+		j = s.r.owner[h].Job()
+		s.acct[h] = j
+	}
+	js := s.jobState(j)
+	js.advance(s.now)
+	if old != StateFree {
+		js.n[old] -= sp
+	}
+	if st == StateFree {
+		s.acct[h] = 0
+	} else {
+		js.n[st] += sp
+	}
+}
+
+// jobState returns job id's slots, growing the table for a new id (once
+// per id).
+func (s *Switch) jobState(id uint16) *jobSlots {
+	if int(id) >= len(s.jobSlots) {
+		s.jobSlots = append(s.jobSlots, make([]jobSlots, int(id)+1-len(s.jobSlots))...)
+	}
+	return &s.jobSlots[id]
+}
+
+// SetNow sets the time of the next batches (the node's clock), against
+// which the per-job slot-seconds are integrated (0 if never set).
+func (s *Switch) SetNow(now time.Duration) {
+	s.mu.Lock()
+	s.now = max(s.now, now)
+	s.mu.Unlock()
+}
+
+// JobSlots returns the slots job id's aggregators hold now: claimed (a
+// partial sum: aggregating) and busy (claimed, complete or held for an ACK).
+func (s *Switch) JobSlots(id uint16) (claimed, busy int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(id) >= len(s.jobSlots) {
+		return 0, 0
+	}
+	n := s.jobSlots[id].n
+	return n[StateClaimed], n[StateClaimed] + n[StateComplete] + n[StateHeld]
+}
+
+// JobSlotTime returns job id's aggregating (claimed) and busy slot-time
+// integrated up to now (as slot × duration: 1 s is one slot-second).
+func (s *Switch) JobSlotTime(id uint16, now time.Duration) (claimed, busy time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(id) >= len(s.jobSlots) {
+		return 0, 0
+	}
+	js := s.jobSlots[id]
+	js.advance(max(now, s.now))
+	ns := js.ns
+	return time.Duration(ns[StateClaimed]), time.Duration(ns[StateClaimed] + ns[StateComplete] + ns[StateHeld])
 }
 
 // SlotInfo is the register state of one aggregator head, for tests and

@@ -33,6 +33,10 @@ var CompareMetrics = []Metric{
 	// for the same work is better.
 	{"mem_util_mean", "switch memory reserved, mean", "lower", func(r *Results) Num { return r.Summary.MemUtilMean }, FormatPercent},
 	{"mem_util_peak", "switch memory reserved, peak", "", func(r *Results) Num { return r.Summary.MemUtilPeak }, FormatPercent},
+	// In use: holding a chunk's partial or complete sum; the rest of what
+	// is reserved is idle.
+	{"mem_in_use_mean", "switch memory in use, mean", "", func(r *Results) Num { return r.Summary.MemInUseMean }, FormatPercent},
+	{"mem_in_use_share", "reserved memory in use", "higher", func(r *Results) Num { return r.Summary.MemInUseShare }, FormatPercent},
 	{"useful_aggs_per_slot_s", "useful aggregations / reserved slot-s", "higher", func(r *Results) Num { return r.Summary.UsefulPerSlotSecond }, func(n Num) string { return FormatSI(n, "") }},
 	{"collisions", "collisions", "lower", func(r *Results) Num { return Num(r.Summary.Collisions) }, func(n Num) string { return FormatSI(n, "") }},
 	{"ps_path_fraction", "PS-path fraction", "lower", func(r *Results) Num { return r.Summary.PSFraction }, FormatPercent},

@@ -72,6 +72,9 @@ type jobRec struct {
 	drops        testbed.Drops
 	aggregations int64
 	tput         bins
+	// inUseSS are the job's slot-seconds in use by a chunk
+	// (InUseSlotSeconds).
+	inUseSS float64
 }
 
 type occKey struct{ pool, job string }
@@ -276,6 +279,13 @@ func (c *Collector) Occupancy(t time.Duration, pool, job string, slots int) {
 	c.occPeak = max(c.occPeak, c.occNow)
 }
 
+// InUseSlotSeconds sets the job's slot-seconds in use by a chunk (its
+// aggregators holding a partial or complete sum: the part of what it
+// reserves that is not idle), as the switch integrated them.
+func (c *Collector) InUseSlotSeconds(job string, ss float64) {
+	c.job(job).inUseSS = ss
+}
+
 func (c *Collector) advanceTotal(t time.Duration) {
 	if t > c.occLast {
 		c.totalSS += float64(c.occNow) * float64(t-c.occLast) / 1e9
@@ -376,6 +386,7 @@ func (c *Collector) Results(end time.Duration) *Results {
 	var jcts, iterMeans []float64
 	var comm [][2]time.Duration
 	first, last := math.Inf(1), 0.0
+	inUseSS := 0.0
 	for _, j := range c.jobs {
 		jr := JobResult{Name: j.name, Model: j.model, Workers: j.workers, Arrival: seconds(j.arrival), Finished: j.finished,
 			Collisions: j.collisions, SwitchChunks: j.switchChunks, PSChunks: j.psChunks, Retransmissions: j.retrans,
@@ -405,6 +416,8 @@ func (c *Collector) Results(end time.Duration) *Results {
 		jr.CommTime = seconds(ct)
 		jr.AggThroughput = ratio(float64(jr.Elements), ct.Seconds())
 		jr.SlotSeconds = Num(jobSS[j.name])
+		jr.InUseSlotSeconds, jr.InUseShare = Num(j.inUseSS), ratio(j.inUseSS, jobSS[j.name])
+		inUseSS += j.inUseSS
 		jr.UsefulPerSlotSecond = ratio(float64(j.aggregations), jobSS[j.name])
 		jr.PSFraction = ratio(float64(j.psChunks), float64(j.psChunks+j.switchChunks))
 		if c.cfg.NoPSPath {
@@ -442,9 +455,14 @@ func (c *Collector) Results(end time.Duration) *Results {
 	s.IterMean = meanOf(iterMeans)
 	s.AggThroughput = ratio(float64(s.Elements), unionLength(comm).Seconds())
 	m.UsefulPerSlotSecond = ratio(float64(m.UsefulAggregations), totalSS)
+	m.InUseSlotSeconds = Num(inUseSS)
+	s.MemInUseMean, s.MemInUseShare = Num(math.NaN()), ratio(inUseSS, totalSS)
+	if c.cfg.TotalSlots > 0 && end > 0 {
+		s.MemInUseMean = Num(inUseSS / end.Seconds() / float64(c.cfg.TotalSlots))
+	}
 	s.MemUtilMean, s.MemUtilPeak, s.UsefulPerSlotSecond = m.MeanUtilization, m.PeakUtilization, m.UsefulPerSlotSecond
 	if c.cfg.TotalSlots <= 0 {
-		s.MemUtilMean, s.MemUtilPeak = Num(math.NaN()), Num(math.NaN())
+		s.MemUtilMean, s.MemUtilPeak, s.MemInUseShare = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
 		m.MeanUtilization, m.PeakUtilization = s.MemUtilMean, s.MemUtilPeak
 	}
 	s.PSFraction = ratio(float64(s.PSChunks), float64(s.PSChunks+s.SwitchChunks))

@@ -181,7 +181,8 @@ func memReserved(r *Results) string {
 		return "– (no switch memory used)"
 	}
 	s := r.Summary
-	return FormatPercent(s.MemUtilMean) + " mean, " + FormatPercent(s.MemUtilPeak) + " peak of " + itoa(r.Memory.TotalSlots) + " slots"
+	return FormatPercent(s.MemUtilMean) + " mean, " + FormatPercent(s.MemUtilPeak) + " peak of " + itoa(r.Memory.TotalSlots) + " slots; " +
+		FormatPercent(s.MemInUseShare) + " of it in use"
 }
 
 // psPath is the summary's PS-path fraction, or says there is no PS path.

@@ -78,9 +78,15 @@ type Summary struct {
 	// all-reduce was running (elements/s).
 	AggThroughput Num   `json:"agg_throughput_eps"`
 	Elements      int64 `json:"elements"`
-	// MemUtilMean and MemUtilPeak are Memory's, repeated for the table.
+	// MemUtilMean and MemUtilPeak are Memory's, repeated for the table:
+	// reserved memory. MemInUseMean is the time-averaged share of the
+	// switch in use by a chunk (holding its partial or complete sum);
+	// MemInUseShare the share of the reserved slot-seconds in use (the
+	// rest is reserved but idle).
 	MemUtilMean         Num   `json:"mem_util_mean"`
 	MemUtilPeak         Num   `json:"mem_util_peak"`
+	MemInUseMean        Num   `json:"mem_in_use_mean"`
+	MemInUseShare       Num   `json:"mem_in_use_share"`
 	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
 	Collisions          int64 `json:"collisions"`
 	SwitchChunks        int64 `json:"switch_chunks"`
@@ -116,11 +122,15 @@ type JobResult struct {
 	Aggregations        int64 `json:"useful_aggs"`
 	SlotSeconds         Num   `json:"occupied_slot_s"`
 	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
-	Collisions          int64 `json:"collisions"`
-	SwitchChunks        int64 `json:"switch_chunks"`
-	PSChunks            int64 `json:"ps_chunks"`
-	PSFraction          Num   `json:"ps_path_fraction"`
-	Retransmissions     int64 `json:"retransmissions"`
+	// InUseSlotSeconds are the job's slot-seconds in use by a chunk (a
+	// part of SlotSeconds, reserved); InUseShare their share of it.
+	InUseSlotSeconds Num   `json:"in_use_slot_s"`
+	InUseShare       Num   `json:"in_use_share"`
+	Collisions       int64 `json:"collisions"`
+	SwitchChunks     int64 `json:"switch_chunks"`
+	PSChunks         int64 `json:"ps_chunks"`
+	PSFraction       Num   `json:"ps_path_fraction"`
+	Retransmissions  int64 `json:"retransmissions"`
 	// Drops are the job's frames dropped on the way, by cause: on its
 	// workers' links, by its workers, and by the switch for packets that
 	// claimed the job.
@@ -166,7 +176,10 @@ type Memory struct {
 	PeakUtilization Num `json:"peak_utilization"`
 	// OccupiedSlotSeconds integrates occupied slots over time;
 	// UsefulPerSlotSecond is useful aggregations / OccupiedSlotSeconds.
-	OccupiedSlotSeconds Num   `json:"occupied_slot_s"`
+	OccupiedSlotSeconds Num `json:"occupied_slot_s"`
+	// InUseSlotSeconds integrates the slots in use by a chunk (holding
+	// its partial or complete sum) over time, every job.
+	InUseSlotSeconds    Num   `json:"in_use_slot_s"`
 	UsefulAggregations  int64 `json:"useful_aggs"`
 	UsefulPerSlotSecond Num   `json:"useful_aggs_per_slot_s"`
 	// Utilization is occupied / total over time: (bin start s, mean over

@@ -209,6 +209,9 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		r.col.Aggregations(end, p.Name, c.SwitchChunks)
 		r.col.Retransmissions(end, p.Name, c.Retransmissions)
 		r.col.Drops(end, p.Name, c.Drops)
+		if !r.done[i] {
+			r.col.InUseSlotSeconds(p.Name, r.tb.InUseSlotTime(i).Seconds())
+		}
 	}
 	r.col.RunDrops(r.tb.Drops())
 	for _, d := range r.done {
@@ -341,6 +344,8 @@ func (r *runner) sample(now time.Duration) error {
 			if r.fed[i] == p.Iterations {
 				r.done[i] = true
 				r.col.JobFinished(arEnd, p.Name)
+				// in use up to now, where its reserved memory stops too
+				r.col.InUseSlotSeconds(p.Name, r.tb.InUseSlotTime(i).Seconds())
 			}
 		}
 	}

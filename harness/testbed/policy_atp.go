@@ -48,13 +48,15 @@ func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
 		return baseline.NewINAWorker(inaConfig(t, kind, j, r, win, rto), ts), nil
 	}
 	p.occupancy = func(t *Testbed) []Occupied {
-		// The aggregators claimed or complete in the shared pool (not
-		// attributable per job: job -1).
-		st := t.Switch.Stats()
-		if n := st.SlotsClaimed + st.SlotsComplete; n > 0 {
-			return []Occupied{{Job: -1, Slots: n}}
+		// Each job's aggregators claimed, complete or held for the PS's
+		// ACK in the shared pool.
+		var out []Occupied
+		for j := range t.Spec.Jobs {
+			if _, busy := t.Switch.JobSlots(JobID(j)); busy > 0 {
+				out = append(out, Occupied{Job: j, Slots: busy})
+			}
 		}
-		return nil
+		return out
 	}
 	return p
 }

@@ -553,7 +553,7 @@ func (t *Testbed) Run(deadline, step time.Duration) (time.Duration, error) {
 type Occupied struct {
 	Pool  string // "" for a policy without pools
 	Job   int    // job index (from 0); -1: not attributable
-	Slots int
+	Slots int    // reserved: held by the job, aggregating or not
 }
 
 // Counters are a job's counters at the end of a run.
@@ -567,6 +567,15 @@ type Counters struct {
 
 // Occupancy reports the switch memory held now.
 func (t *Testbed) Occupancy() []Occupied { return t.policy.Occupancy(t) }
+
+// InUseSlotTime is the slot-time job's aggregators spent in use by a
+// chunk — holding its partial or complete sum, until freed — up to now,
+// integrated exactly by the switch (sw.Switch.JobSlotTime; one second is
+// one slot-second). Reserved memory not in use is idle.
+func (t *Testbed) InUseSlotTime(job int) time.Duration {
+	_, busy := t.Switch.JobSlotTime(JobID(job), t.Net.Now())
+	return busy
+}
 
 // Counters returns job's counters.
 func (t *Testbed) Counters(job int) Counters {
