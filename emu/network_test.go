@@ -422,7 +422,10 @@ func TestImpairmentChangeKeepsInFlight(t *testing.T) {
 	}
 }
 
-func TestCrashRestartLosesState(t *testing.T) {
+// crashSetup is h1 — s — h2: h1 sends 100 frames 1 µs apart to h2, which
+// sends one back (so the learning switch s learns where h2 is).
+func crashSetup(t *testing.T) (*emu.Network, *nodes.Traffic, *nodes.L2Switch) {
+	t.Helper()
 	n := emu.NewNetwork(emu.Config{Seed: 1})
 	h1 := nodes.NewTraffic(nodes.TrafficConfig{Local: epA, Remote: epB, Count: 100, FrameBytes: 100, Interval: time.Microsecond})
 	h2 := nodes.NewTraffic(nodes.TrafficConfig{Local: epB, Remote: epA, Count: 1, FrameBytes: 100})
@@ -434,6 +437,11 @@ func TestCrashRestartLosesState(t *testing.T) {
 	must(t, err)
 	_, err = n.Connect("s", 1, "h2", 0, emu.LinkConfig{})
 	must(t, err)
+	return n, h2, sw
+}
+
+func TestCrashRestartLosesState(t *testing.T) {
+	n, h2, sw := crashSetup(t)
 	must(t, n.Crash(40*time.Microsecond+500, "s"))
 	must(t, n.Restart(60*time.Microsecond+500, "s"))
 	var downMid bool
@@ -452,17 +460,7 @@ func TestCrashRestartLosesState(t *testing.T) {
 }
 
 func TestCrashResumeKeepsState(t *testing.T) {
-	n := emu.NewNetwork(emu.Config{Seed: 1})
-	h1 := nodes.NewTraffic(nodes.TrafficConfig{Local: epA, Remote: epB, Count: 100, FrameBytes: 100, Interval: time.Microsecond})
-	h2 := nodes.NewTraffic(nodes.TrafficConfig{Local: epB, Remote: epA, Count: 1, FrameBytes: 100})
-	sw := nodes.NewL2Switch()
-	must(t, n.AddNode("h1", 1, h1))
-	must(t, n.AddNode("h2", 1, h2))
-	must(t, n.AddNode("s", 2, sw))
-	_, err := n.Connect("h1", 0, "s", 0, emu.LinkConfig{})
-	must(t, err)
-	_, err = n.Connect("s", 1, "h2", 0, emu.LinkConfig{})
-	must(t, err)
+	n, h2, sw := crashSetup(t)
 	must(t, n.Crash(40*time.Microsecond+500, "s"))
 	must(t, n.Resume(60*time.Microsecond+500, "s"))
 	if err := n.Resume(time.Microsecond, "nosuch"); err == nil || !strings.Contains(err.Error(), `"nosuch"`) {
