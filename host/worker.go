@@ -312,7 +312,12 @@ func (w *Worker) pump(env *emu.Env) {
 			// holds the slot's previous result (docs/freeina.md §11).
 			h := (st.plan.INA + 1) / 2
 			if uc {
-				h = max(st.plan.INA/2, 1)
+				// At most half the window asked for, even when granted
+				// more (DynaINA's pools have a minimum size): the UC
+				// timeout covers the queue of that window only, and more
+				// in flight made it fire spuriously (a retransmission
+				// storm: 8 slots wanted, 64 granted, 230× slower).
+				h = max(min(st.plan.INA, max(w.cfg.WantSlots, 2))/2, 1)
 			}
 			if len(st.inaSent) >= h && !st.have[st.inaSent[len(st.inaSent)-h]] {
 				return

@@ -1,0 +1,41 @@
+package testbed
+
+import (
+	"testing"
+	"time"
+)
+
+// TestScalingPair is the cheap pair of the scaling check
+// (docs/results.md): one job of 4 workers, true 2 µs links, the gradient
+// and the link rate scaled together (1 Gb/s with n chunks, 10 Gb/s with
+// 10n): under every policy the all-reduce takes the same time within 2 %,
+// as it would at 100 Gb/s. (With delays stretched by 1/rate_scale instead,
+// fixed latencies grow against the transfer and FreeINA's all-reduce
+// differs by 12 % between the two scales.)
+func TestScalingPair(t *testing.T) {
+	// Enough chunks that the ring's fill and drain — 2(N−1) hops of a
+	// 4 KB message, a time that does not scale with the rate — stay below
+	// 1 % of the transfer.
+	const chunks = 1000
+	const workers, delay = 4, 2 * time.Microsecond
+	for _, pol := range Names() {
+		var at [2]time.Duration
+		for i, scale := range []int64{1, 10} {
+			rate := scale * 1e9
+			elems := int(scale) * chunks * DefaultValues
+			// (DynaINA's scheduler takes the job's profile from its spec)
+			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), Compute: time.Millisecond, AllReduces: 1}
+			spec := Spec{Seed: 1, LinkBitsPerSecond: rate, LinkDelay: delay, Latency: -1, Jobs: []JobSpec{js}}
+			spec.Timers = ScaledTimers(rate, delay)
+			spec.WantSlots = PipeSlots(rate, delay, 0, DefaultValues)
+			c, _ := runExact(t, pol, spec, 1, elems, 10*time.Second, nil)
+			r := c.Workers[0][0].Endpoint.Reports()[0]
+			at[i] = r.End - r.Start
+		}
+		if ratio := float64(at[0]) / float64(at[1]); ratio < 0.98 || ratio > 1.02 {
+			t.Errorf("%s: all-reduce %v at 1 Gb/s, %v at 10 Gb/s (10× the gradient): %.3f×, want within 2 %%", pol, at[0], at[1], ratio)
+		} else {
+			t.Logf("%s: %v at 1 Gb/s, %v at 10 Gb/s: %.4f×", pol, at[0], at[1], ratio)
+		}
+	}
+}
