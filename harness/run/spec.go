@@ -35,6 +35,7 @@ func testbedSpec(s *scenario.Scenario, seed uint64, plans []scenario.JobPlan, re
 	if sp.Latency == 0 {
 		sp.Latency = -1
 	}
+	sp.ATPWindow = s.ATP.Window
 	if s.FreeINAPath == "trim" {
 		sp.INAPath = host.PathTrim
 	}

@@ -30,6 +30,8 @@ import (
 //	seed: 1                         # default 1; every random draw derives from it
 //	time_limit: 120s                # virtual-time cap of the run; default 1h
 //	policy: dynaina                 # a registered policy (testbed.Names); default dynaina
+//	atp: {window: 0}                # optional: cap the atp/esa workers' chunks in flight
+//	                                # (ATP's congestion control: 100; default no cap)
 //	scaling:                        # see Scaling; defaults 1 and 1
 //	  tensor_scale: 0.01
 //	  rate_scale: 0.01
@@ -92,7 +94,9 @@ type Scenario struct {
 	// "uc" (default: best-effort UC through the switch, RC to the PS for
 	// recovery and the PS path) or "trim" (every chunk an RC message to the
 	// PS, trimmed by the switch); docs/freeina.md §1 and §11.
-	FreeINAPath string           `yaml:"freeina_path,omitempty" json:"freeina_path,omitempty"`
+	FreeINAPath string `yaml:"freeina_path,omitempty" json:"freeina_path,omitempty"`
+	// ATP configures the atp and esa baselines.
+	ATP         ATP              `yaml:"atp,omitempty" json:"atp,omitempty"`
 	Scaling     Scaling          `yaml:"scaling" json:"scaling"`
 	Topology    Topology         `yaml:"topology" json:"topology"`
 	Jobs        []Job            `yaml:"jobs" json:"jobs"`
@@ -131,6 +135,14 @@ type Topology struct {
 	// of the policies that run one (atp, esa, switchml); the RDMA policies
 	// offload to the NIC. Zero: not modelled.
 	SoftwareStack SoftwareStack `yaml:"software_stack,omitempty" json:"software_stack,omitempty"`
+}
+
+// ATP is the ATP baseline as its code can run: Window caps each worker's
+// chunks in flight (its congestion control's cap is 100 packets,
+// in-ATP/ATP common/CC_manager.h, off in the repository as shipped);
+// 0: no cap (twice the pipe's window).
+type ATP struct {
+	Window int `yaml:"window,omitempty" json:"window,omitempty"`
 }
 
 // SoftwareStack is a host's software stack: at most Gbps (before

@@ -176,6 +176,7 @@ func TestScenarioErrors(t *testing.T) {
 		{"ps placement", "topology: {ps: {placement: everywhere}}\n" + job, `topology.ps.placement: "everywhere": must be dedicated`},
 		{"ps rate", "topology: {ps: {link_gbps: -5}}\n" + job, "topology.ps.link_gbps: -5: must be in (0, 1600]"},
 		{"stack rate", "topology: {software_stack: {gbps: -1}}\n" + job, "topology.software_stack.gbps: -1: must be in [0, 1600]"},
+		{"atp window", "atp: {window: -3}\n" + job, "x.yaml:1: atp.window: -3: must be 0 (no cap)"},
 		{"stack latency", "topology: {software_stack: {latency: 2s}}\n" + job, "topology.software_stack.latency: 2s: must be in [0, 1s]"},
 		{"rate scale", "scaling: {rate_scale: 0}\n" + job, "scaling.rate_scale: 0: must be in (0, 1]"},
 		{"time limit", "time_limit: 0s\n" + job, "time_limit: 0s: must be > 0"},

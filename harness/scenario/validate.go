@@ -25,6 +25,7 @@ func (s *Scenario) Validate(models Models) error {
 	v.check("name", s.Name, namePattern.MatchString(s.Name), "must match [A-Za-z0-9_.-]+")
 	v.check("time_limit", s.TimeLimit, s.TimeLimit > 0, "must be > 0")
 	v.check("policy", s.Policy, slices.Contains(testbed.Names(), s.Policy), "must be one of "+strings.Join(testbed.Names(), ", "))
+	v.check("atp.window", s.ATP.Window, s.ATP.Window >= 0 && s.ATP.Window <= 1<<20, "must be 0 (no cap) or a window of chunks up to 1048576")
 	v.check("freeina_path", s.FreeINAPath, s.FreeINAPath == "uc" || s.FreeINAPath == "trim", "must be uc or trim")
 	v.check("scaling.tensor_scale", s.Scaling.TensorScale, s.Scaling.TensorScale > 0 && s.Scaling.TensorScale <= 1, "must be in (0, 1]")
 	v.check("scaling.rate_scale", s.Scaling.RateScale, s.Scaling.RateScale > 0 && s.Scaling.RateScale <= 1, "must be in (0, 1]")

@@ -41,6 +41,9 @@ func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
 			// Results loop through the PS: twice SwitchML's window.
 			win = 2 * t.PipeSlots()
 		}
+		if t.Spec.ATPWindow > 0 {
+			win = min(win, t.Spec.ATPWindow)
+		}
 		rto := t.Spec.Timers.RTO
 		if rto == 0 {
 			rto = 100 * time.Microsecond

@@ -6,6 +6,7 @@ import (
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/host/baseline"
 )
 
 // TestSoftwareStack: the software stack's cost lands on the host links of
@@ -29,4 +30,32 @@ func TestSoftwareStack(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestATPWindow: Spec.ATPWindow caps the ATP and ESA workers' window, and
+// only theirs.
+func TestATPWindow(t *testing.T) {
+	for _, pol := range []string{"atp", "esa", "switchml"} {
+		spec := Spec{Seed: 1, ATPWindow: 100, Jobs: []JobSpec{{Workers: 2}}}
+		base, err := Build(Spec{Seed: 1, Jobs: []JobSpec{{Workers: 2}}}, pol, func(job, rank int) []host.Tensor { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Build(spec, pol, func(job, rank int) []host.Tensor { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, was := windowOf(c), windowOf(base)
+		want := was
+		if pol != "switchml" {
+			want = min(was, 100)
+		}
+		if got != want || (pol != "switchml" && was <= 100) {
+			t.Errorf("%s: window %d with the cap (%d without), want %d", pol, got, was, want)
+		}
+	}
+}
+
+func windowOf(c *Testbed) int {
+	return c.Workers[0][0].Endpoint.(*baseline.INAWorker).Window()
 }

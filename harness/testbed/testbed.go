@@ -95,6 +95,11 @@ type Spec struct {
 	// Window bounds a baseline client's chunks in flight [SwitchML
 	// PipeSlots, ATP/ESA twice that, PS-only 256].
 	Window int
+	// ATPWindow, if set, caps the ATP and ESA clients' chunks in flight
+	// (ATP's congestion control caps its window at 100 packets,
+	// in-ATP/ATP common/CC_manager.h; the repository ships it off, so the
+	// default is no cap) [0: Window's default].
+	ATPWindow int
 	// Quant is the quantizer template (Workers is set per job).
 	Quant host.Quantizer
 	// QP is the RC QP template [DefaultQP with the ACK timeout RCTimeoutExp

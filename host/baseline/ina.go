@@ -119,6 +119,9 @@ func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
 	return w
 }
 
+// Window is the most chunks the worker keeps in flight.
+func (w *INAWorker) Window() int { return w.window }
+
 var _ emu.Node = (*INAWorker)(nil)
 
 // Reset implements emu.Resetter: a crash that loses the worker's state.
