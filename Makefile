@@ -41,9 +41,10 @@ fuzz:
 	  done; \
 	done
 
-## soak: the full-size runs (100 MB all-reduces under every fault), minutes each
+## soak: the full-size runs (100 MB all-reduces under every fault, corruption over seeds,
+## the scaling pair against true scale), minutes each
 soak:
-	INABOX_LONG=1 $(GO) test -run '100MB|TestCorruption' -timeout 2h -v ./harness/testbed/
+	INABOX_LONG=1 $(GO) test -run '100MB|TestCorruption|TestScalingPair' -timeout 2h -v ./harness/testbed/
 
 ## p4-difftest: compile the P4 twin with p4c and run the STF vectors on BMv2
 p4-difftest:
