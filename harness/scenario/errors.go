@@ -63,17 +63,41 @@ type nodeIndex struct {
 	keys   map[string]*yaml.Node // the key node of a mapping entry
 	values map[string]*yaml.Node
 	order  []string
+	// budget is how many more nodes the walk may visit (aliases
+	// included); over is the path where it ran out or nesting went too
+	// deep, and why.
+	budget    int
+	over, why string
 }
 
+// The bounds of a scenario file: its size, the nodes it may expand to
+// (aliases count each time they are used) and how deep it may nest.
+const (
+	MaxFileBytes = 1 << 20
+	MaxNodes     = 100_000
+	MaxDepth     = 32
+)
+
 func newNodeIndex(root *yaml.Node) *nodeIndex {
-	idx := &nodeIndex{keys: map[string]*yaml.Node{}, values: map[string]*yaml.Node{}}
+	idx := &nodeIndex{keys: map[string]*yaml.Node{}, values: map[string]*yaml.Node{}, budget: MaxNodes}
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		idx.walk("", nil, root.Content[0])
+		idx.walk("", nil, root.Content[0], 0)
 	}
 	return idx
 }
 
-func (x *nodeIndex) walk(p string, key, n *yaml.Node) {
+func (x *nodeIndex) walk(p string, key, n *yaml.Node, depth int) {
+	if x.over != "" {
+		return
+	}
+	if x.budget--; x.budget < 0 {
+		x.over, x.why = p, fmt.Sprintf("the file expands to more than %d YAML nodes (aliases count each time they are used)", MaxNodes)
+		return
+	}
+	if depth > MaxDepth {
+		x.over, x.why = p, fmt.Sprintf("nested more than %d levels deep", MaxDepth)
+		return
+	}
 	if p != "" {
 		x.keys[p], x.values[p] = key, n
 		x.order = append(x.order, p)
@@ -87,15 +111,15 @@ func (x *nodeIndex) walk(p string, key, n *yaml.Node) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			x.walk(join(n.Content[i].Value), n.Content[i], n.Content[i+1])
+			x.walk(join(n.Content[i].Value), n.Content[i], n.Content[i+1], depth+1)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			x.walk(fmt.Sprintf("%s[%d]", p, i), nil, c)
+			x.walk(fmt.Sprintf("%s[%d]", p, i), nil, c, depth+1)
 		}
 	case yaml.AliasNode:
 		if n.Alias != nil {
-			x.walk(p, key, n.Alias)
+			x.walk(p, key, n.Alias, depth+1)
 		}
 	}
 }
@@ -219,3 +243,83 @@ var knownKeys = func() map[string][]string {
 	}
 	return out
 }()
+
+// strictInts refuses a number with a fraction or an exponent (a YAML
+// float) in an integer field: YAML decoding would truncate it silently
+// (workers: 2.5 became 2, 1e18 wrapped).
+func (x *nodeIndex) strictInts(file string, s *Scenario) error {
+	var errs []*FieldError
+	for _, p := range x.order {
+		n := x.values[p]
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
+			continue
+		}
+		if k, ok := kindAt(reflect.ValueOf(s).Elem(), p); ok && isInt(k) {
+			errs = append(errs, &FieldError{File: file, Line: n.Line, Path: p, Value: n.Value, Rule: "must be a whole number"})
+		}
+	}
+	if len(errs) > 0 {
+		return &Error{Errs: errs}
+	}
+	return nil
+}
+
+func isInt(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// kindAt is the kind of the field at YAML path p ("jobs[2].workers") in v,
+// following yaml tags, or false if there is none or it decodes itself.
+func kindAt(v reflect.Value, p string) (reflect.Kind, bool) {
+	for _, part := range strings.Split(p, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		f, ok := fieldByTag(v, name)
+		if !ok {
+			return 0, false
+		}
+		v = f
+		for rest != "" {
+			i, tail, _ := strings.Cut(rest, "]")
+			k, err := strconv.Atoi(i)
+			if err != nil || v.Kind() != reflect.Slice || k < 0 || k >= v.Len() {
+				return 0, false
+			}
+			v = v.Index(k)
+			rest = strings.TrimPrefix(tail, "[")
+		}
+	}
+	if reflect.PointerTo(v.Type()).Implements(unmarshalerType) || v.Type().Implements(unmarshalerType) {
+		return 0, false
+	}
+	return v.Kind(), true
+}
+
+// fieldByTag is the field of struct v whose yaml tag (or lower-cased name)
+// is name.
+func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
+	if v.Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == "" {
+			tag = strings.ToLower(f.Name)
+		}
+		if tag == name {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}

@@ -253,6 +253,12 @@ const (
 	MaxHosts               = 1024
 	MaxPS                  = 64
 	MaxLinkGbps            = 1600
+	MaxQueuePackets        = 1 << 24
+	// MinLinkBitsPerSecond is the slowest link a scaled scenario may make
+	// (link_gbps × rate_scale); MinCommRatio the smallest comm_ratio (a
+	// compute time of 1000× the all-reduce).
+	MinLinkBitsPerSecond = 1000
+	MinCommRatio         = 1e-3
 	// INAHeaderBytes is the wire overhead of one INA packet besides its
 	// values: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + INA header + ICRC 4.
 	INAHeaderBytes = 14 + 20 + 8 + 12 + inahdr.Len + 4
@@ -328,11 +334,20 @@ const DefaultName = "default.yaml"
 // and validates it against models. file names the source in errors. A
 // returned error is an *Error unless the YAML is not well-formed.
 func Parse(file string, data []byte, models Models) (*Scenario, error) {
+	one := func(line int, path, rule string) error {
+		return &Error{Errs: []*FieldError{{File: file, Line: line, Path: path, Rule: rule}}}
+	}
+	if len(data) > MaxFileBytes {
+		return nil, one(0, "", fmt.Sprintf("%d bytes: a scenario file may have at most %d", len(data), MaxFileBytes))
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	idx := newNodeIndex(&root)
+	if idx.over != "" {
+		return nil, one(idx.line(idx.over), idx.over, idx.why)
+	}
 	s := &Scenario{file: file, index: idx}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -345,6 +360,15 @@ func Parse(file string, data []byte, models Models) (*Scenario, error) {
 			return nil, &Error{Errs: []*FieldError{{File: file, Rule: "empty file: want a mapping with at least jobs"}}}
 		}
 		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		return nil, one(next.Line, "", "a second YAML document: a scenario file holds one")
+	} else if !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := idx.strictInts(file, s); err != nil {
+		return nil, err
 	}
 	s.fillDefaults(file)
 	if err := s.Validate(models); err != nil {
@@ -425,9 +449,10 @@ func (s *Scenario) NumHosts() int {
 	return n
 }
 
-// HostNames are the worker hosts h0, h1, ….
+// HostNames are the worker hosts h0, h1, … (at most MaxHosts, and none
+// for a negative count, so that an invalid scenario can still be checked).
 func (s *Scenario) HostNames() []string {
-	out := make([]string, s.NumHosts())
+	out := make([]string, min(max(s.NumHosts(), 0), MaxHosts))
 	for i := range out {
 		out[i] = "h" + strconv.Itoa(i)
 	}
@@ -444,7 +469,7 @@ func (s *Scenario) PSOf(j int) int {
 
 // PSNames are the parameter servers ps0, ps1, ….
 func (s *Scenario) PSNames() []string {
-	out := make([]string, max(s.Topology.PS.Count, 0))
+	out := make([]string, min(max(s.Topology.PS.Count, 0), MaxPS))
 	for i := range out {
 		out[i] = "ps" + strconv.Itoa(i)
 	}

@@ -166,7 +166,7 @@ func TestScenarioErrors(t *testing.T) {
 		{"bad name", "jobs:\n  - {name: 'a b', model: resnet50, workers: 1, iterations: 1}\n", `jobs[0].name: "a b": must match`},
 		{"arrival", "time_limit: 1s\njobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 1, arrival: 2s}\n", "x.yaml:3: jobs[0].arrival: 2s: must be in [0, time_limit)"},
 		{"priority", "jobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 1, priority: 300}\n", "jobs[0].priority: 300: must be between 0 and 255"},
-		{"comm ratio zero", "jobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 1, comm_ratio: 0}\n", "jobs[0].comm_ratio: 0: must be in (0, 1000]"},
+		{"comm ratio zero", "jobs:\n  - {name: a, model: resnet50, workers: 1, iterations: 1, comm_ratio: 0}\n", "jobs[0].comm_ratio: 0: must be in [0.001, 1000]"},
 		{"link rate", "topology: {link_gbps: 0}\n" + job, "x.yaml:1: topology.link_gbps: 0: must be in (0, 1600]"},
 		{"link delay", "topology: {link_delay: -1us}\n" + job, "topology.link_delay: -1us: must be in [0, 1s]"},
 		{"slots", "topology: {switch: {slots: 70000}}\n" + job, "topology.switch.slots: 70000: must be between 1 and 65536"},

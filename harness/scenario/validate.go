@@ -33,7 +33,12 @@ func (s *Scenario) Validate(models Models) error {
 	t := s.Topology
 	v.check("topology.link_gbps", t.LinkGbps, t.LinkGbps > 0 && t.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
 	v.check("topology.link_delay", t.LinkDelay, t.LinkDelay >= 0 && t.LinkDelay.D() <= time.Second, "must be in [0, 1s]")
-	v.check("topology.queue_packets", t.QueuePackets, t.QueuePackets >= 0, "must be ≥ 0 (0 = the emulator default)")
+	v.check("topology.queue_packets", t.QueuePackets, t.QueuePackets >= 0 && t.QueuePackets <= MaxQueuePackets,
+		fmt.Sprintf("must be in [0, %d] (0 = the emulator default)", MaxQueuePackets))
+	if t.LinkGbps > 0 && s.Scaling.RateScale > 0 {
+		v.check("scaling.rate_scale", s.Scaling.RateScale, s.LinkBitsPerSecond() >= MinLinkBitsPerSecond && s.PSLinkBitsPerSecond() >= MinLinkBitsPerSecond,
+			fmt.Sprintf("makes a link slower than %d b/s (link_gbps × rate_scale)", MinLinkBitsPerSecond))
+	}
 	maxW := 0
 	sumW := 0
 	for _, j := range s.Jobs {
@@ -82,7 +87,7 @@ func (s *Scenario) Validate(models Models) error {
 		v.check(p+"arrival", j.Arrival, j.Arrival >= 0 && j.Arrival < s.TimeLimit, "must be in [0, time_limit)")
 		v.check(p+"priority", j.Priority, j.Priority >= 0 && j.Priority <= 255, "must be between 0 and 255")
 		if s.has(p + "comm_ratio") {
-			v.check(p+"comm_ratio", j.CommRatio, j.CommRatio > 0 && j.CommRatio <= 1000, "must be in (0, 1000]")
+			v.check(p+"comm_ratio", j.CommRatio, j.CommRatio >= MinCommRatio && j.CommRatio <= 1000, fmt.Sprintf("must be in [%g, 1000]", MinCommRatio))
 		}
 	}
 
