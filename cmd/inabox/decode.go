@@ -13,6 +13,10 @@ import (
 // cmdDecode prints each frame of a pcap: its RoCEv2 layers, ICRC verdict and
 // INA header, then counts.
 func cmdDecode(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintln(stdout, "usage: inabox decode FILE.pcap  (each frame's RoCEv2 layers, ICRC verdict and INA header, then counts)")
+		return nil
+	}
 	if len(args) != 1 {
 		return usageError{"decode: want exactly one pcap file"}
 	}

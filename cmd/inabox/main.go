@@ -82,11 +82,22 @@ func main() {
 
 type usageError struct{ msg string }
 
+// errHelp is returned by a command whose flags asked for its usage (-h):
+// the usage was printed and the command succeeds.
+var errHelp = errors.New("help requested")
+
 func (e usageError) Error() string { return e.msg }
 
 // runCLI runs the command line args (without the program name), writing to
 // stdout and stderr; main and the tests call it.
 func runCLI(args []string, stdout, stderr io.Writer) error {
+	if err := dispatch(args, stdout, stderr); !errors.Is(err, errHelp) {
+		return err
+	}
+	return nil
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usageError{"no command given"}
@@ -122,6 +133,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.PcapDir, "pcap", "", "write one pcap per node port into `DIR`")
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "RC messages each host sends")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h: the usage was printed
+		}
 		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {

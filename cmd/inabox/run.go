@@ -29,6 +29,9 @@ func parseInterleaved(fs *flag.FlagSet, args []string) (string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", errHelp
+			}
 			return "", usageError{err.Error()}
 		}
 		if fs.NArg() == 0 {

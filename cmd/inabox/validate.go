@@ -28,6 +28,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() { fmt.Fprint(stderr, validateUsage) }
 	printScenario := fs.Bool("print", false, "print each valid scenario with its defaults filled in")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h: the usage was printed
+		}
 		return usageError{err.Error()}
 	}
 	if fs.NArg() == 0 {

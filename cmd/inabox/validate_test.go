@@ -71,3 +71,16 @@ func TestValidate(t *testing.T) {
 		t.Errorf("stderr:\n%s", errb.String())
 	}
 }
+
+// TestHelpFlag: -h prints a usage and succeeds for every command.
+func TestHelpFlag(t *testing.T) {
+	for _, c := range []string{"run", "compare", "validate", "demo", "decode", "up"} {
+		var out, errb bytes.Buffer
+		if err := runCLI([]string{c, "-h"}, &out, &errb); err != nil {
+			t.Errorf("%s -h: %v", c, err)
+		}
+		if !strings.Contains(out.String()+errb.String(), "usage") && !strings.Contains(out.String()+errb.String(), "Usage") {
+			t.Errorf("%s -h printed no usage:\n%s%s", c, out.String(), errb.String())
+		}
+	}
+}
