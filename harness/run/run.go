@@ -88,11 +88,6 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	if step <= 0 {
 		step = 100 * time.Microsecond
 	}
-	for i, im := range s.Impairments {
-		if im.Jitter != 0 {
-			return nil, fmt.Errorf("%s: impairments[%d].jitter: %v: not supported by the runner (links are built before impairments apply)", s.File(), i, im.Jitter)
-		}
-	}
 	plans := s.Plan(models)
 	gen := newTensorGen(seed, s, plans)
 	tb, err := testbed.Build(testbedSpec(s, seed, plans, opts.Realtime), policy, gen.tensors)

@@ -28,7 +28,9 @@ func (r *runner) impairments() error {
 		}
 		for _, l := range links {
 			for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
-				if err := l.SetImpairments(d, e); err != nil {
+				c := l.Config(d)
+				c.Impairments, c.Jitter = e, im.Jitter.D()
+				if err := l.SetConfig(d, c); err != nil {
 					return err
 				}
 			}

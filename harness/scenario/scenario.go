@@ -67,7 +67,7 @@ import (
 //	faults:                         # optional
 //	  - {at: 50ms, kind: loss_burst, target: h0, duration: 1ms, value: 0.2}
 //	impairments:                    # optional, per host link ("all" = every link)
-//	  - {link: all, loss: 0.0001}   # also duplicate, reorder, reorder_delay, corrupt
+//	  - {link: all, loss: 0.0001}   # also jitter, duplicate, reorder, reorder_delay, corrupt
 //	                                # (on the wire: dropped by the MAC, bad FCS) and
 //	                                # corrupt_undetected (past the FCS: the ICRC checks catch it)
 //
