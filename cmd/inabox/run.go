@@ -23,6 +23,23 @@ func loadScenario(file string) (*scenario.Scenario, error) {
 	return scenario.Load(file)
 }
 
+// writableDir makes dir (if it is not "") and checks that files can be
+// created in it.
+func writableDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".inabox-write-test-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // parseInterleaved parses flags and at most one positional argument, in any
 // order ("run x.yaml --seed 2" as well as "run --seed 2 x.yaml").
 func parseInterleaved(fs *flag.FlagSet, args []string) (string, error) {
@@ -76,6 +93,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	}
 	if *seed == 0 && flagSet(fs, "seed") {
 		return usageError{"run: --seed 0: must be ≥ 1"}
+	}
+	for _, d := range []struct{ flag, dir string }{{"--out", *out}, {"--pcap", *pcap}} {
+		if err := writableDir(d.dir); err != nil {
+			return fmt.Errorf("run: %s %s: %w", d.flag, d.dir, err) // before the run, not after it
+		}
 	}
 	s, err := loadScenario(file)
 	if err != nil {

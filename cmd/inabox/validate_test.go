@@ -84,3 +84,29 @@ func TestHelpFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestBadArgsBeforeRun: an unknown --policies name and an --out or --pcap
+// directory that cannot be made fail at once, before any run.
+func TestBadArgsBeforeRun(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"compare", "--policies", "atp,bogus"}, `--policies: "bogus" is not a policy`},
+		{[]string{"run", "--out", filepath.Join(file, "sub")}, "run: --out " + filepath.Join(file, "sub")},
+		{[]string{"run", "--pcap", filepath.Join(file, "sub")}, "run: --pcap " + filepath.Join(file, "sub")},
+	} {
+		var out, errb bytes.Buffer
+		err := runCLI(c.args, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
+		}
+		if strings.Contains(out.String(), "scenario ") {
+			t.Errorf("%v ran before failing:\n%s", c.args, out.String())
+		}
+	}
+}
