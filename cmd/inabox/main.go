@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -46,6 +47,7 @@ usage:
                           beside inabox: make bin); removes everything it made, also on
                           failure
   inabox help             show this text
+  inabox version          the module version and VCS revision of this build
 
 run flags:
   --out DIR      write results.json, jobs.csv, job-<name>.csv and SVG plots into DIR
@@ -120,6 +122,9 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "version", "--version":
+		fmt.Fprintln(stdout, "inabox", version())
+		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return usageError{fmt.Sprintf("unknown command %q", args[0])}
@@ -153,4 +158,25 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\npcap files written to %s\n", cfg.PcapDir)
 	}
 	return nil
+}
+
+// version is the module version and VCS revision the binary was built from
+// (runtime/debug build info), or "(devel)".
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v
 }

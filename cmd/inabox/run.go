@@ -115,7 +115,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	res.PrintSummary(stdout)
 	defer func() {
 		if err != nil {
-			fmt.Fprintln(stdout, "\nINCOMPLETE:", err)
+			// (the error itself is printed once, by main, on stderr)
+			fmt.Fprintln(stdout, "\nINCOMPLETE: the results above are partial")
 		}
 	}()
 	if *out != "" {

@@ -110,3 +110,11 @@ func TestBadArgsBeforeRun(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion: --version prints the build's version and succeeds.
+func TestVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := runCLI([]string{"--version"}, &out, &errb); err != nil || !strings.HasPrefix(out.String(), "inabox ") {
+		t.Errorf("--version: %v, %q", err, out.String())
+	}
+}
