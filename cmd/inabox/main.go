@@ -6,6 +6,7 @@
 //	inabox decode FILE.pcap                           RoCEv2 layers, ICRC verdict, INA header per frame
 //	inabox up [--seed N] [--policy NAME] [--pcap DIR] [FILE]  the scenario as processes over TAP in namespaces (root)
 //	inabox help                                       this text
+//	inabox version                                    the build's module version and VCS revision
 package main
 
 import (
