@@ -147,6 +147,11 @@ func TestRunBadPolicy(t *testing.T) {
 func TestRunJitter(t *testing.T) {
 	clean, _ := runJSON(t, tiny(t, ""), Options{Policy: "freeina"})
 	jit, _ := runJSON(t, tiny(t, "impairments:\n  - {link: all, jitter: 500us}\n  - {link: h1, jitter: 2ms}\n"), Options{Policy: "freeina"})
+	// the host's own entry wins wherever it is listed
+	swapped, _ := runJSON(t, tiny(t, "impairments:\n  - {link: h1, jitter: 2ms}\n  - {link: all, jitter: 500us}\n"), Options{Policy: "freeina"})
+	if swapped.Summary.Makespan != jit.Summary.Makespan {
+		t.Errorf("listing order changed the run: makespan %v vs %v", swapped.Summary.Makespan, jit.Summary.Makespan)
+	}
 	if jit.Summary.JobsFinished != clean.Summary.JobsFinished || float64(jit.Summary.Makespan) <= float64(clean.Summary.Makespan) {
 		t.Errorf("jitter: %d jobs in %v s, clean %d in %v s; want all, later", jit.Summary.JobsFinished, jit.Summary.Makespan,
 			clean.Summary.JobsFinished, clean.Summary.Makespan)

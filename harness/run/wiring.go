@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -15,7 +16,17 @@ import (
 // impairments sets the scenario's impairments on both directions of every
 // link they name ("all": every host's and PS's link, in name order).
 func (r *runner) impairments() error {
-	for _, im := range r.s.Impairments {
+	// "all" first, so that a link's own entry wins wherever it is listed
+	// (as in scenario.LinkConfig).
+	ims := slices.Clone(r.s.Impairments)
+	rank := func(im scenario.LinkImpairment) int {
+		if im.Link == "all" {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(ims, func(a, b scenario.LinkImpairment) int { return rank(a) - rank(b) })
+	for _, im := range ims {
 		e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(),
 			Corrupt: im.Corrupt, CorruptUndetected: im.CorruptUndetected}
 		var links []*emu.Link
