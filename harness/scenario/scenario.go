@@ -23,7 +23,8 @@ import (
 )
 
 // A scenario file describes one experiment. Every field but jobs has a
-// default; durations are Go duration strings ("10us", "1.5ms", "2s").
+// default; durations are Go duration strings ("10us", "1.5ms", "2s"). The
+// reference with every field, default and rule is docs/scenarios.md.
 //
 //	name: dynaina-contention        # default: the file name without .yaml
 //	description: free text

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -333,5 +334,48 @@ func TestWarnings(t *testing.T) {
 	}
 	if w := s.Warnings(DefaultModels()); len(w) != 0 {
 		t.Errorf("true scale warned: %q", w)
+	}
+}
+
+// TestScenarioDocComplete: docs/scenarios.md has a row for every field of
+// the scenario format (every YAML path of Scenario, "[]" for a list).
+func TestScenarioDocComplete(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/scenarios.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var walk func(p string, ty reflect.Type)
+	walk = func(p string, ty reflect.Type) {
+		for ty.Kind() == reflect.Slice {
+			ty, p = ty.Elem(), p+"[]"
+		}
+		if ty.Kind() != reflect.Struct || reflect.PointerTo(ty).Implements(unmarshalerType) {
+			paths = append(paths, p)
+			return
+		}
+		for i := range ty.NumField() {
+			f := ty.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || tag == "-" {
+				continue
+			}
+			if tag == "" {
+				tag = strings.ToLower(f.Name)
+			}
+			if p != "" {
+				tag = p + "." + tag
+			}
+			walk(tag, f.Type)
+		}
+	}
+	walk("", reflect.TypeFor[Scenario]())
+	if len(paths) < 40 {
+		t.Fatalf("only %d fields found: %v", len(paths), paths)
+	}
+	for _, p := range paths {
+		if !strings.Contains(string(doc), "| `"+p+"` |") {
+			t.Errorf("docs/scenarios.md has no row for %s", p)
+		}
 	}
 }
