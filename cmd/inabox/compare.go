@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
@@ -40,9 +45,16 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	var results []*report.Results
 	var failed []string
+	// Ctrl-C stops the policy running now; the table has the ones done.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	for _, p := range want {
 		prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
-		r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog})
+		r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog, Context: ctx})
+		if errors.Is(err, run.ErrInterrupted) {
+			failed = append(failed, fmt.Sprintf("%s: %v", p, err))
+			break
+		}
 		if err != nil {
 			// A run that failed (wrong sum, unfinished, unsupported
 			// topology) gives no column: its numbers would mislead.

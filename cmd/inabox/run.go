@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
@@ -108,7 +111,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		p = *policy
 	}
 	prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
-	res, err := run.Run(s, run.Options{Seed: *seed, Policy: *policy, PcapDir: *pcap, Progress: prog})
+	// Ctrl-C stops the run: what was measured so far is printed and
+	// written, marked incomplete.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run.Run(s, run.Options{Seed: *seed, Policy: *policy, PcapDir: *pcap, Progress: prog, Context: ctx})
 	if res == nil {
 		return err
 	}

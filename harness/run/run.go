@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -34,11 +35,18 @@ type Options struct {
 	// round trips, which there include how late each process runs
 	// (host.WorkerConfig.AdaptUCTimeout). Virtual-time runs leave it off.
 	Realtime bool
+	// Context, if set, stops the run when it is done (Ctrl-C): Run then
+	// returns the results so far and an error wrapping ErrInterrupted.
+	Context context.Context
 }
 
 // ErrUnfinished is returned, with the results so far, when a job has not
 // finished by the scenario's time limit.
 var ErrUnfinished = errors.New("not finished by time_limit")
+
+// ErrInterrupted is returned, with the results so far, when the run's
+// Context was done before every job finished.
+var ErrInterrupted = errors.New("interrupted")
 
 // Run runs scenario s under opts and returns its results. If a job has not
 // finished by the time limit it returns the results so far and an error
@@ -63,6 +71,7 @@ func Run(s *scenario.Scenario, opts Options) (*report.Results, error) {
 		prog = noProgress{}
 	}
 	defer prog.Done()
+	r.ctx = opts.Context
 	return r.run(r.step, prog)
 }
 
@@ -131,6 +140,7 @@ type runner struct {
 	// fatal is why the run cannot finish, found by a fault (a node that
 	// crashed for good), or nil.
 	fatal     error
+	ctx       context.Context // stops the run when done (Options.Context)
 	s         *scenario.Scenario
 	tb        *testbed.Testbed
 	policy    string
@@ -171,6 +181,7 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		total = limit
 	}
 	var end time.Duration
+	interrupted := false
 	for t := step; ; t += step {
 		if _, err := n.RunUntil(min(t, limit)); err != nil {
 			return nil, err
@@ -188,6 +199,10 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		}
 		if all(r.done) || now >= limit {
 			end = now
+			break
+		}
+		if r.ctx != nil && r.ctx.Err() != nil {
+			end, interrupted = now, true
 			break
 		}
 	}
@@ -228,6 +243,9 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		if !d {
 			unfinished = append(unfinished, fmt.Sprintf("%s (%d/%d iterations)", r.plans[i].Name, r.fed[i], r.plans[i].Iterations))
 		}
+	}
+	if len(unfinished) > 0 && interrupted {
+		return res, fmt.Errorf("%s: %w at virtual time %v: %s", r.s.Name, ErrInterrupted, end, strings.Join(unfinished, ", "))
 	}
 	if len(unfinished) > 0 {
 		return res, fmt.Errorf("%s: %w (%v): %s", r.s.Name, ErrUnfinished, limit, strings.Join(unfinished, ", "))

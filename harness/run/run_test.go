@@ -2,6 +2,7 @@ package run
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -263,5 +264,19 @@ func TestRunMemoryInUse(t *testing.T) {
 				t.Errorf("%s: job %s in use %v slot-s > reserved %v", p, j.Name, j.InUseSlotSeconds, j.SlotSeconds)
 			}
 		}
+	}
+}
+
+// TestRunInterrupted: a run whose Context is done stops at the next step
+// and returns what it measured, with ErrInterrupted.
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := Run(tiny(t, ""), Options{Policy: "freeina", Context: ctx})
+	if !errors.Is(err, ErrInterrupted) || r == nil {
+		t.Fatalf("results %v, error %v; want results and ErrInterrupted", r != nil, err)
+	}
+	if r.Summary.JobsFinished != 0 || !strings.Contains(err.Error(), "interrupted at virtual time") {
+		t.Errorf("%d jobs finished, error %v", r.Summary.JobsFinished, err)
 	}
 }
