@@ -34,6 +34,7 @@ type Collector struct {
 	end     time.Duration
 	// runDrops are the run's drops by cause (RunDrops).
 	runDrops testbed.Drops
+	faults   []FaultRecord
 }
 
 // CollectorConfig configures a Collector.
@@ -326,6 +327,9 @@ func (c *Collector) Drops(t time.Duration, job string, d testbed.Drops) {
 // RunDrops sets every frame the run dropped, whoever it claimed to be.
 func (c *Collector) RunDrops(d testbed.Drops) { c.runDrops = d }
 
+// Fault records that a fault fired (f.At is when).
+func (c *Collector) Fault(f FaultRecord) { c.faults = append(c.faults, f) }
+
 // Retransmissions adds n retransmitted packets of the job.
 func (c *Collector) Retransmissions(t time.Duration, job string, n int64) {
 	c.at(t)
@@ -471,6 +475,7 @@ func (c *Collector) Results(end time.Duration) *Results {
 	}
 	r.Throughput = series(c.tput.v, nb, merge, width, width)
 	r.JCTCDF = CDF(jcts)
+	r.Faults = slices.Clone(c.faults)
 	return r
 }
 

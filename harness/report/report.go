@@ -172,6 +172,9 @@ func (r *Results) PrintSummary(w io.Writer) {
 	if d := s.Drops; d.Total() > 0 {
 		fmt.Fprintf(tw, "dropped on the way\t%s\n", dropsText(d))
 	}
+	if len(r.Faults) > 0 {
+		fmt.Fprintf(tw, "faults fired\t%s\n", faultsText(r.Faults))
+	}
 	tw.Flush()
 }
 
@@ -191,6 +194,26 @@ func psPath(s Summary) string {
 		return "– (no PS path)"
 	}
 	return FormatPercent(s.PSFraction) + " of " + i64(s.SwitchChunks+s.PSChunks) + " chunks"
+}
+
+// faultsText lists the faults that fired: kind, target, when, how long.
+func faultsText(fs []FaultRecord) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		p := f.Kind
+		if f.Target != "" {
+			p += " " + f.Target
+		}
+		p += " at " + FormatSeconds(f.At)
+		if f.Duration > 0 {
+			p += " for " + FormatSeconds(f.Duration)
+		}
+		if f.LoseState {
+			p += " (state lost)"
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, "; ")
 }
 
 // dropsText lists the drops by cause, the causes with none left out.

@@ -59,6 +59,20 @@ type Results struct {
 	Throughput []Point `json:"throughput"`
 	// JCTCDF is the empirical CDF of finished jobs' JCT: (s, fraction).
 	JCTCDF []Point `json:"jct_cdf"`
+	// Faults are the scenario's faults that fired, in time order.
+	Faults []FaultRecord `json:"faults,omitempty"`
+}
+
+// FaultRecord is one fault that fired: at At (virtual seconds), of Kind on
+// Target (a link's host, a node, or "sw"), for Duration seconds (0: none or
+// for good), with Value where the kind takes one.
+type FaultRecord struct {
+	At        Num     `json:"at_s"`
+	Kind      string  `json:"kind"`
+	Target    string  `json:"target,omitempty"`
+	Duration  Num     `json:"duration_s"`
+	Value     float64 `json:"value,omitempty"`
+	LoseState bool    `json:"lose_state,omitempty"`
 }
 
 // Summary aggregates over jobs. Undefined values (no data) are null.

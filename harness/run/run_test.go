@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -127,11 +128,22 @@ func TestRunFaults(t *testing.T) {
   - {at: 25ms, kind: switch_reboot, duration: 100us}
   - {at: 30ms, kind: loss_burst, target: h0, duration: 2ms, value: 0.3}
   - {at: 40ms, kind: link_down, target: h3, duration: 1ms}
+  - {at: 19s, kind: link_down, target: h2, duration: 1ms}
 `)
 	for _, p := range []string{"freeina", "dynaina"} {
 		r, _ := runJSON(t, s, Options{Policy: p})
 		if r.Summary.JobsFinished != 2 {
 			t.Fatalf("%s: %+v", p, r.Summary)
+		}
+		// The three that fired are recorded in time order; the one after
+		// the end of the run never fired.
+		var got []string
+		for _, f := range r.Faults {
+			got = append(got, fmt.Sprintf("%s %s %v %v", f.Kind, f.Target, f.At, f.Duration))
+		}
+		want := "switch_reboot  0.025 0.0001|loss_burst h0 0.03 0.002|link_down h3 0.04 0.001"
+		if strings.Join(got, "|") != want {
+			t.Errorf("%s: faults %q, want %q", p, strings.Join(got, "|"), want)
 		}
 	}
 }

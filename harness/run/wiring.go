@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 )
@@ -66,6 +67,9 @@ func (r *runner) faults() error {
 	n := r.tb.Net
 	for i, f := range r.s.Faults {
 		at, dur := f.At.D(), f.Duration.D()
+		rec := report.FaultRecord{At: report.Num(at.Seconds()), Kind: f.Kind, Target: f.Target, Duration: report.Num(dur.Seconds()),
+			Value: f.Value, LoseState: f.LoseState}
+		n.At(at, func() { r.col.Fault(rec) }) // recorded when (if) it fires
 		var err error
 		switch f.Kind {
 		case scenario.FaultSwitchReboot:
