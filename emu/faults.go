@@ -41,6 +41,26 @@ func (n *Network) CorruptWindow(at, dur time.Duration, l *Link, prob float64) er
 	return nil
 }
 
+// DuplicateBurst adds a per-packet probability of duplication to both
+// directions of l for the window [at, at+dur).
+func (n *Network) DuplicateBurst(at, dur time.Duration, l *Link, prob float64) error {
+	if err := checkProb("duplication burst on "+l.name, "prob", prob); err != nil {
+		return err
+	}
+	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraDuplicate += sign * prob })
+	return nil
+}
+
+// ReorderBurst adds a per-packet probability of reordering (held back by
+// the link's ReorderDelay) to both directions of l for [at, at+dur).
+func (n *Network) ReorderBurst(at, dur time.Duration, l *Link, prob float64) error {
+	if err := checkProb("reordering burst on "+l.name, "prob", prob); err != nil {
+		return err
+	}
+	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraReorder += sign * prob })
+	return nil
+}
+
 // DelaySpike adds extra propagation delay to both directions of l for
 // packets sent in [at, at+dur). Packets keep their order.
 func (n *Network) DelaySpike(at, dur time.Duration, l *Link, extra time.Duration) error {
@@ -65,6 +85,12 @@ func (n *Network) window(at, dur time.Duration, l *Link, apply func(d *linkDir, 
 			}
 			if d.extraCorrupt < 1e-12 {
 				d.extraCorrupt = 0
+			}
+			if d.extraDuplicate < 1e-12 {
+				d.extraDuplicate = 0
+			}
+			if d.extraReorder < 1e-12 {
+				d.extraReorder = 0
 			}
 		}
 	})

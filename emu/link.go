@@ -238,9 +238,11 @@ type linkDir struct {
 	geBad     bool
 
 	// Fault overlays, added to the configured values while a window is open.
-	extraLoss    float64
-	extraCorrupt float64
-	extraDelay   int64
+	extraLoss      float64
+	extraCorrupt   float64
+	extraDuplicate float64
+	extraReorder   float64
+	extraDelay     int64
 
 	stats LinkStats
 }
@@ -286,6 +288,14 @@ func (d *linkDir) serialization(bytes int) int64 {
 
 func (d *linkDir) chance(p float64) bool {
 	return p > 0 && (p >= 1 || d.rng.Float64() < p)
+}
+
+// either is the probability of p or a window's extra q (independent).
+func either(p, q float64) float64 {
+	if q <= 0 {
+		return p
+	}
+	return 1 - (1-p)*(1-math.Min(q, 1))
 }
 
 // lost draws whether the packet is lost on the wire.

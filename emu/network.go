@@ -374,7 +374,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 	if d.cfg.Jitter > 0 {
 		arr += d.rng.Int64N(int64(d.cfg.Jitter) + 1)
 	}
-	if d.chance(im.Reorder) {
+	if d.chance(either(im.Reorder, d.extraReorder)) {
 		rd := im.ReorderDelay
 		if rd == 0 {
 			rd = 10 * time.Microsecond
@@ -402,7 +402,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		st.Corrupted++
 	}
 	n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs})
-	if d.chance(im.Duplicate) {
+	if d.chance(either(im.Duplicate, d.extraDuplicate)) {
 		st.Duplicated++
 		n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: n.pool.Clone(p), fcs: fcs})
 	}

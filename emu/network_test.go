@@ -613,3 +613,32 @@ func TestRunUntilDeadline(t *testing.T) {
 		t.Errorf("after continuing: %d delivered at %v", b.Stats().Unique, end)
 	}
 }
+
+// TestDuplicateReorderBursts: a duplication or reordering window acts on
+// the frames sent in it and on no other.
+func TestDuplicateReorderBursts(t *testing.T) {
+	for _, kind := range []string{"duplicate", "reorder"} {
+		n, l, _, b := pair(t, 1, emu.LinkConfig{}, nodes.TrafficConfig{Count: 1000, FrameBytes: 100, Interval: time.Microsecond})
+		// frames 300..399 are sent in the window
+		burst := n.DuplicateBurst
+		if kind == "reorder" {
+			burst = n.ReorderBurst
+		}
+		must(t, burst(300*time.Microsecond-500, 100*time.Microsecond, l, 1))
+		run(t, n)
+		st, rx := l.Stats(emu.AtoB), b.Stats()
+		switch kind {
+		case "duplicate":
+			if rx.Duplicates != 100 || rx.Unique != 1000 {
+				t.Errorf("duplicate burst: %d duplicates, %d unique; want 100 and 1000", rx.Duplicates, rx.Unique)
+			}
+		case "reorder":
+			if st.Reordered != 100 || rx.Unique != 1000 {
+				t.Errorf("reorder burst: %d reordered, %d unique; want 100 and 1000", st.Reordered, rx.Unique)
+			}
+		}
+	}
+	if err := emu.NewNetwork(emu.Config{}).DuplicateBurst(0, 1, &emu.Link{}, 2); err == nil || !strings.Contains(err.Error(), "prob = 2") {
+		t.Errorf("bad probability: %v", err)
+	}
+}

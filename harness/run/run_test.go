@@ -128,6 +128,8 @@ func TestRunFaults(t *testing.T) {
   - {at: 25ms, kind: switch_reboot, duration: 100us}
   - {at: 30ms, kind: loss_burst, target: h0, duration: 2ms, value: 0.3}
   - {at: 40ms, kind: link_down, target: h3, duration: 1ms}
+  - {at: 45ms, kind: duplicate_burst, target: h1, duration: 2ms, value: 0.5}
+  - {at: 50ms, kind: reorder_burst, target: h2, duration: 2ms, value: 0.5}
   - {at: 19s, kind: link_down, target: h2, duration: 1ms}
 `)
 	for _, p := range []string{"freeina", "dynaina"} {
@@ -141,7 +143,7 @@ func TestRunFaults(t *testing.T) {
 		for _, f := range r.Faults {
 			got = append(got, fmt.Sprintf("%s %s %v %v", f.Kind, f.Target, f.At, f.Duration))
 		}
-		want := "switch_reboot  0.025 0.0001|loss_burst h0 0.03 0.002|link_down h3 0.04 0.001"
+		want := "switch_reboot  0.025 0.0001|loss_burst h0 0.03 0.002|link_down h3 0.04 0.001|duplicate_burst h1 0.045 0.002|reorder_burst h2 0.05 0.002"
 		if strings.Join(got, "|") != want {
 			t.Errorf("%s: faults %q, want %q", p, strings.Join(got, "|"), want)
 		}

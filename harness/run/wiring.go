@@ -109,6 +109,10 @@ func (r *runner) faults() error {
 					n.LinkUp(at, l)
 				case scenario.FaultLossBurst:
 					err = n.LossBurst(at, dur, l, f.Value)
+				case scenario.FaultDupBurst:
+					err = n.DuplicateBurst(at, dur, l, f.Value)
+				case scenario.FaultReorderBurst:
+					err = n.ReorderBurst(at, dur, l, f.Value)
 				case scenario.FaultCorrupt:
 					err = n.CorruptWindow(at, dur, l, f.Value)
 				case scenario.FaultDelaySpike:

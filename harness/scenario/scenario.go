@@ -77,6 +77,8 @@ import (
 //	link_down      link (a host name)  duration: down time, 0 = until a link_up; no value
 //	link_up        link                no duration, no value
 //	loss_burst     link                duration > 0; value: loss probability in (0, 1]
+//	duplicate_burst link               duration > 0; value: duplication probability in (0, 1]
+//	reorder_burst  link                duration > 0; value: reordering probability in (0, 1]
 //	corrupt        link                duration > 0; value: corruption probability in (0, 1]
 //	delay_spike    link                duration > 0; value: extra delay in µs, > 0
 //	switch_reboot  "sw" (default)      duration: down time before the restart (0 = at once); no value
@@ -228,6 +230,8 @@ const (
 	FaultLinkDown     = "link_down"
 	FaultLinkUp       = "link_up"
 	FaultLossBurst    = "loss_burst"
+	FaultDupBurst     = "duplicate_burst"
+	FaultReorderBurst = "reorder_burst"
 	FaultDelaySpike   = "delay_spike"
 	FaultCorrupt      = "corrupt"
 	FaultSwitchReboot = "switch_reboot"
@@ -235,7 +239,8 @@ const (
 )
 
 // FaultKinds lists the fault kinds.
-var FaultKinds = []string{FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultDelaySpike, FaultCorrupt, FaultSwitchReboot, FaultNodeCrash}
+var FaultKinds = []string{FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultDelaySpike, FaultCorrupt,
+	FaultSwitchReboot, FaultNodeCrash}
 
 // SwitchName is the name of the switch node.
 const SwitchName = "sw"

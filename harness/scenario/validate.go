@@ -105,7 +105,7 @@ func (s *Scenario) Validate(models Models) error {
 		v.check(p+"duration", f.Duration, f.Duration >= 0, "must be ≥ 0")
 		hasValue := s.has(p + "value")
 		switch f.Kind {
-		case FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultCorrupt, FaultDelaySpike:
+		case FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultCorrupt, FaultDelaySpike:
 			v.check(p+"target", f.Target, links[f.Target], linkRule)
 		case FaultSwitchReboot:
 			v.check(p+"target", f.Target, f.Target == "" || f.Target == SwitchName, `must be "sw" (or absent)`)
@@ -117,7 +117,7 @@ func (s *Scenario) Validate(models Models) error {
 		switch f.Kind {
 		case FaultLinkUp:
 			v.check(p+"duration", f.Duration, f.Duration == 0, "link_up takes no duration")
-		case FaultLossBurst, FaultCorrupt:
+		case FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultCorrupt:
 			v.check(p+"duration", f.Duration, f.Duration > 0, f.Kind+" needs a duration > 0")
 			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1, f.Kind+" needs a probability in (0, 1]")
 			hasValue = false
