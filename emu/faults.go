@@ -23,41 +23,35 @@ func (n *Network) LinkUp(at time.Duration, l *Link) {
 // LossBurst adds a loss probability to both directions of l for the window
 // [at, at+dur). Use loss 1 for a blackout.
 func (n *Network) LossBurst(at, dur time.Duration, l *Link, loss float64) error {
-	if err := checkProb("loss burst on "+l.name, "loss", loss); err != nil {
-		return err
-	}
-	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraLoss += sign * loss })
-	return nil
+	return n.probWindow("loss burst", "loss", at, dur, l, loss, func(d *linkDir) *float64 { return &d.extraLoss })
 }
 
 // CorruptWindow adds a per-packet probability of corruption on the wire to
 // both directions of l for the window [at, at+dur): like
 // Impairments.Corrupt, the receiving MAC drops such a frame (bad FCS).
 func (n *Network) CorruptWindow(at, dur time.Duration, l *Link, prob float64) error {
-	if err := checkProb("corruption window on "+l.name, "prob", prob); err != nil {
-		return err
-	}
-	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraCorrupt += sign * prob })
-	return nil
+	return n.probWindow("corruption window", "prob", at, dur, l, prob, func(d *linkDir) *float64 { return &d.extraCorrupt })
 }
 
 // DuplicateBurst adds a per-packet probability of duplication to both
 // directions of l for the window [at, at+dur).
 func (n *Network) DuplicateBurst(at, dur time.Duration, l *Link, prob float64) error {
-	if err := checkProb("duplication burst on "+l.name, "prob", prob); err != nil {
-		return err
-	}
-	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraDuplicate += sign * prob })
-	return nil
+	return n.probWindow("duplication burst", "prob", at, dur, l, prob, func(d *linkDir) *float64 { return &d.extraDuplicate })
 }
 
 // ReorderBurst adds a per-packet probability of reordering (held back by
 // the link's ReorderDelay) to both directions of l for [at, at+dur).
 func (n *Network) ReorderBurst(at, dur time.Duration, l *Link, prob float64) error {
-	if err := checkProb("reordering burst on "+l.name, "prob", prob); err != nil {
+	return n.probWindow("reordering burst", "prob", at, dur, l, prob, func(d *linkDir) *float64 { return &d.extraReorder })
+}
+
+// probWindow adds prob to the probability field of both directions of l
+// for [at, at+dur); what and param name it in a configuration error.
+func (n *Network) probWindow(what, param string, at, dur time.Duration, l *Link, prob float64, field func(*linkDir) *float64) error {
+	if err := checkProb(what+" on "+l.name, param, prob); err != nil {
 		return err
 	}
-	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraReorder += sign * prob })
+	n.window(at, dur, l, func(d *linkDir, sign float64) { *field(d) += sign * prob })
 	return nil
 }
 
