@@ -84,6 +84,16 @@ var (
 	attackerAddr = WorkerAddr(2, 0)
 )
 
+// during makes one forged frame (f(i, at)) at each of the forgeries times
+// spread over the victim's all-reduces of schedule s.
+func during(s schedule, f func(i int, at time.Duration) forged) []forged {
+	out := make([]forged, 0, forgeries)
+	for i, at := range spread(s.victim[0], s.victim[forgeARs-1]) {
+		out = append(out, f(i, at))
+	}
+	return out
+}
+
 // spread returns forgeries times across [from, to).
 func spread(from, to time.Duration) []time.Duration {
 	out := make([]time.Duration, forgeries)
@@ -116,14 +126,11 @@ func forgeryClasses() []forgery {
 		// only the job's PS port may send results.
 		name: "result-bypass", applies: inaPolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
-			var out []forged
-			for i, at := range spread(start[0], start[forgeARs-1]) {
+			return during(s, func(i int, at time.Duration) forged {
 				r := i % 4
 				m := inahdr.Meta{Flags: inahdr.FlagResult | inahdr.FlagBypass, Job: 1, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Bitmap: 0xF}
-				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, WorkerAddr(1, r), rdma.OpUCSendOnly, WorkerUCQPN(1, r), m, 64)})
-			}
-			return out
+				return forged{at, attackerNode, frame(t, attackerAddr, WorkerAddr(1, r), rdma.OpUCSendOnly, WorkerUCQPN(1, r), m, 64)}
+			})
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().ForgedResult },
 	}, {
@@ -131,14 +138,11 @@ func forgeryClasses() []forgery {
 		// port has no ina_worker entry for the victim's QP.
 		name: "result-ina", applies: inaPolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
-			var out []forged
-			for i, at := range spread(start[0], start[forgeARs-1]) {
+			return during(s, func(i int, at time.Duration) forged {
 				r := i % 4
 				m := inahdr.Meta{Flags: inahdr.FlagResult, Job: 1, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Worker: uint8(r), Bitmap: 1 << r}
-				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, WorkerAddr(1, r), rdma.OpUCSendOnly, WorkerUCQPN(1, r), m, 64)})
-			}
-			return out
+				return forged{at, attackerNode, frame(t, attackerAddr, WorkerAddr(1, r), rdma.OpUCSendOnly, WorkerUCQPN(1, r), m, 64)}
+			})
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().Foreign },
 	}, {
@@ -146,14 +150,11 @@ func forgeryClasses() []forgery {
 		// from the attacker's port (port security).
 		name: "spoofed-source", applies: inaPolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
-			var out []forged
-			for i, at := range spread(start[0], start[forgeARs-1]) {
+			return during(s, func(i int, at time.Duration) forged {
 				r := i % 4
 				m := inahdr.Meta{Job: 1, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Worker: uint8(r), Bitmap: 1 << r}
-				out = append(out, forged{at, attackerNode, frame(t, WorkerAddr(1, r), PSAddr(c.PSOf(0)), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
-			}
-			return out
+				return forged{at, attackerNode, frame(t, WorkerAddr(1, r), PSAddr(c.PSOf(0)), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)}
+			})
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().Spoofed },
 	}, {
@@ -161,14 +162,11 @@ func forgeryClasses() []forgery {
 		// addresses: the (port, QP) entry belongs to another port.
 		name: "foreign-qp", applies: inaPolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
-			var out []forged
-			for i, at := range spread(start[0], start[forgeARs-1]) {
+			return during(s, func(i int, at time.Duration) forged {
 				r := i % 4
 				m := inahdr.Meta{Job: 1, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Worker: uint8(r), Bitmap: 1 << r}
-				out = append(out, forged{at, attackerNode, frame(t, attackerAddr, PSAddr(c.PSOf(0)), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)})
-			}
-			return out
+				return forged{at, attackerNode, frame(t, attackerAddr, PSAddr(c.PSOf(0)), rdma.OpUCSendOnly, victimUCQP(pol, r), m, 64)}
+			})
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().Foreign },
 	}, {
@@ -177,9 +175,7 @@ func forgeryClasses() []forgery {
 		// port: only the job's PS port may send them.
 		name: "alloc-free", applies: leasePolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
-			var out []forged
-			for i, at := range spread(start[0], start[forgeARs-1]) {
+			return during(s, func(i int, at time.Duration) forged {
 				m := inahdr.Ctl{Op: inahdr.CtlFree, Job: 1, AllReduce: uint16(1 + i%forgeARs)}
 				switch i % 3 {
 				case 1:
@@ -187,26 +183,22 @@ func forgeryClasses() []forgery {
 				case 2:
 					m = inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 99, AllReduce: uint16(i), Want: 1000, Chunks: 1000}
 				}
-				out = append(out, forged{at, attackerNode, ctlFrame(t, attackerAddr, SwitchAddr, SwitchCtlQPN, m)})
-			}
-			return out
+				return forged{at, attackerNode, ctlFrame(t, attackerAddr, SwitchAddr, SwitchCtlQPN, m)}
+			})
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().ForgedControl },
 	}, {
 		// GRANTs to the victim's PS and workers: only the switch sends them.
 		name: "grant", applies: inaPolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
-			var out []forged
-			for i, at := range spread(start[0], start[forgeARs-1]) {
+			return during(s, func(i int, at time.Duration) forged {
 				m := inahdr.Ctl{Op: inahdr.CtlGrant, Job: 1, AllReduce: uint16(1 + i%forgeARs), Slots: 0, Chunks: 300}
 				dst, qp := PSAddr(c.PSOf(0)), uint32(PSCtlQPN)
 				if i%2 == 1 {
 					dst, qp = WorkerAddr(1, i%4), WorkerUCQPN(1, i%4)
 				}
-				out = append(out, forged{at, attackerNode, ctlFrame(t, attackerAddr, dst, qp, m)})
-			}
-			return out
+				return forged{at, attackerNode, ctlFrame(t, attackerAddr, dst, qp, m)}
+			})
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().ForgedControl },
 	}, {
@@ -235,9 +227,7 @@ func forgeryClasses() []forgery {
 		// larger than the payload.
 		name: "malformed", applies: inaPolicy,
 		frames: func(t testing.TB, pol string, c *Testbed, s schedule) []forged {
-			start := s.victim
-			var out []forged
-			for i, at := range spread(start[0], start[forgeARs-1]) {
+			return during(s, func(i int, at time.Duration) forged {
 				m := inahdr.Meta{Job: 2, AllReduce: uint16(1 + i%forgeARs), Chunk: uint32(i % 300), Worker: 0, Bitmap: 1}
 				switch i % 3 {
 				case 0:
@@ -250,9 +240,8 @@ func forgeryClasses() []forgery {
 					inahdr.Header(f[rdma.HeadersLen+rdma.BTHLen:]).SetCount(500)
 					_ = rdma.SetICRC(f)
 				}
-				out = append(out, forged{at, attackerNode, f})
-			}
-			return out
+				return forged{at, attackerNode, f}
+			})
 		},
 		counted: func(c *Testbed) uint64 { return c.Drops().Malformed },
 	}, {
