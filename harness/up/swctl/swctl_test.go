@@ -19,21 +19,7 @@ func TestControlAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "unix:" + filepath.Join(t.TempDir(), "c.sock")
-	ln, err := Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{S: s, Ports: []int{0, 1}, Runtime: func() any { return map[string]int{"x": 1} }}
-	hs := &http.Server{Handler: srv.Handler()}
-	go hs.Serve(ln)
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c := NewClient(addr)
-	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := serve(t, &Server{S: s, Ports: []int{0, 1}, Runtime: func() any { return map[string]int{"x": 1} }})
 	cfg := Config{
 		Pools:    []Pool{{ID: 1, Base: 0, Slots: 64, Stride: 1}},
 		Jobs:     []sw.JobSpec{{ID: 7, Mask: 3, Group: 7, PSPort: 2, PoolID: 1}},
@@ -90,21 +76,7 @@ func TestRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "unix:" + filepath.Join(t.TempDir(), "c.sock")
-	ln, err := Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{S: s, Register: func(r Registration) error { return d.Register(0, r.Profile(), r.AllReduces) }}
-	hs := &http.Server{Handler: srv.Handler()}
-	go hs.Serve(ln)
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c := NewClient(addr)
-	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := serve(t, &Server{S: s, Register: func(r Registration) error { return d.Register(0, r.Profile(), r.AllReduces) }})
 	if err := c.Register(ctx, Registration{Job: 3, Workers: 2, GradientBytes: 1 << 20, Compute: time.Millisecond, AllReduces: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -129,4 +101,25 @@ func TestRegister(t *testing.T) {
 	if err := c2.Register(ctx, Registration{Job: 5, Workers: 2, GradientBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("switch without a scheduler: %v", err)
 	}
+}
+
+// serve serves srv on a unix socket until the test ends and returns a
+// client that found it healthy, and a context bounding the test's calls.
+func serve(t *testing.T, srv *Server) (context.Context, *Client) {
+	t.Helper()
+	addr := "unix:" + filepath.Join(t.TempDir(), "c.sock")
+	ln, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	c := NewClient(addr)
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c
 }
