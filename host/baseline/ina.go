@@ -81,9 +81,24 @@ type INAWorker struct {
 }
 
 type nudge struct {
-	at  time.Duration
-	idx int
-	c   uint32
+	at    time.Duration
+	idx   int
+	c     uint32
+	tries uint8
+}
+
+// maxBackoff bounds the ATP/ESA retransmission backoff: a chunk's k-th
+// timeout waits RTO·2^min(k, maxBackoff). ATP's code retries at a fixed
+// interval; with it, a PS slower than the window drains livelocks (the
+// repeats keep its queue full: measured, a 0.3 s job unfinished after 8 s).
+const maxBackoff = 6
+
+// backoff is the wait after a chunk's tries-th timeout.
+func (w *INAWorker) backoff(tries uint8) time.Duration {
+	if w.kind == SwitchML {
+		return w.rto
+	}
+	return w.rto << min(tries, maxBackoff)
 }
 
 func nudgeKey(ar uint16, c uint32) uint64 { return uint64(ar)<<32 | uint64(c) }
@@ -335,10 +350,14 @@ func (w *INAWorker) expire(env *emu.Env) {
 		if w.active {
 			w.st.rep.PSResends++
 		}
-		w.nd = append(w.nd, nudge{at: w.now + w.rto, idx: n.idx, c: n.c})
+		n.tries = min(n.tries+1, 255)
+		w.nd = append(w.nd, nudge{at: w.now + w.backoff(n.tries), idx: n.idx, c: n.c, tries: n.tries})
 	}
 	if w.ndHead == len(w.nd) {
 		w.nd, w.ndHead = w.nd[:0], 0
+	} else if w.ndHead > 4096 && w.ndHead*2 > len(w.nd) {
+		k := copy(w.nd, w.nd[w.ndHead:])
+		w.nd, w.ndHead = w.nd[:k], 0
 	}
 	if !w.active {
 		return
@@ -372,7 +391,7 @@ func (w *INAWorker) expire(env *emu.Env) {
 			w.send(env, st.idx, c, inahdr.FlagResend|inahdr.FlagOverflow, nil)
 			st.rep.PSResends++
 		}
-		st.dl = append(st.dl, host.Deadline{At: w.now + w.rto, Chunk: c})
+		st.dl = append(st.dl, host.Deadline{At: w.now + w.backoff(st.tries[c]), Chunk: c})
 	}
 	if st.dlHead == len(st.dl) {
 		st.dl, st.dlHead = st.dl[:0], 0
