@@ -54,6 +54,8 @@ type Comparison struct {
 	Reference string       `json:"reference"`
 	Baselines []string     `json:"baselines"`
 	Rows      []CompareRow `json:"rows"`
+	// Costs are the host costs of the policies that model any.
+	Costs map[string]*HostCosts `json:"host_costs,omitempty"`
 }
 
 // CompareRow is one metric across policies. Gains are oriented so that
@@ -87,6 +89,12 @@ func Compare(results []*Results) *Comparison {
 		byPolicy[r.Policy] = r
 		if c.Scenario == "" {
 			c.Scenario, c.Seed = r.Scenario, r.Seed
+		}
+		if r.Costs != nil {
+			if c.Costs == nil {
+				c.Costs = map[string]*HostCosts{}
+			}
+			c.Costs[r.Policy] = r.Costs
 		}
 	}
 	for _, m := range CompareMetrics {
@@ -147,7 +155,8 @@ func (c *Comparison) WriteJSON(w io.Writer) error {
 // metrics with a better direction) the gain over ATP and over the best
 // baseline; gains > 1 are better.
 func (c *Comparison) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "scenario %s, seed %d: gains are oriented so that >1× is better\n\n", c.Scenario, c.Seed)
+	fmt.Fprintf(w, "scenario %s, seed %d: gains are oriented so that >1× is better\n", c.Scenario, c.Seed)
+	fmt.Fprintf(w, "host costs (true scale, docs/costs.md): %s\n\n", c.costsLine())
 	// Labels are padded to one width so that they read left-aligned in a
 	// right-aligned table.
 	labels := map[string]string{}
@@ -202,4 +211,25 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "\n↓ lower is better, ↑ higher is better; baselines: %s\n", strings.Join(c.Baselines, ", "))
 	return err
+}
+
+// costsLine lists the policies by the host costs they model.
+func (c *Comparison) costsLine() string {
+	var groups []string
+	byText := map[string][]string{}
+	for _, p := range c.Policies {
+		t := c.Costs[p].String()
+		if _, ok := byText[t]; !ok {
+			groups = append(groups, t)
+		}
+		byText[t] = append(byText[t], p)
+	}
+	if len(groups) == 1 {
+		return groups[0] + " (every policy)"
+	}
+	var parts []string
+	for _, t := range groups {
+		parts = append(parts, strings.Join(byText[t], ", ")+": "+t)
+	}
+	return strings.Join(parts, "; ")
 }

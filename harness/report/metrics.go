@@ -55,6 +55,8 @@ type CollectorConfig struct {
 	// NoPSPath marks a policy without a PS path (the ring, SwitchML): its
 	// PS-path fraction is undefined (null), not 0 % or 100 %.
 	NoPSPath bool
+	// Costs are the host costs the run modelled (nil: none).
+	Costs *HostCosts
 }
 
 type jobRec struct {
@@ -341,7 +343,7 @@ func (c *Collector) Retransmissions(t time.Duration, job string, n int64) {
 func (c *Collector) Results(end time.Duration) *Results {
 	c.at(end) // may coarsen the bins; changes no result
 	end = c.end
-	r := &Results{Scenario: c.cfg.Scenario, Policy: c.cfg.Policy, Seed: c.cfg.Seed, End: seconds(end)}
+	r := &Results{Scenario: c.cfg.Scenario, Policy: c.cfg.Policy, Seed: c.cfg.Seed, End: seconds(end), Costs: c.cfg.Costs}
 	merge := c.mergeFactor(end)
 	width := float64(c.cfg.Resolution) / 1e9 * float64(merge)
 

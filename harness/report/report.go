@@ -175,6 +175,9 @@ func (r *Results) PrintSummary(w io.Writer) {
 	if len(r.Faults) > 0 {
 		fmt.Fprintf(tw, "faults fired\t%s\n", faultsText(r.Faults))
 	}
+	if r.Costs != nil {
+		fmt.Fprintf(tw, "host costs (true scale)\t%s\n", r.Costs)
+	}
 	tw.Flush()
 }
 
@@ -224,7 +227,7 @@ func dropsText(d testbed.Drops) string {
 		n    uint64
 	}{
 		{"bad FCS", d.FCS}, {"bad ICRC", d.BadICRC}, {"foreign", d.Foreign}, {"spoofed source", d.Spoofed},
-		{"forged result", d.ForgedResult}, {"forged control", d.ForgedControl}, {"stale", d.Stale}, {"malformed", d.Malformed},
+		{"forged result", d.ForgedResult}, {"forged control", d.ForgedControl}, {"stale", d.Stale}, {"malformed", d.Malformed}, {"PS CPU queue full or crashed", d.CPUQueue},
 	} {
 		if c.n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", c.name, c.n))

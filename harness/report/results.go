@@ -1,8 +1,10 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/inabox/inabox/harness/testbed"
@@ -61,6 +63,54 @@ type Results struct {
 	JCTCDF []Point `json:"jct_cdf"`
 	// Faults are the scenario's faults that fired, in time order.
 	Faults []FaultRecord `json:"faults,omitempty"`
+	// Costs are the host costs the run modelled; absent: none
+	// (docs/costs.md).
+	Costs *HostCosts `json:"host_costs,omitempty"`
+}
+
+// HostCosts are a run's modelled host costs, at true scale (before the
+// scenario's rate_scale). A zero field is a cost not modelled.
+type HostCosts struct {
+	// SoftwareStackGbps and SoftwareStackLatency are the workers' and PSs'
+	// software network stack (the policies that run one).
+	SoftwareStackGbps    float64 `json:"software_stack_gbps,omitempty"`
+	SoftwareStackLatency Num     `json:"software_stack_latency_s,omitempty"`
+	// PSCores, PSGbpsPerCore and PSPerPacket are every PS's CPU.
+	PSCores       int     `json:"ps_cpu_cores,omitempty"`
+	PSGbpsPerCore float64 `json:"ps_cpu_gbps_per_core,omitempty"`
+	PSPerPacket   Num     `json:"ps_cpu_per_packet_s,omitempty"`
+}
+
+// String is the costs in a few words ("none" if none).
+func (h *HostCosts) String() string {
+	if h == nil {
+		return "no host cost"
+	}
+	var parts []string
+	if h.SoftwareStackGbps > 0 || h.SoftwareStackLatency > 0 {
+		s := "software stack"
+		if h.SoftwareStackGbps > 0 {
+			s += fmt.Sprintf(" %g Gb/s", h.SoftwareStackGbps)
+		}
+		if h.SoftwareStackLatency > 0 {
+			s += " +" + FormatSeconds(h.SoftwareStackLatency) + "/packet"
+		}
+		parts = append(parts, s)
+	}
+	if h.PSCores > 0 {
+		s := fmt.Sprintf("PS CPU %d cores", h.PSCores)
+		if h.PSGbpsPerCore > 0 {
+			s += fmt.Sprintf(" × %g Gb/s", h.PSGbpsPerCore)
+		}
+		if h.PSPerPacket > 0 {
+			s += " +" + FormatSeconds(h.PSPerPacket) + "/packet"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "no host cost"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // FaultRecord is one fault that fired: at At (virtual seconds), of Kind on

@@ -53,8 +53,13 @@ func TestPreparePeers(t *testing.T) {
 			switch pe.Role {
 			case "worker":
 				workers++
-				if pe.ToSwitch.BitsPerSecond != s.LinkBitsPerSecond() {
-					t.Errorf("%s: %s link %d b/s, want %d", policy, pe.Node, pe.ToSwitch.BitsPerSecond, s.LinkBitsPerSecond())
+				// The link, slowed to the policy's sourced software stack.
+				want := s.LinkBitsPerSecond()
+				if e, _ := testbed.Lookup(policy); e.SoftwareStack && e.Stack.BitsPerSecond > 0 {
+					want = min(want, int64(float64(e.Stack.BitsPerSecond)*s.Scaling.RateScale))
+				}
+				if pe.ToSwitch.BitsPerSecond != want {
+					t.Errorf("%s: %s link %d b/s, want %d", policy, pe.Node, pe.ToSwitch.BitsPerSecond, want)
 				}
 			case "ps":
 				pss++

@@ -99,7 +99,7 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	}
 	plans := s.Plan(models)
 	gen := newTensorGen(seed, s, plans)
-	tb, err := testbed.Build(testbedSpec(s, seed, plans, opts.Realtime), policy, gen.tensors)
+	tb, err := testbed.Build(testbedSpec(s, policy, seed, plans, opts.Realtime), policy, gen.tensors)
 	if err != nil {
 		return nil, fmt.Errorf("%s: policy %s: %w", s.Name, policy, err)
 	}
@@ -111,7 +111,7 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 		slots = 0
 	}
 	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: slots,
-		NoPSPath: !e.PSPath})
+		NoPSPath: !e.PSPath, Costs: hostCosts(s, tb)})
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
 		for w, h := range p.Hosts {
@@ -363,4 +363,21 @@ func (r *runner) sample(now time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// hostCosts are the host costs tb models, at true scale (nil: none).
+func hostCosts(s *scenario.Scenario, tb *testbed.Testbed) *report.HostCosts {
+	var h report.HostCosts
+	scale := s.Scaling.RateScale
+	if st := tb.Stack(); st != (testbed.SoftwareStack{}) {
+		h.SoftwareStackGbps = float64(st.BitsPerSecond) / 1e9 / scale
+		h.SoftwareStackLatency = report.Num(st.Latency.Seconds())
+	}
+	if c := tb.Spec.PSCPU; c.Enabled() {
+		h.PSCores, h.PSGbpsPerCore, h.PSPerPacket = c.Cores, float64(c.BitsPerSecond)/1e9/scale, report.Num(c.PerPacket.Seconds())
+	}
+	if h == (report.HostCosts{}) {
+		return nil
+	}
+	return &h
 }

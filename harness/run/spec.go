@@ -4,16 +4,17 @@ import (
 	"math"
 	"time"
 
+	"github.com/inabox/inabox/emu/nodes"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 	"github.com/inabox/inabox/host"
 	sw "github.com/inabox/inabox/switch"
 )
 
-// testbedSpec is scenario s's testbed: its links at the scaled rates, its
+// testbedSpec is scenario s's testbed under policy: its links at the scaled rates, its
 // switch, its jobs as planned, and the protocol timers stretched by the
 // scenario's time scale (testbed.ScaledTimers).
-func testbedSpec(s *scenario.Scenario, seed uint64, plans []scenario.JobPlan, realtime bool) testbed.Spec {
+func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scenario.JobPlan, realtime bool) testbed.Spec {
 	t := s.Topology
 	values := t.Switch.ValuesPerPacket
 	stride := (values + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
@@ -21,8 +22,16 @@ func testbedSpec(s *scenario.Scenario, seed uint64, plans []scenario.JobPlan, re
 		LinkDelay: t.LinkDelay.D(), QueuePackets: t.QueuePackets, ValuesPerPacket: values,
 		Aggregators: max(t.Switch.Slots/stride, 1),
 		PassTime:    t.Switch.PassTime.D(), Latency: t.Switch.Latency.D(), Realtime: realtime}
-	sp.SoftwareStack = testbed.SoftwareStack{BitsPerSecond: int64(math.Round(t.SoftwareStack.Gbps * 1e9 * s.Scaling.RateScale)),
-		Latency: t.SoftwareStack.Latency.D()}
+	scale := func(gbps float64) int64 { return int64(math.Round(gbps * 1e9 * s.Scaling.RateScale)) }
+	switch e, _ := testbed.Lookup(policy); {
+	case s.StackGiven():
+		sp.SoftwareStack = testbed.SoftwareStack{BitsPerSecond: scale(t.SoftwareStack.Gbps), Latency: t.SoftwareStack.Latency.D()}
+	case t.Costs != scenario.CostsNone:
+		sp.SoftwareStack = testbed.SoftwareStack{BitsPerSecond: scale(float64(e.Stack.BitsPerSecond) / 1e9), Latency: e.Stack.Latency}
+	}
+	if c := t.PS.CPU; c != nil {
+		sp.PSCPU = nodes.CPUConfig{Cores: c.Cores, BitsPerSecond: scale(c.GbpsPerCore), PerPacket: c.PerPacket.D(), QueuePackets: c.QueuePackets}
+	}
 	if t.PS.Placement == scenario.PlacementShared {
 		sp.PSPlacement, sp.PSCount = testbed.PSShared, t.PS.Count
 	}

@@ -54,9 +54,17 @@ import (
 //	    count: 1                    # shared only: parameter servers ps0..; default 1
 //	    link_gbps: 100              # each PS link's rate before rate_scale; default link_gbps
 //	                                # (a PS that sums in software at R Gb/s: link_gbps R)
+//	    cpu:                        # optional: every PS's CPU, under every policy; default none
+//	      cores: 12                 # each received packet waits for one of the cores
+//	      gbps_per_core: 3.8        # per-byte cost: a core moves this many Gb/s (before rate_scale)
+//	      per_packet: 0s            # per-packet cost, as run (stretch it like link_delay)
+//	      queue_packets: 4096       # packets waiting for a core; beyond: dropped
+//	  costs: sourced                # sourced (default): software_stack defaults to each
+//	                                # policy's cited figure (atp, esa: 46 Gb/s); none: no
+//	                                # host cost at all (the network alone). docs/costs.md
 //	  software_stack:               # optional: the hosts' software network stack under the
 //	    gbps: 46                    # policies that run one (atp, esa, switchml), before
-//	    latency: 0s                 # rate_scale; ATP's code notes ≈46 Gb/s; default none
+//	    latency: 0s                 # rate_scale; overrides the sourced default
 //	jobs:                           # at least one
 //	  - name: vgg16-a               # [A-Za-z0-9_.-]+, unique
 //	    model: vgg16                # a name in testdata/models/models.yaml
@@ -134,10 +142,36 @@ type Topology struct {
 	Hosts        int      `yaml:"hosts" json:"hosts"`
 	Switch       Switch   `yaml:"switch" json:"switch"`
 	PS           PS       `yaml:"ps" json:"ps"`
+	// Costs is CostsSourced (the default: the host costs not given default
+	// to each policy's cited figure, testbed Entry.Stack) or CostsNone (no
+	// host cost but the ones given).
+	Costs string `yaml:"costs,omitempty" json:"costs,omitempty"`
 	// SoftwareStack is the cost of a software network stack on the hosts
 	// of the policies that run one (atp, esa, switchml); the RDMA policies
-	// offload to the NIC. Zero: not modelled.
+	// offload to the NIC. Given, it overrides the sourced default.
 	SoftwareStack SoftwareStack `yaml:"software_stack,omitempty" json:"software_stack,omitempty"`
+}
+
+// The host cost settings (topology.costs).
+const (
+	CostsSourced = "sourced"
+	CostsNone    = "none"
+)
+
+// StackGiven reports whether the scenario sets topology.software_stack
+// (then it applies whatever topology.costs says).
+func (s *Scenario) StackGiven() bool {
+	return s.has("topology.software_stack") || s.Topology.SoftwareStack != (SoftwareStack{})
+}
+
+// PSCPU is a parameter server's CPU: each packet it receives waits for
+// one of Cores cores, which spends PerPacket plus the packet's bits at
+// GbpsPerCore (before rate_scale) on it.
+type PSCPU struct {
+	Cores        int      `yaml:"cores" json:"cores"`
+	GbpsPerCore  float64  `yaml:"gbps_per_core,omitempty" json:"gbps_per_core,omitempty"`
+	PerPacket    Duration `yaml:"per_packet,omitempty" json:"per_packet,omitempty"`
+	QueuePackets int      `yaml:"queue_packets,omitempty" json:"queue_packets,omitempty"`
 }
 
 // ATP is the ATP baseline as its code can run: Window caps each worker's
@@ -174,6 +208,8 @@ type PS struct {
 	// placement dedicated it is the number of jobs.
 	Count    int     `yaml:"count" json:"count"`
 	LinkGbps float64 `yaml:"link_gbps" json:"link_gbps"`
+	// CPU is every PS's CPU, the same under every policy [none].
+	CPU *PSCPU `yaml:"cpu,omitempty" json:"cpu,omitempty"`
 }
 
 // The PS placements (topology.ps.placement).
@@ -258,6 +294,7 @@ const (
 	MaxIterations          = 1_000_000
 	MaxHosts               = 1024
 	MaxPS                  = 64
+	MaxPSCores             = 1024
 	MaxLinkGbps            = 1600
 	MaxQueuePackets        = 1 << 24
 	// MinLinkBitsPerSecond is the slowest link a scaled scenario may make

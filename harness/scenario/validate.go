@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inabox/inabox/emu/nodes"
 	"github.com/inabox/inabox/harness/testbed"
 	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
@@ -68,6 +69,16 @@ func (s *Scenario) Validate(models Models) error {
 		fmt.Sprintf("at most %d jobs with dedicated PSs", MaxPS))
 	v.check("topology.software_stack.gbps", t.SoftwareStack.Gbps, t.SoftwareStack.Gbps >= 0 && t.SoftwareStack.Gbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: the link's rate)", MaxLinkGbps))
 	v.check("topology.software_stack.latency", t.SoftwareStack.Latency, t.SoftwareStack.Latency >= 0 && t.SoftwareStack.Latency.D() <= time.Second, "must be in [0, 1s]")
+	if c := t.PS.CPU; c != nil {
+		v.check("topology.ps.cpu.cores", c.Cores, c.Cores >= 1 && c.Cores <= MaxPSCores, fmt.Sprintf("must be between 1 and %d", MaxPSCores))
+		v.check("topology.ps.cpu.gbps_per_core", c.GbpsPerCore, c.GbpsPerCore >= 0 && c.GbpsPerCore <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: no per-byte cost)", MaxLinkGbps))
+		v.check("topology.ps.cpu.per_packet", c.PerPacket, c.PerPacket >= 0 && c.PerPacket.D() <= time.Millisecond, "must be in [0, 1ms]")
+		v.check("topology.ps.cpu.queue_packets", c.QueuePackets, c.QueuePackets >= 0 && c.QueuePackets <= MaxQueuePackets, fmt.Sprintf("must be in [0, %d] (0: %d)", MaxQueuePackets, nodes.DefaultCPUQueue))
+		if c.GbpsPerCore == 0 && c.PerPacket == 0 {
+			v.fail("topology.ps.cpu.gbps_per_core", c.GbpsPerCore, "and per_packet are both 0: the CPU costs nothing (set one, or leave cpu out)")
+		}
+	}
+	v.check("topology.costs", t.Costs, t.Costs == "" || t.Costs == CostsSourced || t.Costs == CostsNone, "must be sourced (cited defaults) or none (no host cost)")
 	v.check("topology.ps.link_gbps", t.PS.LinkGbps, t.PS.LinkGbps > 0 && t.PS.LinkGbps <= MaxLinkGbps, fmt.Sprintf("must be in (0, %d]", MaxLinkGbps))
 
 	v.check("jobs", len(s.Jobs), len(s.Jobs) > 0, "need at least one job")

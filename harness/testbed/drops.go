@@ -30,18 +30,22 @@ type Drops struct {
 	Stale uint64 `json:"stale"`
 	// Malformed: a bad header, bitmap, chunk out of range, or too long.
 	Malformed uint64 `json:"malformed"`
+	// CPUQueue: arrived at a PS whose CPU queue was full, or lost in its
+	// CPU at a crash (Spec.PSCPU).
+	CPUQueue uint64 `json:"cpu_queue,omitempty"`
 }
 
 // Total is the number of drops of all causes.
 func (d Drops) Total() uint64 {
-	return d.FCS + d.BadICRC + d.Foreign + d.Spoofed + d.ForgedResult + d.ForgedControl + d.Stale + d.Malformed
+	return d.FCS + d.BadICRC + d.Foreign + d.Spoofed + d.ForgedResult + d.ForgedControl + d.Stale + d.Malformed + d.CPUQueue
 }
 
 // Add returns d + o.
 func (d Drops) Add(o Drops) Drops {
 	return Drops{FCS: d.FCS + o.FCS, BadICRC: d.BadICRC + o.BadICRC, Foreign: d.Foreign + o.Foreign,
 		Spoofed: d.Spoofed + o.Spoofed, ForgedResult: d.ForgedResult + o.ForgedResult,
-		ForgedControl: d.ForgedControl + o.ForgedControl, Stale: d.Stale + o.Stale, Malformed: d.Malformed + o.Malformed}
+		ForgedControl: d.ForgedControl + o.ForgedControl, Stale: d.Stale + o.Stale, Malformed: d.Malformed + o.Malformed,
+		CPUQueue: d.CPUQueue + o.CPUQueue}
 }
 
 // rxer is an endpoint that counts its drops (host.Core and the PSs).
@@ -109,6 +113,10 @@ func (t *Testbed) Drops() Drops {
 	}
 	for _, ps := range t.PSs {
 		d = d.Add(endpointDrops(ps.Node, true))
+		if ps.CPU != nil {
+			st := ps.CPU.Stats()
+			d.CPUQueue += st.Dropped + st.Lost
+		}
 	}
 	for _, ws := range t.Workers {
 		for _, w := range ws {

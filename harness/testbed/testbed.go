@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/nodes"
 	"github.com/inabox/inabox/host"
 	"github.com/inabox/inabox/rdma"
 	sw "github.com/inabox/inabox/switch"
@@ -84,6 +85,10 @@ type Spec struct {
 	// modelled]. The RDMA policies (FreeINA, DynaINA, the ring) offload
 	// their transport to the NIC and pay none.
 	SoftwareStack SoftwareStack
+	// PSCPU is every PS's packet-processing CPU, under every policy (the
+	// same capacity for all) [zero: not modelled]: each packet a PS
+	// receives waits for one of its cores (nodes.CPU).
+	PSCPU nodes.CPUConfig
 	// INAPath is FreeINA's and DynaINA's INA path [host.PathUC].
 	INAPath host.INAPath
 	// Timers are the protocol timeouts [each endpoint's default];
@@ -155,6 +160,8 @@ type PSHandle struct {
 	Port int
 	Link *emu.Link
 	Node emu.Node
+	// CPU is the PS's CPU (Spec.PSCPU) in front of Node, nil if none.
+	CPU *nodes.CPU
 }
 
 // Testbed is a built cluster, ready to run in virtual time (Run) or node
@@ -193,6 +200,10 @@ type Event struct {
 // Events returns the cluster manager's events, in the order Build
 // scheduled them.
 func (t *Testbed) Events() []Event { return t.events }
+
+// Stack is the software stack cost the policy's hosts pay (zero: none;
+// only the policies the registry marks SoftwareStack pay Spec's).
+func (t *Testbed) Stack() SoftwareStack { return t.software }
 
 // at adds e to the events Build schedules.
 func (t *Testbed) at(e Event) { t.events = append(t.events, e) }
@@ -243,7 +254,12 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		if ps.Node, err = p.PS(t, i); err != nil {
 			return nil, err
 		}
-		if err := t.Net.AddNode(ps.Name, 1, ps.Node); err != nil {
+		node := ps.Node
+		if spec.PSCPU.Enabled() {
+			ps.CPU = nodes.NewCPU(ps.Node, spec.PSCPU)
+			node = ps.CPU
+		}
+		if err := t.Net.AddNode(ps.Name, 1, node); err != nil {
 			return nil, err
 		}
 		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.hostLink(spec.PSLinkBitsPerSecond)); err != nil {
