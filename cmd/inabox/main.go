@@ -37,6 +37,11 @@ usage:
   inabox compare [--json] [FILE]
                           run a scenario under every policy; one table with ratios
                           to ATP and to the best baseline
+  inabox sweep --set PATH=V1,V2,... [--set PATH=V] [--policies P,Q] [--out DIR] [FILE]
+                          run the scenario at each value of one field under each
+                          policy (default atp,freeina), other --set fields fixed;
+                          a --metric (default jct_mean_s) and each gain over ATP;
+                          --out writes sweep.csv and sweep.svg
   inabox demo [flags]     the RC demo: two hosts over a lossy learning switch
   inabox decode FILE      print each frame of a pcap: RoCEv2 layers, ICRC verdict, INA header
   inabox validate [--print] FILE...
@@ -110,6 +115,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return cmdRun(args[1:], stdout, stderr)
 	case "compare":
 		return cmdCompare(args[1:], stdout, stderr)
+	case "sweep":
+		return cmdSweep(args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(args[1:], stdout, stderr)
 	case "decode":

@@ -99,6 +99,13 @@ func TestBadArgsBeforeRun(t *testing.T) {
 		{[]string{"compare", "--policies", "atp,bogus"}, `--policies: "bogus" is not a policy`},
 		{[]string{"run", "--out", filepath.Join(file, "sub")}, "run: --out " + filepath.Join(file, "sub")},
 		{[]string{"run", "--pcap", filepath.Join(file, "sub")}, "run: --pcap " + filepath.Join(file, "sub")},
+		{[]string{"sweep", "--set", "topology.link_gbps"}, "want PATH=V1,V2"},
+		{[]string{"sweep"}, "--set PATH=V1,V2,... is required"},
+		{[]string{"sweep", "--set", "seed=1", "--metric", "mem_util_peak"}, "not a compare metric with a better direction"},
+		{[]string{"sweep", "--set", "seed=1,2", "--set", "topology.link_gbps=1,2"}, "sweep one field"},
+		{[]string{"sweep", "--set", "topology.link_gbps=10,-1"}, "topology.link_gbps=-1"},
+		{[]string{"sweep", "--set", "jobs[9].workers=2"}, "jobs has no item 9"},
+		{[]string{"sweep", "--set", "seed=1", "--policies", "bogus"}, `--policies: "bogus" is not a policy`},
 	} {
 		var out, errb bytes.Buffer
 		err := runCLI(c.args, &out, &errb)

@@ -23,6 +23,9 @@ type Chart struct {
 	XMax float64
 	// YMax fixes the top of the y axis (0: from the data).
 	YMax float64
+	// Straight draws lines point to point with a marker at each point (a
+	// sweep), not as steps.
+	Straight bool
 }
 
 // Line is one named series.
@@ -108,8 +111,18 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	// Lines.
 	for i, l := range c.Lines {
 		d := stepPath(l.Points, c.XMax, sx, sy)
+		if c.Straight {
+			d = straightPath(l.Points, sx, sy)
+		}
 		if d == "" {
 			continue
+		}
+		if c.Straight {
+			for _, p := range l.Points {
+				if x, y := float64(p.X), float64(p.Y); !math.IsNaN(x) && !math.IsNaN(y) && !math.IsInf(x, 0) && !math.IsInf(y, 0) {
+					fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", sx(x), sy(y), palette[i%len(palette)])
+				}
+			}
 		}
 		dash := ""
 		if l.Dashed {
@@ -135,6 +148,23 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	}
 	bw.WriteString("</g>\n</svg>\n")
 	return bw.Flush()
+}
+
+// straightPath joins the points with straight segments.
+func straightPath(pts []Point, sx, sy func(float64) float64) string {
+	var b strings.Builder
+	for _, p := range pts {
+		x, y := float64(p.X), float64(p.Y)
+		if math.IsNaN(x) || math.IsNaN(y) || math.IsInf(x, 0) || math.IsInf(y, 0) {
+			continue
+		}
+		cmd := "L"
+		if b.Len() == 0 {
+			cmd = "M"
+		}
+		fmt.Fprintf(&b, "%s%.1f %.1f", cmd, sx(x), sy(y))
+	}
+	return b.String()
 }
 
 // stepPath draws points as steps: horizontal to the next x, then vertical.

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/inabox/inabox/harness/report"
+	"github.com/inabox/inabox/harness/run"
+	"github.com/inabox/inabox/harness/scenario"
+	"github.com/inabox/inabox/harness/testbed"
+)
+
+// sweepPoint is one value of the swept field under one policy.
+type sweepPoint struct {
+	value  string
+	policy string
+	r      *report.Results
+}
+
+func cmdSweep(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sets []string
+	fs.Func("set", "`PATH=V1,V2,...`: the scenario field to sweep and its values; repeat with PATH=V to fix other fields", func(v string) error {
+		sets = append(sets, v)
+		return nil
+	})
+	only := fs.String("policies", "atp,freeina", "comma-separated policies to run at each value")
+	out := fs.String("out", "", "write sweep.csv and sweep.svg into `DIR`")
+	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
+	metricKey := fs.String("metric", "jct_mean_s", "the compare metric to tabulate and plot (a results.json summary key, e.g. agg_throughput_eps)")
+	file, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	var m report.Metric
+	var keys []string
+	for _, cm := range report.CompareMetrics {
+		keys = append(keys, cm.Key)
+		if cm.Key == *metricKey {
+			m = cm
+		}
+	}
+	if m.Get == nil || m.Better == "" {
+		return usageError{fmt.Sprintf("sweep: --metric %q: not a compare metric with a better direction (%s)", *metricKey, strings.Join(keys, ", "))}
+	}
+	var field string
+	var values []string
+	var fixed [][2]string
+	for _, set := range sets {
+		f, list, ok := strings.Cut(set, "=")
+		if !ok || f == "" || list == "" {
+			return usageError{fmt.Sprintf("sweep: --set %q: want PATH=V1,V2,... (e.g. topology.software_stack.gbps=100,46,30)", set)}
+		}
+		vs := strings.Split(list, ",")
+		if len(vs) == 1 {
+			fixed = append(fixed, [2]string{f, list})
+			continue
+		}
+		if field != "" {
+			return usageError{fmt.Sprintf("sweep: --set %s and %s both have several values: sweep one field", field, f)}
+		}
+		field, values = f, vs
+	}
+	if field == "" {
+		if len(fixed) == 0 {
+			return usageError{"sweep: --set PATH=V1,V2,... is required (e.g. topology.software_stack.gbps=100,46,30)"}
+		}
+		// One value only: a sweep of one point.
+		field, values, fixed = fixed[len(fixed)-1][0], []string{fixed[len(fixed)-1][1]}, fixed[:len(fixed)-1]
+	}
+	policies := strings.Split(*only, ",")
+	for _, p := range policies {
+		if _, ok := testbed.Lookup(p); !ok {
+			return usageError{fmt.Sprintf("sweep: --policies: %q is not a policy (policies: %s)", p, strings.Join(testbed.Names(), ", "))}
+		}
+	}
+	if err := writableDir(*out); err != nil {
+		return fmt.Errorf("sweep: --out: %w", err)
+	}
+	src, err := scenario.Source(file)
+	if err != nil {
+		return err
+	}
+	for _, f := range fixed {
+		if src, err = scenario.Override(src, f[0], f[1]); err != nil {
+			return usageError{"sweep: --" + err.Error()}
+		}
+	}
+	name := file
+	if name == "" {
+		name = scenario.DefaultName
+	}
+	// Every value must give a valid scenario before anything runs.
+	var scens []*scenario.Scenario
+	for _, v := range values {
+		data, err := scenario.Override(src, field, v)
+		if err != nil {
+			return usageError{"sweep: --" + err.Error()}
+		}
+		s, err := scenario.Parse(name, data, scenario.DefaultModels())
+		if err != nil {
+			return fmt.Errorf("sweep: %s=%s: %w", field, v, err)
+		}
+		scens = append(scens, s)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var pts []sweepPoint
+	for i, s := range scens {
+		for _, p := range policies {
+			prog := report.NewProgress(stderr, fmt.Sprintf("%s=%s/%s", field, values[i], p), progressEnabled(stderr, false))
+			r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog, Context: ctx})
+			if err != nil {
+				return fmt.Errorf("sweep: %s=%s: %w", field, values[i], err)
+			}
+			pts = append(pts, sweepPoint{value: values[i], policy: p, r: r})
+		}
+	}
+	ref := report.ReferencePolicy
+	hasRef := false
+	for _, p := range policies {
+		hasRef = hasRef || p == ref
+	}
+	writeSweepText(stdout, m, scens[0].Name, field, values, policies, pts, ref, hasRef)
+	if *out == "" {
+		return nil
+	}
+	if err := writeSweepCSV(filepath.Join(*out, "sweep.csv"), m, field, pts, ref, hasRef); err != nil {
+		return err
+	}
+	return writeSweepSVG(filepath.Join(*out, "sweep.svg"), m, scens[0].Name, field, values, policies, pts, ref, hasRef)
+}
+
+// value is p's metric at value v (NaN if it did not run).
+func value(m report.Metric, pts []sweepPoint, v, p string) report.Num {
+	for _, q := range pts {
+		if q.value == v && q.policy == p {
+			return m.Get(q.r)
+		}
+	}
+	return report.Num(math.NaN())
+}
+
+// gain is p's gain over ref at value v, oriented so that > 1 is better;
+// NaN when undefined (a zero or missing side).
+func gain(m report.Metric, pts []sweepPoint, v, p, ref string) report.Num {
+	a, b := float64(value(m, pts, v, p)), float64(value(m, pts, v, ref))
+	if a == 0 || b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return report.Num(math.NaN())
+	}
+	if m.Better == "lower" {
+		return report.Num(b / a)
+	}
+	return report.Num(a / b)
+}
+
+func writeSweepText(w io.Writer, m report.Metric, name, field string, values, policies []string, pts []sweepPoint, ref string, hasRef bool) {
+	fmt.Fprintf(w, "scenario %s: %s by %s\n\n", name, m.Label, field)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\t", field)
+	for _, p := range policies {
+		fmt.Fprintf(tw, "%s\t", p)
+	}
+	if hasRef {
+		for _, p := range policies {
+			if p != ref {
+				fmt.Fprintf(tw, "%s vs %s\t", p, ref)
+			}
+		}
+	}
+	fmt.Fprintln(tw)
+	for _, v := range values {
+		fmt.Fprintf(tw, "%s\t", v)
+		for _, p := range policies {
+			fmt.Fprintf(tw, "%s\t", m.Format(value(m, pts, v, p)))
+		}
+		if hasRef {
+			for _, p := range policies {
+				if p != ref {
+					fmt.Fprintf(tw, "%s\t", formatGain(gain(m, pts, v, p, ref)))
+				}
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	if hasRef {
+		fmt.Fprintf(w, "\n(\"p vs %s\": p's gain, oriented so that > 1× is better: %s is %s is better)\n", ref, m.Label, m.Better)
+	}
+}
+
+func formatGain(g report.Num) string {
+	if math.IsNaN(float64(g)) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f×", float64(g))
+}
+
+func writeSweepCSV(file string, m report.Metric, field string, pts []sweepPoint, ref string, hasRef bool) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(f)
+	cw.Write([]string{field, "policy", m.Key, "gain_vs_" + ref})
+	for _, q := range pts {
+		g := ""
+		if hasRef {
+			g = num(gain(m, pts, q.value, q.policy, ref))
+		}
+		cw.Write([]string{q.value, q.policy, num(m.Get(q.r)), g})
+	}
+	cw.Flush()
+	return errors.Join(cw.Error(), f.Close())
+}
+
+func num(n report.Num) string {
+	if f := float64(n); !math.IsNaN(f) {
+		return strconv.FormatFloat(f, 'g', 9, 64)
+	}
+	return ""
+}
+
+// writeSweepSVG plots each policy's gain over the reference against the
+// swept value (or, without the reference, each policy's metric).
+func writeSweepSVG(file string, m report.Metric, name, field string, values, policies []string, pts []sweepPoint, ref string, hasRef bool) error {
+	xs := make([]float64, len(values))
+	numeric := true
+	for i, v := range values {
+		x, err := strconv.ParseFloat(strings.TrimRight(v, "abcdefghijklmnopqrstuvwxyzµ"), 64)
+		numeric = numeric && err == nil
+		xs[i] = x
+	}
+	c := report.Chart{Title: name + ": sweep of " + field, XLabel: field, YLabel: m.Label, Straight: true}
+	if !numeric {
+		for i := range xs {
+			xs[i] = float64(i)
+		}
+		c.XLabel = field + " (value index: " + strings.Join(values, ", ") + ")"
+	}
+	if hasRef {
+		c.YLabel = m.Label + ": gain over " + ref + " (×)"
+	}
+	for _, p := range policies {
+		l := report.Line{Name: p}
+		for i, v := range values {
+			y := value(m, pts, v, p)
+			if hasRef {
+				y = gain(m, pts, v, p, ref)
+			}
+			l.Points = append(l.Points, report.Point{X: report.Num(xs[i]), Y: y})
+		}
+		c.Lines = append(c.Lines, l)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	return errors.Join(c.WriteSVG(f), f.Close())
+}

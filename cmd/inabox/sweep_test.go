@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestSweep: sweeping ATP's host stack on the default scenario slows ATP
+// and leaves FreeINA (RDMA hosts, no stack) alone; the CSV has a row per
+// value and policy, and the plot is written.
+func TestSweep(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := runCLI([]string{"sweep", "--set", "topology.software_stack.gbps=100,30", "--out", dir}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "freeina vs atp") {
+		t.Errorf("no gain column:\n%s", out.String())
+	}
+	f, err := os.Open(filepath.Join(dir, "sweep.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) != 5 || rows[0][2] != "jct_mean_s" {
+		t.Fatalf("sweep.csv: %v, %d rows, want a header and 4", err, len(rows))
+	}
+	jct := map[string]float64{}
+	for _, r := range rows[1:] {
+		v, err := strconv.ParseFloat(r[2], 64)
+		if err != nil {
+			t.Fatalf("row %v: %v", r, err)
+		}
+		jct[r[0]+"/"+r[1]] = v
+	}
+	if jct["30/atp"] <= jct["100/atp"]*1.05 {
+		t.Errorf("ATP at a 30 Gb/s stack %.4f s, at 100 %.4f s: want it slower", jct["30/atp"], jct["100/atp"])
+	}
+	if jct["30/freeina"] != jct["100/freeina"] {
+		t.Errorf("FreeINA changed with the baselines' stack: %.6f vs %.6f s", jct["30/freeina"], jct["100/freeina"])
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sweep.svg")); err != nil || !bytes.Contains(b, []byte("<circle")) {
+		t.Errorf("sweep.svg: %v", err)
+	}
+}
