@@ -35,7 +35,8 @@ func testbedSpec(s *scenario.Scenario, seed uint64, plans []scenario.JobPlan, re
 	if sp.Latency == 0 {
 		sp.Latency = -1
 	}
-	sp.ATPWindow = s.ATP.Window
+	sp.ATPWindow, sp.ATPBudget = s.ATP.Window, s.ATP.Budget
+	sp.ESAReclaimHeld = s.ESA.ReclaimHeld
 	if s.FreeINAPath == "trim" {
 		sp.INAPath = host.PathTrim
 	}
