@@ -50,6 +50,9 @@ func (c contribution) claim(op valueOp) {
 		j.Pool.stats.Claims++
 	default:
 		j.Pool.stats.Reclaims++
+		if r.state[h] == StateHeld {
+			j.Pool.stats.ReclaimsHeld++
+		}
 	}
 	if r.state[h] != StateFree {
 		s.setState(h, StateFree)

@@ -18,6 +18,7 @@ var (
 	ErrNoGroup    = errors.New("sw: no such multicast group")
 	ErrNoNode     = errors.New("sw: no such multicast node")
 	ErrPort       = errors.New("sw: port out of range")
+	ErrJobOption  = errors.New("sw: job option out of range or not for its slot stage")
 )
 
 // Slot stage ids of the built-in stages (JobSpec.PolicyID, the `policy`
@@ -94,6 +95,18 @@ func (s *Switch) SetJob(js JobSpec) error {
 	if st == nil {
 		return fmt.Errorf("%w: %d", ErrNoStage, js.PolicyID)
 	}
+	if js.Budget < 0 || js.Budget > pool.Aggregators() {
+		return fmt.Errorf("%w: job %d budget %d: must be 0 (the whole pool) or at most pool %d's %d aggregators",
+			ErrJobOption, js.ID, js.Budget, js.PoolID, pool.Aggregators())
+	}
+	if js.Budget > 0 && js.PolicyID != StageHashed && js.PolicyID != StagePreemptive {
+		return fmt.Errorf("%w: job %d budget %d: only the hashed and preemptive stages (%d, %d) take a budget, not stage %d",
+			ErrJobOption, js.ID, js.Budget, StageHashed, StagePreemptive, js.PolicyID)
+	}
+	if js.ReclaimHeld && js.PolicyID != StagePreemptive {
+		return fmt.Errorf("%w: job %d reclaim held: only the preemptive stage (%d) reclaims held aggregators, not stage %d",
+			ErrJobOption, js.ID, StagePreemptive, js.PolicyID)
+	}
 	for int(js.ID) >= len(s.t.jobs) {
 		s.t.jobs = append(s.t.jobs, nil)
 	}
@@ -107,7 +120,8 @@ func (s *Switch) SetJob(js JobSpec) error {
 		win = DefaultWindow
 	}
 	*j = Job{ID: js.ID, Mask: js.Mask, Group: js.Group, PSPort: js.PSPort, ResultToPS: js.ResultToPS,
-		Priority: js.Priority, PolicyID: js.PolicyID, Pool: pool, Window: win, stage: st, stats: j.stats}
+		Priority: js.Priority, ReclaimHeld: js.ReclaimHeld, Budget: js.Budget, PolicyID: js.PolicyID, Pool: pool,
+		Window: win, stage: st, stats: j.stats}
 	return nil
 }
 

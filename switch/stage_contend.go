@@ -10,7 +10,11 @@ const (
 	// Collide: leave the aggregator alone; the packet is marked
 	// (FlagCollision) and forwarded to the job's PS (ATP fallback).
 	Collide Verdict = iota
-	// Reclaim: the owner is done with it; the packet claims it afresh.
+	// Reclaim: the owner is done with it; the packet claims it afresh. A
+	// retransmission (FlagResend) never reclaims a held aggregator: its
+	// chunk may be complete already (its own aggregator reclaimed or lost),
+	// and a fresh claim would hold a partial that never completes; it
+	// collides instead, and the PS answers it.
 	Reclaim
 	// Preempt: evict the owner's partial sum to the owner's PS (the packet
 	// carries it out, FlagPartial) and claim the aggregator (ESA).
@@ -66,7 +70,11 @@ func (c contribution) contend(rule contender) {
 	case occ.State == StateFree:
 		c.claim(opWrite)
 	default:
-		switch rule.Contend(j, m.from.tag, occ) {
+		v := rule.Contend(j, m.from.tag, occ)
+		if v == Reclaim && occ.State == StateHeld && m.pkt.hdr.Has(inahdr.FlagResend) {
+			v = Collide
+		}
+		switch v {
 		case Reclaim:
 			c.claim(opWrite)
 		case Preempt:

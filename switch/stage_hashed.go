@@ -3,7 +3,9 @@ package sw
 import "hash/crc32"
 
 // Hashed is ATP's slot stage: aggregator = CRC32(job, all-reduce, chunk) mod
-// Aggregators() in a pool that jobs may share; claimed by the first packet,
+// Aggregators() in a pool that jobs may share (with Job.Budget B:
+// CRC32(job, 0, chunk mod B), ATP's per-application set of B
+// aggregators); claimed by the first packet,
 // released on completion (results multicast by the switch) or, with
 // Job.ResultToPS, by the PS's ACK. A busy aggregator means a collision: the
 // packet is marked and goes to the PS.
@@ -36,9 +38,13 @@ func HashIndex(tag Tag, n int) int {
 	return int(^crc % uint32(n))
 }
 
-// hashLocate is the head of tag's aggregator in j's pool by HashIndex.
+// hashLocate is the head of tag's aggregator in j's pool by HashIndex: of
+// tag, or with a budget of (job, 0, chunk mod Budget).
 func hashLocate(j *Job, tag Tag) int {
 	p := j.Pool
+	if j.Budget > 0 {
+		tag = MakeTag(tag.Job(), 0, tag.Chunk()%uint32(j.Budget))
+	}
 	return p.Base + HashIndex(tag, p.Slots/p.Stride)*p.Stride
 }
 

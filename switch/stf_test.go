@@ -283,7 +283,8 @@ func stfAdd(s *Switch, f []string) error {
 	case "ina_job/set_job":
 		return s.SetJob(JobSpec{ID: uint16(num(keys, "job")), Mask: uint32(num(args, "mask")),
 			Group: uint16(num(args, "group")), PSPort: int(num(args, "ps_port")), ResultToPS: num(args, "to_ps") != 0,
-			Priority: uint8(num(args, "prio")), PolicyID: int(num(args, "policy")), PoolID: uint16(num(args, "pool"))})
+			Priority: uint8(num(args, "prio")), PolicyID: int(num(args, "policy")), PoolID: uint16(num(args, "pool")),
+			ReclaimHeld: num(args, "reclaim_held") != 0, Budget: int(num(args, "budget"))})
 	case "ina_pool/set_pool":
 		stride := int(num(args, "stride"))
 		return s.SetPool(uint16(num(keys, "pool")), int(num(args, "base")), int(num(args, "aggs"))*stride, stride)

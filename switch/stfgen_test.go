@@ -33,6 +33,8 @@ type gjob struct {
 	pool    uint16
 	prio    uint8
 	toPS    bool
+	reclaim bool // JobSpec.ReclaimHeld
+	budget  int  // JobSpec.Budget
 	skipJob bool // leave out the ina_job entry (table-miss vector)
 }
 
@@ -41,7 +43,8 @@ type gpool struct {
 	base, aggs, strd int
 }
 
-var genPools = []gpool{{1, 0, 16, 1}, {2, 16, 8, 4}, {3, 48, 1, 1}, {4, 64, 8, 1}, {5, 80, 8, 1}, {6, 96, 1, 1}}
+var genPools = []gpool{{1, 0, 16, 1}, {2, 16, 8, 4}, {3, 48, 1, 1}, {4, 64, 8, 1}, {5, 80, 8, 1}, {6, 96, 1, 1},
+	{7, 100, 1, 1}, {8, 112, 13, 1}}
 
 var genJobs = []gjob{
 	{id: 1, ports: []int{1, 2, 3}, ps: 40, policy: StageStatic, pool: 1},
@@ -53,6 +56,9 @@ var genJobs = []gjob{
 	{id: 7, ports: []int{14, 15}, ps: 44, policy: StagePreemptive, pool: 6, prio: 5},
 	{id: 8, ports: []int{16, 17}, ps: 45, policy: StageHashed, pool: 4, toPS: true},
 	{id: 9, ports: []int{18}, ps: 46, policy: StageStatic, pool: 1, skipJob: true},
+	{id: 10, ports: []int{19, 20}, ps: 47, policy: StagePreemptive, pool: 7, prio: 5, toPS: true},
+	{id: 11, ports: []int{21, 22}, ps: 48, policy: StagePreemptive, pool: 7, prio: 1, toPS: true, reclaim: true},
+	{id: 12, ports: []int{23, 24}, ps: 49, policy: StageHashed, pool: 8, budget: 4},
 }
 
 func gjobByID(id uint16) gjob {
@@ -112,6 +118,13 @@ func slotHashed(job uint16, ar uint16, chunk uint32) int {
 	return p.base + int(crc32.ChecksumIEEE(b[:])%uint32(p.aggs))*p.strd
 }
 
+// slotBudget is chunk's aggregator head for a job with a budget:
+// CRC-32/IEEE of (job, 0, chunk mod budget).
+func slotBudget(job uint16, chunk uint32) int {
+	j := gjobByID(job)
+	return slotHashed(job, 0, chunk%uint32(j.budget))
+}
+
 // vector builder
 type vecB struct {
 	lines []string
@@ -128,12 +141,15 @@ func (v *vecB) preamble() {
 	for _, j := range genJobs {
 		mask := uint32(1)<<len(j.ports) - 1
 		if !j.skipJob {
-			toPS := 0
+			toPS, reclaim := 0, 0
 			if j.toPS {
 				toPS = 1
 			}
-			v.c("add ina_job job:%d set_job(mask:%#x, group:%d, ps_port:%d, to_ps:%d, prio:%d, policy:%d, pool:%d)",
-				j.id, mask, j.id, j.ps, toPS, j.prio, j.policy, j.pool)
+			if j.reclaim {
+				reclaim = 1
+			}
+			v.c("add ina_job job:%d set_job(mask:%#x, group:%d, ps_port:%d, to_ps:%d, prio:%d, policy:%d, pool:%d, reclaim_held:%d, budget:%d)",
+				j.id, mask, j.id, j.ps, toPS, j.prio, j.policy, j.pool, reclaim, j.budget)
 		}
 		v.c("add ina_worker port:%d qp:%#x set_ps(job:%d)", j.ps, gQP(j.id, 0xFF), j.id)
 		v.c("mc_mgrp_create %d", j.id)
@@ -490,6 +506,67 @@ var scenarios = []scenario{
 		v.packet(1, p.build())
 		v.c("expect 31 %s $", hexFrame(p.build(), false))
 		v.reg("ina_owner", 14, 0)
+	}},
+	{"esa_reclaim_held", "ESA with reclaim_held: job 11 (priority 1) reclaims the aggregator job 10 (priority 5) holds for its PS's ACK, a retransmission does not; job 10's late ACK is multicast and leaves job 11's aggregate alone, which completes exact", func(v *vecB) {
+		a, b := seq(64, func(i int) int32 { return int32(i) }), seq(64, func(i int) int32 { return 3 })
+		v.packet(19, gpkt(10, 1, 0, 0, a).build())
+		last := gpkt(10, 1, 0, 1, b)
+		v.packet(20, last.build())
+		v.expect(47, result(last, sumOf(a, b), 3, 100, 0, 0).build())
+		v.reg("ina_state", 100, uint64(StateHeld))
+		c, d := seq(64, func(i int) int32 { return -int32(i) }), seq(64, func(i int) int32 { return 1000 })
+		re := gpkt(11, 2, 5, 0, c)
+		re.meta.Flags = inahdr.FlagResend
+		v.packet(21, re.build())
+		re.meta.Flags |= inahdr.FlagCollision
+		v.expect(48, re.build())
+		v.reg("ina_owner", 100, tag(10, 1, 0))
+		v.packet(21, gpkt(11, 2, 5, 0, c).build())
+		v.reg("ina_owner", 100, tag(11, 2, 5))
+		v.reg("ina_state", 100, uint64(StateClaimed))
+		v.reg("ina_prio", 100, 1)
+		ack := gps(10, 1, 0, inahdr.FlagResult, sumOf(a, b))
+		v.packet(47, ack.build())
+		v.expectMcast(10, ack)
+		v.reg("ina_owner", 100, tag(11, 2, 5))
+		v.reg("ina_count", 100, 1)
+		v.reg("ina_v07", 100, uint64(uint32(0xFFFFFFF9)))
+		last = gpkt(11, 2, 5, 1, d)
+		v.packet(22, last.build())
+		v.expect(48, result(last, sumOf(c, d), 3, 100, 0, 0).build())
+		v.reg("ina_state", 100, uint64(StateHeld))
+	}},
+	{"esa_held_kept_without_reclaim", "ESA without reclaim_held: job 10 (priority 5) finds job 11's aggregator held for its PS's ACK and collides, whatever the priorities", func(v *vecB) {
+		a := seq(64, func(i int) int32 { return 2 })
+		v.packet(21, gpkt(11, 1, 0, 0, a).build())
+		last := gpkt(11, 1, 0, 1, a)
+		v.packet(22, last.build())
+		v.expect(48, result(last, sumOf(a, a), 3, 100, 0, 0).build())
+		p := gpkt(10, 3, 4, 0, seq(64, func(i int) int32 { return 9 }))
+		v.packet(19, p.build())
+		p.meta.Flags |= inahdr.FlagCollision
+		v.expect(47, p.build())
+		v.reg("ina_owner", 100, tag(11, 1, 0))
+		v.reg("ina_state", 100, uint64(StateHeld))
+		v.reg("ina_v00", 100, 4)
+	}},
+	{"atp_budget", "ATP with a budget of 4: chunk c of every all-reduce uses the aggregator of CRC-32(job, 0, c mod 4), so chunk 5 of all-reduce 2 reuses chunk 1's (all-reduce 1) completed aggregator", func(v *vecB) {
+		a, b := seq(64, func(i int) int32 { return int32(i) * 3 }), seq(64, func(i int) int32 { return 7 })
+		s1 := slotBudget(12, 1)
+		v.packet(23, gpkt(12, 1, 1, 0, a).build())
+		last := gpkt(12, 1, 1, 1, b)
+		v.packet(24, last.build())
+		v.expectMcast(12, result(last, sumOf(a, b), 3, s1, 0, 0))
+		c, d := seq(64, func(i int) int32 { return -5 }), seq(64, func(i int) int32 { return int32(i) << 8 })
+		v.packet(23, gpkt(12, 2, 5, 0, c).build())
+		v.reg("ina_owner", s1, tag(12, 2, 5))
+		v.reg("ina_count", s1, 1)
+		last = gpkt(12, 2, 5, 1, d)
+		v.packet(24, last.build())
+		v.expectMcast(12, result(last, sumOf(c, d), 3, s1, 0, 0))
+		s2 := slotBudget(12, 2)
+		v.packet(23, gpkt(12, 7, 2, 0, a).build())
+		v.reg("ina_owner", s2, tag(12, 7, 2))
 	}},
 }
 

@@ -455,6 +455,22 @@ func TestStages(t *testing.T) {
 			t.Errorf("case %d %s: %v want %v", i, c.p.Name(), got, c.want)
 		}
 	}
+	// ReclaimHeld: the preemptive stage reclaims a held aggregator of any
+	// priority; the hashed stage ignores the option.
+	jr := &Job{ID: 3, Pool: pool, Priority: 2, ReclaimHeld: true}
+	for _, c := range []struct {
+		p    contender
+		occ  Occupant
+		want Verdict
+	}{
+		{Preemptive{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateHeld, Priority: 9}, Reclaim},
+		{Preemptive{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateClaimed, Priority: 9}, Collide},
+		{Hashed{}, Occupant{Tag: MakeTag(4, 1, 0), State: StateHeld}, Collide},
+	} {
+		if got := c.p.Contend(jr, MakeTag(jr.ID, 1, 1<<20), c.occ); got != c.want {
+			t.Errorf("reclaim held, %T on %v: %v want %v", c.p, c.occ.State, got, c.want)
+		}
+	}
 }
 
 // noMem is a contention stage with FreeINA-style memory: only all-reduces

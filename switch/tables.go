@@ -25,6 +25,9 @@ type PoolStats struct {
 	// complete and held for the PS's ACK (ATP/ESA, ResultToPS); the rest
 	// found it claimed by an unfinished chunk.
 	CollisionsOnHeld uint64
+	// ReclaimsHeld counts the reclaims (among Reclaims) of an aggregator
+	// held for another chunk's PS ACK (ESA with JobSpec.ReclaimHeld).
+	ReclaimsHeld uint64
 }
 
 // Job is an installed job entry (table ina_job). Slot stages read it; only
@@ -43,6 +46,12 @@ type Job struct {
 	ResultToPS bool
 	// Priority orders jobs for the Preemptive stage (higher wins).
 	Priority uint8
+	// ReclaimHeld lets the job's contributions reclaim an aggregator held
+	// for another chunk's PS ACK (Preemptive stage; JobSpec.ReclaimHeld).
+	ReclaimHeld bool
+	// Budget is how many aggregators the job's chunks hash into, 0 for
+	// the whole pool (Hashed and Preemptive stages; JobSpec.Budget).
+	Budget int
 	// PolicyID is the id of the job's slot stage (StageStatic, ... or one
 	// registered with RegisterStage).
 	PolicyID int
@@ -95,6 +104,22 @@ type JobSpec struct {
 	// behind the newest one seen is stale and dropped, so a replay of an
 	// earlier all-reduce cannot claim an aggregator.
 	Window uint16
+	// ReclaimHeld (Preemptive stage only: ESA) lets a contribution of the
+	// job that is not a retransmission reclaim an aggregator held for
+	// another chunk's PS ACK, whatever the holder's priority: the held sum
+	// is already on its way to the holder's PS, whose ACK brings the
+	// result to the holder's workers and, the aggregator's tag no longer
+	// being the holder's, frees nothing. False: held aggregators wait for
+	// their ACK (ATP's rule).
+	ReclaimHeld bool
+	// Budget (Hashed and Preemptive stages only: ATP's per-application
+	// aggregators, AGTR_TO_USE_PER_APPLICATION) bounds the aggregators the
+	// job uses: with Budget > 0, chunk c of every all-reduce uses the
+	// aggregator HashIndex(MakeTag(job, 0, c mod Budget)), so the job
+	// touches at most Budget aggregators, the same ones all run long. 0:
+	// HashIndex(MakeTag(job, all-reduce, c)) over the whole pool. At most
+	// the pool's aggregators.
+	Budget int
 }
 
 // DefaultWindow is the all-reduces of a job in flight at once unless its

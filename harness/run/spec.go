@@ -44,7 +44,8 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 	if sp.Latency == 0 {
 		sp.Latency = -1
 	}
-	sp.ATPWindow = s.ATP.Window
+	sp.ATPWindow, sp.ATPBudget = s.ATP.Window, s.ATP.Budget
+	sp.ESAReclaimHeld = s.ESA.ReclaimHeld
 	if s.FreeINAPath == "trim" {
 		sp.INAPath = host.PathTrim
 	}

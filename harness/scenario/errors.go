@@ -231,7 +231,7 @@ func tagWord(tag string) string {
 // field" errors.
 var knownKeys = func() map[string][]string {
 	out := map[string][]string{}
-	for _, v := range []any{Scenario{}, Scaling{}, Topology{}, Switch{}, PS{}, Job{}, Fault{}, LinkImpairment{}} {
+	for _, v := range []any{Scenario{}, ATP{}, ESA{}, Scaling{}, Topology{}, Switch{}, PS{}, SoftwareStack{}, Job{}, Fault{}, LinkImpairment{}} {
 		t := reflect.TypeOf(v)
 		var keys []string
 		for i := 0; i < t.NumField(); i++ {

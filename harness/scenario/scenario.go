@@ -31,8 +31,11 @@ import (
 //	seed: 1                         # default 1; every random draw derives from it
 //	time_limit: 120s                # virtual-time cap of the run; default 1h
 //	policy: dynaina                 # a registered policy (testbed.Names); default dynaina
-//	atp: {window: 0}                # optional: cap the atp/esa workers' chunks in flight
-//	                                # (ATP's congestion control: 100; default no cap)
+//	atp: {window: 0, budget: 0}     # optional: cap the atp/esa workers' chunks in flight
+//	                                # (ATP's congestion control: 100; default no cap) and
+//	                                # each job's aggregators (ATP's code: 2800 of 20000;
+//	                                # default 0, the whole pool)
+//	esa: {reclaim_held: false}      # optional: esa reclaims aggregators held for the PS's ACK
 //	scaling:                        # see Scaling; defaults 1 and 1
 //	  tensor_scale: 0.01
 //	  rate_scale: 0.01
@@ -107,7 +110,9 @@ type Scenario struct {
 	// PS, trimmed by the switch); docs/freeina.md §1 and §11.
 	FreeINAPath string `yaml:"freeina_path,omitempty" json:"freeina_path,omitempty"`
 	// ATP configures the atp and esa baselines.
-	ATP         ATP              `yaml:"atp,omitempty" json:"atp,omitempty"`
+	ATP ATP `yaml:"atp,omitempty" json:"atp,omitempty"`
+	// ESA configures the esa baseline's choice its paper leaves open.
+	ESA         ESA              `yaml:"esa,omitempty" json:"esa,omitempty"`
 	Scaling     Scaling          `yaml:"scaling" json:"scaling"`
 	Topology    Topology         `yaml:"topology" json:"topology"`
 	Jobs        []Job            `yaml:"jobs" json:"jobs"`
@@ -177,9 +182,24 @@ type PSCPU struct {
 // ATP is the ATP baseline as its code can run: Window caps each worker's
 // chunks in flight (its congestion control's cap is 100 packets,
 // in-ATP/ATP common/CC_manager.h, off in the repository as shipped);
-// 0: no cap (twice the pipe's window).
+// 0: no cap (twice the pipe's window). Budget is each job's aggregators
+// (ATP's code gives an application AGTR_TO_USE_PER_APPLICATION = 2800 of
+// MAX_AGTR_COUNT = 20000, in-ATP/ATP common/utils.h): chunk c of every
+// all-reduce hashes as (job, c mod Budget), and the window is capped at
+// Budget; 0: none, every chunk hashes as (job, all-reduce, chunk) over the
+// whole pool.
 type ATP struct {
 	Window int `yaml:"window,omitempty" json:"window,omitempty"`
+	Budget int `yaml:"budget,omitempty" json:"budget,omitempty"`
+}
+
+// ESA is the choice ESA's paper leaves open: ReclaimHeld lets any
+// contribution but a retransmission reclaim an aggregator held for another
+// chunk's PS ACK (the held sum is at that PS already, whose ACK brings the
+// result to its workers); false: held aggregators wait for their ACK, as
+// ATP's.
+type ESA struct {
+	ReclaimHeld bool `yaml:"reclaim_held,omitempty" json:"reclaim_held,omitempty"`
 }
 
 // SoftwareStack is a host's software stack: at most Gbps (before

@@ -13,7 +13,8 @@ import (
 // job's PS, which ACKs it through the switch (releasing the aggregator,
 // multicasting the result); a busy aggregator sends the contribution to
 // the PS (collision). Workers retransmit on timeout, alternately through
-// the switch and on the PS path.
+// the switch and on the PS path. Spec.ATPBudget gives every job ATP's
+// per-application set of aggregators (and caps its window there).
 
 func newATP() Policy { return newHashedBaseline("atp", sw.StageHashed, baseline.ATP) }
 
@@ -33,7 +34,8 @@ func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
 			return err
 		}
 		return t.Switch.SetJob(sw.JobSpec{ID: job, Mask: uint32(1)<<js.Workers - 1, Group: job, PSPort: psPort,
-			PolicyID: stage, PoolID: 1, ResultToPS: true, Priority: js.Priority})
+			PolicyID: stage, PoolID: 1, ResultToPS: true, Priority: js.Priority, Budget: t.Spec.ATPBudget,
+			ReclaimHeld: stage == sw.StagePreemptive && t.Spec.ESAReclaimHeld})
 	}
 	p.worker = func(t *Testbed, j, r int, ts []host.Tensor) (Worker, error) {
 		win := t.Spec.Window
@@ -43,6 +45,11 @@ func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
 		}
 		if t.Spec.ATPWindow > 0 {
 			win = min(win, t.Spec.ATPWindow)
+		}
+		if t.Spec.ATPBudget > 0 {
+			// The job's chunks share ATPBudget aggregators: chunk c and
+			// c + ATPBudget use the same one.
+			win = min(win, t.Spec.ATPBudget)
 		}
 		rto := t.Spec.Timers.RTO
 		if rto == 0 {

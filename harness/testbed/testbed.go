@@ -105,6 +105,16 @@ type Spec struct {
 	// in-ATP/ATP common/CC_manager.h; the repository ships it off, so the
 	// default is no cap) [0: Window's default].
 	ATPWindow int
+	// ATPBudget, if set, is every ATP and ESA job's aggregator budget
+	// (sw.JobSpec.Budget: chunk c hashes as (job, c mod ATPBudget)) and
+	// caps its workers' window; ATP's code gives each application 2800 of
+	// its 20000 aggregators (AGTR_TO_USE_PER_APPLICATION, MAX_AGTR_COUNT in
+	// in-ATP/ATP common/utils.h) [0: no budget, the whole pool].
+	ATPBudget int
+	// ESAReclaimHeld lets ESA's contributions reclaim an aggregator held
+	// for another chunk's PS ACK (sw.JobSpec.ReclaimHeld) [false: held
+	// until the ACK, as ATP].
+	ESAReclaimHeld bool
 	// Quant is the quantizer template (Workers is set per job).
 	Quant host.Quantizer
 	// QP is the RC QP template [DefaultQP with the ACK timeout RCTimeoutExp

@@ -26,6 +26,7 @@ const bit<32> SLOTS          = 4096;
 
 const bit<8> FLAG_COLLISION = 0x01;
 const bit<8> FLAG_OVERFLOW  = 0x02;
+const bit<8> FLAG_RESEND    = 0x04;
 const bit<8> FLAG_RESULT    = 0x08;
 const bit<8> FLAG_FROM_PS   = 0x10;
 const bit<8> FLAG_PARTIAL   = 0x20;
@@ -238,6 +239,8 @@ struct metadata {
     bit<1>  to_ps;
     bit<8>  prio;
     bit<8>  policy;
+    bit<1>  reclaim_held;
+    bit<32> budget;
     bit<16> pool;
     bit<32> base;
     bit<32> aggs;
@@ -465,7 +468,10 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
         meta.job = job;
         meta.is_ps = 1;
     }
-    action set_job(bit<32> mask, bit<16> group, bit<9> ps_port, bit<1> to_ps, bit<8> prio, bit<8> policy, bit<16> pool) {
+    // reclaim_held: JobSpec.ReclaimHeld (ESA); budget: JobSpec.Budget
+    // (ATP's per-application aggregators, 0 = the whole pool).
+    action set_job(bit<32> mask, bit<16> group, bit<9> ps_port, bit<1> to_ps, bit<8> prio, bit<8> policy, bit<16> pool,
+                   bit<1> reclaim_held, bit<32> budget) {
         meta.job_hit = 1;
         meta.mask = mask;
         meta.group = group;
@@ -474,6 +480,8 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
         meta.prio = prio;
         meta.policy = policy;
         meta.pool = pool;
+        meta.reclaim_held = reclaim_held;
+        meta.budget = budget;
     }
     action set_pool(bit<32> base, bit<32> aggs, bit<8> stride) {
         meta.pool_hit = 1;
@@ -551,10 +559,16 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
             if (ok == 1) {
                 meta.tag = hdr.ina.job ++ hdr.ina.allreduce ++ hdr.ina.chunk;
                 // Locate: static = chunk mod aggregators; hashed and
-                // preemptive = CRC-32(job, allreduce, chunk) mod aggregators.
+                // preemptive = CRC-32(job, allreduce, chunk) mod aggregators,
+                // or with a budget B CRC-32(job, 0, chunk mod B) mod
+                // aggregators (hash with max B computes the mod: any B).
                 bit<32> idx;
                 if (meta.policy == POLICY_STATIC) {
                     hash(idx, HashAlgorithm.identity, 32w0, { hdr.ina.chunk }, meta.aggs);
+                } else if (meta.budget != 0) {
+                    bit<32> cb;
+                    hash(cb, HashAlgorithm.identity, 32w0, { hdr.ina.chunk }, meta.budget);
+                    hash(idx, HashAlgorithm.crc32, 32w0, { hdr.ina.job, 16w0, cb }, meta.aggs);
                 } else {
                     hash(idx, HashAlgorithm.crc32, 32w0, { hdr.ina.job, hdr.ina.allreduce, hdr.ina.chunk }, meta.aggs);
                 }
@@ -619,7 +633,11 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                             verdict = 1;
                         }
                     } else {
+                        // Preemptive; a held aggregator is reclaimed with
+                        // reclaim_held, never by a retransmission.
                         if (st == ST_COMPLETE) {
+                            verdict = 1;
+                        } else if (st == ST_HELD && meta.reclaim_held == 1 && (hdr.ina.flags & FLAG_RESEND) == 0) {
                             verdict = 1;
                         } else if (st == ST_CLAIMED && meta.prio > pr) {
                             verdict = 2;
