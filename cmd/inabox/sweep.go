@@ -119,12 +119,19 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var pts []sweepPoint
+	var failed []string
 	for i, s := range scens {
 		for _, p := range policies {
 			prog := report.NewProgress(stderr, fmt.Sprintf("%s=%s/%s", field, values[i], p), progressEnabled(stderr, false))
 			r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog, Context: ctx})
+			if errors.Is(err, run.ErrInterrupted) {
+				return fmt.Errorf("sweep: %s=%s: %s: %w", field, values[i], p, err)
+			}
 			if err != nil {
-				return fmt.Errorf("sweep: %s=%s: %w", field, values[i], err)
+				// A run that failed (unfinished, a wrong sum) gives no
+				// point: its numbers would mislead. The others go on.
+				failed = append(failed, fmt.Sprintf("%s=%s: %s: %v", field, values[i], p, err))
+				continue
 			}
 			pts = append(pts, sweepPoint{value: values[i], policy: p, r: r})
 		}
@@ -135,13 +142,21 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		hasRef = hasRef || p == ref
 	}
 	writeSweepText(stdout, m, scens[0].Name, field, values, policies, pts, ref, hasRef)
-	if *out == "" {
-		return nil
+	for _, f := range failed {
+		fmt.Fprintf(stdout, "FAILED (no point): %s\n", f)
 	}
-	if err := writeSweepCSV(filepath.Join(*out, "sweep.csv"), m, field, pts, ref, hasRef); err != nil {
-		return err
+	if *out != "" {
+		if err := writeSweepCSV(filepath.Join(*out, "sweep.csv"), m, field, pts, ref, hasRef); err != nil {
+			return err
+		}
+		if err := writeSweepSVG(filepath.Join(*out, "sweep.svg"), m, scens[0].Name, field, values, policies, pts, ref, hasRef); err != nil {
+			return err
+		}
 	}
-	return writeSweepSVG(filepath.Join(*out, "sweep.svg"), m, scens[0].Name, field, values, policies, pts, ref, hasRef)
+	if len(failed) > 0 {
+		return fmt.Errorf("sweep: %d of %d runs failed: %s", len(failed), len(values)*len(policies), strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 // value is p's metric at value v (NaN if it did not run).
@@ -198,7 +213,7 @@ func writeSweepText(w io.Writer, m report.Metric, name, field string, values, po
 	}
 	tw.Flush()
 	if hasRef {
-		fmt.Fprintf(w, "\n(\"p vs %s\": p's gain, oriented so that > 1× is better: %s is %s is better)\n", ref, m.Label, m.Better)
+		fmt.Fprintf(w, "\n(%s: %s is better; \"p vs %s\" is p's gain, > 1× when p is better)\n", m.Label, m.Better, ref)
 	}
 }
 

@@ -49,3 +49,22 @@ func TestSweep(t *testing.T) {
 		t.Errorf("sweep.svg: %v", err)
 	}
 }
+
+// TestSweepFailedPoint: a value whose run fails (here: not finished by its
+// time limit) gives no point; the other values still run, the failure is
+// listed and the command fails.
+func TestSweepFailedPoint(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	err := runCLI([]string{"sweep", "--set", "time_limit=200ms,60s", "--policies", "freeina", "--out", dir}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 runs failed") {
+		t.Fatalf("error %v, want one of two runs failed", err)
+	}
+	if !strings.Contains(out.String(), "FAILED (no point): time_limit=200ms: freeina") {
+		t.Errorf("the failure is not listed:\n%s", out.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sweep.csv"))
+	if err != nil || strings.Count(string(b), "\n") != 2 || !strings.Contains(string(b), "60s,freeina,") {
+		t.Errorf("sweep.csv (%v):\n%s\nwant the header and the 60s row", err, b)
+	}
+}
