@@ -158,7 +158,7 @@ func (t *Traffic) build(p *emu.Packet, seq uint64) {
 	ip[8] = 64
 	ip[9] = 17
 	ip[10], ip[11] = 0, 0
-	s4, d4 := c.Local.IP.As4(), c.Remote.IP.As4()
+	s4, d4 := as4(c.Local.IP), as4(c.Remote.IP)
 	copy(ip[12:16], s4[:])
 	copy(ip[16:20], d4[:])
 	binary.BigEndian.PutUint16(ip[10:12], Checksum(ip[:ipLen], 0))
@@ -243,6 +243,16 @@ func (t *Traffic) valid(b []byte, seq uint64) bool {
 		}
 	}
 	return (b[ethLen+1]&^3) == 0 && Checksum(b[ethLen:ethLen+ipLen], 0) == 0
+}
+
+// as4 is a's 4 bytes, zero if a is not an IPv4 address (an endpoint left
+// unset: its frames are still well-formed, and a receiver without a peer
+// counts whatever it gets as corrupt).
+func as4(a netip.Addr) [4]byte {
+	if !a.Is4() {
+		return [4]byte{}
+	}
+	return a.As4()
 }
 
 // Checksum returns the Internet checksum (RFC 1071) of b, starting from the
