@@ -22,8 +22,14 @@ const DefaultMaxFrame = 9216
 // must not be touched after that. The data is Bytes(); Prepend grows it into the
 // headroom without copying.
 type Packet struct {
-	buf      []byte // the whole buffer: headroom + room for the frame
+	buf      []byte // the buffer in use: headroom + room for the frame
 	off, end int    // data is buf[off:end]
+	// held are the packet's buffers by size class (its pool's classes; nil
+	// until first needed): a packet starts in the smallest and moves up
+	// the first time a frame needs more room, keeping what it has.
+	held  [numClasses][]byte
+	class int
+	pool  *Pool
 
 	// Port is the ingress port number of the node that received the packet.
 	Port int
@@ -41,7 +47,43 @@ func (p *Packet) Len() int { return p.end - p.off }
 func (p *Packet) Headroom() int { return p.off }
 
 // Tailroom returns how many bytes the frame can still grow at its end.
-func (p *Packet) Tailroom() int { return len(p.buf) - p.end }
+func (p *Packet) Tailroom() int { return p.cap() - p.end }
+
+// cap is the buffer size the packet can grow to.
+func (p *Packet) cap() int {
+	if p.pool != nil {
+		return max(p.pool.size, len(p.buf))
+	}
+	return len(p.buf)
+}
+
+// grow moves the frame (and its headroom) into the smallest of its pool's
+// buffer classes that holds need bytes. Slices from Bytes before the call
+// no longer alias the frame.
+func (p *Packet) grow(need int) {
+	if p.pool == nil {
+		return
+	}
+	for c := p.class + 1; c < numClasses; c++ {
+		size := p.pool.classes[c]
+		if size <= len(p.buf) || (size < need && c < numClasses-1) {
+			continue
+		}
+		if p.held[c] == nil {
+			p.held[c] = make([]byte, size)
+		}
+		copy(p.held[c][:p.end], p.buf[:p.end])
+		p.buf, p.class = p.held[c], c
+		return
+	}
+}
+
+// shrink moves an empty packet back to its smallest buffer.
+func (p *Packet) shrink() {
+	if p.class != 0 {
+		p.buf, p.class = p.held[0], 0
+	}
+}
 
 // Prepend extends the frame by n bytes at its front and returns them. It
 // panics if n exceeds the headroom: size headroom for the deepest encapsulation.
@@ -61,17 +103,22 @@ func (p *Packet) TrimFront(n int) {
 	p.off += n
 }
 
-// SetLen sets the frame length, keeping its start. It panics if the buffer is
-// too small.
+// SetLen sets the frame length, keeping its start. It panics if n exceeds
+// the pool's frame size. Growing past the packet's small buffer moves the
+// frame: take Bytes after SetLen, not before.
 func (p *Packet) SetLen(n int) {
-	if n < 0 || p.off+n > len(p.buf) {
+	if n < 0 || p.off+n > p.cap() {
 		panic("emu: SetLen out of range")
+	}
+	if p.off+n > len(p.buf) {
+		p.grow(p.off + n)
 	}
 	p.end = p.off + n
 }
 
 // Reset empties the frame and restores the given headroom.
 func (p *Packet) Reset(headroom int) {
+	p.shrink()
 	if headroom > len(p.buf) {
 		headroom = len(p.buf)
 	}
@@ -85,32 +132,61 @@ func (p *Packet) SetBytes(b []byte) {
 	copy(p.buf[p.off:p.end], b)
 }
 
-// Buffer returns the whole underlying buffer and the frame's offset in it, for
-// backends that read or write in place. The frame is buf[off:off+Len()].
-func (p *Packet) Buffer() (buf []byte, off int) { return p.buf, p.off }
+// Buffer returns the whole underlying buffer (the pool's full size) and the
+// frame's offset in it, for backends that read or write in place. The frame
+// is buf[off:off+Len()].
+func (p *Packet) Buffer() (buf []byte, off int) {
+	p.grow(p.cap())
+	return p.buf, p.off
+}
 
 // SetFrame sets the frame to buf[off:off+n] of the packet's own buffer, as a
 // backend does after reading into Buffer().
 func (p *Packet) SetFrame(off, n int) {
+	if off+n > len(p.buf) && off+n <= p.cap() {
+		p.end = min(p.end, len(p.buf))
+		p.grow(off + n)
+	}
 	if off < 0 || n < 0 || off+n > len(p.buf) {
 		panic("emu: SetFrame out of range")
 	}
 	p.off, p.end = off, off+n
 }
 
-// Pool hands out Packets of one buffer size. It is safe for concurrent use.
-// Get and Put allocate nothing in steady state.
+// Pool hands out Packets that hold frames up to one size. It is safe for
+// concurrent use. Get and Put allocate nothing in steady state.
+//
+// A packet starts with a small buffer (headroom + SmallFrame) and moves to
+// the next size class (headroom + MediumFrame, then the pool's full size)
+// the first time a frame needs it (SetLen, SetFrame, Buffer), keeping the
+// buffers it has: a run of small frames touches small buffers only.
 type Pool struct {
 	headroom int
-	size     int
+	size     int // headroom + the largest frame
+	classes  [numClasses]int
 	pool     sync.Pool
 }
+
+// The frame sizes of a pool's buffer classes below its full size:
+// SmallFrame holds an INA or RoCE frame of a few hundred values,
+// MediumFrame an Ethernet frame of a 1500-byte MTU with a VLAN tag.
+const (
+	SmallFrame  = 512
+	MediumFrame = 1536
+	numClasses  = 3
+)
 
 // NewPool returns a pool of packets with the given headroom and maximum frame
 // size in bytes.
 func NewPool(headroom, maxFrame int) *Pool {
 	p := &Pool{headroom: headroom, size: headroom + maxFrame}
-	p.pool.New = func() any { return &Packet{buf: make([]byte, p.size)} }
+	p.classes = [numClasses]int{min(p.size, headroom+SmallFrame), min(p.size, headroom+MediumFrame), p.size}
+	p.pool.New = func() any {
+		pk := &Packet{pool: p}
+		pk.held[0] = make([]byte, p.classes[0])
+		pk.buf = pk.held[0]
+		return pk
+	}
 	return p
 }
 
@@ -129,15 +205,21 @@ func (pl *Pool) Get() *Packet {
 
 // Put returns a packet to the pool. The caller gives up ownership.
 func (pl *Pool) Put(p *Packet) {
-	if p == nil || len(p.buf) != pl.size {
+	if p == nil || p.pool == nil || p.pool.classes != pl.classes {
 		return
 	}
+	p.pool = pl
 	pl.pool.Put(p)
 }
 
 // Clone returns a copy of p from the pool, with the same headroom and metadata.
 func (pl *Pool) Clone(p *Packet) *Packet {
 	c := pl.pool.Get().(*Packet)
+	c.shrink()
+	c.off, c.end = 0, 0
+	if p.off+p.Len() > len(c.buf) {
+		c.grow(p.off + p.Len())
+	}
 	off := p.off
 	if off > len(c.buf)-p.Len() {
 		off = len(c.buf) - p.Len()

@@ -152,8 +152,11 @@ func (x *extPort) writer(pool *Pool, wg *sync.WaitGroup) {
 		for _, p := range b {
 			if p.off < writeOffset { // rare: a node used up the headroom
 				l := p.Len()
-				if writeOffset+l > len(p.buf) {
+				if writeOffset+l > p.cap() {
 					continue
+				}
+				if writeOffset+l > len(p.buf) {
+					p.grow(writeOffset + l)
 				}
 				copy(p.buf[writeOffset:], p.Bytes())
 				p.off, p.end = writeOffset, writeOffset+l
@@ -199,7 +202,7 @@ func (x *extPort) reader(pool *Pool, in chan<- ingress, start time.Time, done <-
 		b = b[:bs]
 		for i := range b {
 			b[i] = pool.Get()
-			bufs[i] = b[i].buf
+			bufs[i], _ = b[i].Buffer() // the full size: a frame's length is not known before the read
 		}
 		k, err := x.port.Read(bufs, sizes, pool.headroom)
 		for i := k; i < bs; i++ {
