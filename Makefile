@@ -4,7 +4,7 @@ PKGS      ?= ./... ./testdata
 STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 60s
 
-.PHONY: run bin up test unit lint bench fuzz soak p4-difftest tidy
+.PHONY: run bin up test unit lint bench vs-ns3 fuzz soak p4-difftest tidy
 
 ## run: the main job on the embedded default scenario
 run:
@@ -32,6 +32,12 @@ lint:
 ## bench: every benchmark with allocation counts (compare runs with benchstat)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS) | tee bench.txt
+
+## vs-ns3: the virtual-time emulator against ns-3 on the same star, ROUNDS
+## alternating runs (needs Debian's ns3 and libns3-dev; says what is missing)
+ROUNDS ?= 3
+vs-ns3:
+	bash bench/ns3/run.sh $(ROUNDS)
 
 ## fuzz: each fuzz target for FUZZTIME (the suite runs their seed corpora only)
 fuzz:

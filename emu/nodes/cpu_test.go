@@ -195,3 +195,25 @@ func (sink) Receive(env *emu.Env, _ int, pkts []*emu.Packet) {
 	}
 }
 func (sink) Timer(*emu.Env, uint64) {}
+
+// A Traffic node with no peer configured counts what it receives as
+// corrupt instead of crashing (it builds its expected frame from the peer).
+func TestTrafficWithoutPeer(t *testing.T) {
+	net := emu.NewNetwork(emu.Config{Seed: 1})
+	rx := nodes.NewTraffic(nodes.TrafficConfig{})
+	if err := net.AddNode("tx", 1, &burst{n: 3, size: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.AddNode("rx", 1, rx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Connect("tx", 0, "rx", 0, emu.LinkConfig{BitsPerSecond: 1e9}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if st := rx.Stats(); st.Corrupt != 3 || st.Unique != 0 {
+		t.Errorf("stats %+v: want 3 corrupt", st)
+	}
+}
