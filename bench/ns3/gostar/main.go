@@ -66,48 +66,70 @@ func (s *sink) Receive(env *emu.Env, _ int, pkts []*emu.Packet) {
 	}
 }
 
+// result is one star run.
+type result struct {
+	delivered int
+	end, wall time.Duration
+}
+
+// run builds the star of n senders sending count frames each and runs it.
+func run(n, count int, paced bool, maxFrame int) (result, error) {
+	const frame = 308
+	interval := 25 * time.Nanosecond
+	if paced {
+		interval *= time.Duration(n)
+	}
+	net := emu.NewNetwork(emu.Config{Seed: 1, MaxFrame: maxFrame})
+	link := emu.LinkConfig{BitsPerSecond: 100e9, Delay: time.Microsecond, QueuePackets: n*count + 16}
+	sinkEP := nodes.Endpoint{MAC: [6]byte{2, 0, 0, 0, 1, 0}, IP: netip.MustParseAddr("10.1.0.1"), Port: 9}
+	sk := &sink{}
+	r := &router{out: n}
+	if err := net.AddNode("router", n+1, r); err != nil {
+		return result{}, err
+	}
+	if err := net.AddNode("sink", 1, sk); err != nil {
+		return result{}, err
+	}
+	if _, err := net.Connect("router", n, "sink", 0, link); err != nil {
+		return result{}, err
+	}
+	for i := 0; i < n; i++ {
+		ep := nodes.Endpoint{MAC: [6]byte{2, 0, 0, 0, byte(i >> 8), byte(i + 1)}, IP: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i + 1)}), Port: 9}
+		s := nodes.NewTraffic(nodes.TrafficConfig{Local: ep, Remote: sinkEP, Count: count, FrameBytes: frame, Interval: interval})
+		name := fmt.Sprintf("s%d", i)
+		if err := net.AddNode(name, 1, s); err != nil {
+			return result{}, err
+		}
+		if _, err := net.Connect(name, 0, "router", i, link); err != nil {
+			return result{}, err
+		}
+	}
+	t0 := time.Now()
+	end, err := net.Run()
+	wall := time.Since(t0)
+	if err != nil {
+		return result{}, err
+	}
+	if sk.frames != n*count || r.dropped != 0 {
+		return result{}, fmt.Errorf("delivered %d of %d (router dropped %d)", sk.frames, n*count, r.dropped)
+	}
+	return result{delivered: sk.frames, end: end, wall: wall}, nil
+}
+
 func main() {
 	n := flag.Int("n", 8, "senders")
 	count := flag.Int("p", 100000, "frames per sender")
 	paced := flag.Bool("paced", false, "send at 1/N of line rate (no standing queue)")
 	maxFrame := flag.Int("maxframe", 0, "packet buffer size (0: the emulator's default)")
 	flag.Parse()
-	if *n < 1 || *count < 1 {
-		fmt.Fprintln(os.Stderr, "gostar: -n and -p must be ≥ 1")
+	if *n < 1 || *n > 4096 || *count < 1 {
+		fmt.Fprintln(os.Stderr, "gostar: -n must be in 1..4096 and -p ≥ 1")
 		os.Exit(2)
 	}
-	const frame = 308
-	interval := 25 * time.Nanosecond
-	if *paced {
-		interval *= time.Duration(*n)
-	}
-	net := emu.NewNetwork(emu.Config{Seed: 1, MaxFrame: *maxFrame})
-	link := emu.LinkConfig{BitsPerSecond: 100e9, Delay: time.Microsecond, QueuePackets: *n**count + 16}
-	sinkEP := nodes.Endpoint{MAC: [6]byte{2, 0, 0, 0, 1, 0}, IP: netip.MustParseAddr("10.1.0.1"), Port: 9}
-	sink := &sink{}
-	r := &router{out: *n}
-	must(net.AddNode("router", *n+1, r))
-	must(net.AddNode("sink", 1, sink))
-	_, err := net.Connect("router", *n, "sink", 0, link)
+	res, err := run(*n, *count, *paced, *maxFrame)
 	must(err)
-	for i := 0; i < *n; i++ {
-		ep := nodes.Endpoint{MAC: [6]byte{2, 0, 0, 0, 0, byte(i + 1)}, IP: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i + 1)}), Port: 9}
-		s := nodes.NewTraffic(nodes.TrafficConfig{Local: ep, Remote: sinkEP, Count: *count, FrameBytes: frame, Interval: interval})
-		name := fmt.Sprintf("s%d", i)
-		must(net.AddNode(name, 1, s))
-		_, err := net.Connect(name, 0, "router", i, link)
-		must(err)
-	}
-	t0 := time.Now()
-	end, err := net.Run()
-	wall := time.Since(t0)
-	must(err)
-	if sink.frames != *n**count || r.dropped != 0 {
-		fmt.Fprintf(os.Stderr, "gostar: delivered %d of %d (router dropped %d)\n", sink.frames, *n**count, r.dropped)
-		os.Exit(1)
-	}
 	fmt.Printf("sim=inabox n=%d p=%d paced=%t delivered=%d hops=%d end_s=%.9f wall_s=%.6f\n",
-		*n, *count, *paced, sink.frames, 2*sink.frames, end.Seconds(), wall.Seconds())
+		*n, *count, *paced, res.delivered, 2*res.delivered, res.end.Seconds(), res.wall.Seconds())
 }
 
 func must(err error) {
