@@ -124,6 +124,8 @@ type psAR struct {
 	fallbacks  uint32
 	inaResults uint32
 	reallocAt  time.Duration
+	// res holds the chunks' result copies.
+	res Slab
 }
 
 type psChunk struct {
@@ -362,7 +364,8 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 	case h.Has(inahdr.FlagResult):
 		if c.res == nil && h.Count() > 0 && len(data) >= h.Size() {
 			p.stats.SwitchResults++
-			c.res = append([]byte(nil), data[:h.Size()]...)
+			c.res = a.res.Take(h.Size())
+			copy(c.res, data[:h.Size()])
 			inahdr.Header(c.res).SetFlags(flagResultPS | h.Flags()&inahdr.FlagOverflow)
 			p.resolved(env, j, a, h.Chunk(), c, false)
 			return
@@ -408,7 +411,7 @@ func (p *PS) check(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk) {
 	}
 	if c.raw == j.mask {
 		p.stats.SoftResults++
-		res := make([]byte, inahdr.Len+4*len(c.sum))
+		res := a.res.Take(inahdr.Len + 4*len(c.sum))
 		fl := uint8(flagResultPS)
 		if c.ovf {
 			fl |= inahdr.FlagOverflow

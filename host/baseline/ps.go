@@ -54,6 +54,24 @@ type psJob struct {
 	mask   uint32
 	ackQPN uint32
 	ars    map[uint16]map[uint32]*psChunk
+	// chunkSlab hands out chunk records in blocks of chunkBlock, acks
+	// their ACK payloads, so a chunk costs no allocation of its own.
+	chunkSlab []psChunk
+	acks      host.Slab
+}
+
+// chunkBlock is the chunk records of one block of a job's chunkSlab.
+const chunkBlock = 256
+
+// newChunk returns a fresh chunk record.
+func (j *psJob) newChunk(exp int8, count int) *psChunk {
+	if len(j.chunkSlab) == 0 {
+		j.chunkSlab = make([]psChunk, chunkBlock)
+	}
+	c := &j.chunkSlab[0]
+	j.chunkSlab = j.chunkSlab[1:]
+	c.exp, c.count = exp, count
+	return c
 }
 
 type piece struct {
@@ -162,7 +180,7 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 	}
 	c := chs[h.Chunk()]
 	if c == nil {
-		c = &psChunk{exp: h.Exponent(), count: h.Count()}
+		c = j.newChunk(h.Exponent(), h.Count())
 		chs[h.Chunk()] = c
 	}
 	if c.ack != nil {
@@ -177,6 +195,14 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 	}
 	if h.Count() != c.count {
 		p.stats.Stale++
+		return
+	}
+	if b == j.mask && len(c.pieces) == 0 {
+		// The common case: a complete aggregate from the switch, the
+		// chunk's first piece. Its values are the result, already in the
+		// ACK's byte order.
+		c.exp = max(c.exp, h.Exponent())
+		p.ack(env, j, h.AllReduce(), h.Chunk(), c, h.ValueBytes()[:4*c.count], false)
 		return
 	}
 	for _, q := range c.pieces {
@@ -206,15 +232,23 @@ func (p *PS) resolve(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk) {
 		return
 	}
 	p.stats.Overlaps += uint64(overlaps)
+	vals := make([]byte, 4*len(sum))
+	for i, v := range sum {
+		binary.BigEndian.PutUint32(vals[4*i:], uint32(v))
+	}
+	p.ack(env, j, ar, k, c, vals, soft)
+}
+
+// ack finishes chunk k of all-reduce ar with the result vals (big-endian
+// int32s) and sends its ACK.
+func (p *PS) ack(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk, vals []byte, soft bool) {
 	if soft {
 		p.stats.SoftResults++
 	}
-	c.ack = make([]byte, inahdr.Len+4*c.count)
+	c.ack = j.acks.Take(inahdr.Len + 4*c.count)
 	inahdr.Header(c.ack).Encode(inahdr.Meta{Flags: inahdr.FlagFromPS | inahdr.FlagResult, Job: j.id, AllReduce: ar,
 		Count: c.count, Chunk: k, Exponent: c.exp, Bitmap: j.mask})
-	for i, v := range sum {
-		binary.BigEndian.PutUint32(c.ack[inahdr.Len+4*i:], uint32(v))
-	}
+	copy(c.ack[inahdr.Len:], vals)
 	c.pieces = nil
 	p.stats.Acks++
 	p.sendAck(env, j, c)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package nodes_test
+
+const raceOn = false

@@ -1,0 +1,26 @@
+package host
+
+import "testing"
+
+// Take hands out zeroed, disjoint slices whose capacity is their length,
+// one allocation per block.
+func TestSlab(t *testing.T) {
+	var s Slab
+	a, b := s.Take(10), s.Take(20)
+	for i := range a {
+		a[i] = 0xff
+	}
+	if len(a) != 10 || cap(a) != 10 || len(b) != 20 || b[0] != 0 {
+		t.Fatalf("a %d/%d, b %d, b[0] %d", len(a), cap(a), len(b), b[0])
+	}
+	a = append(a, 1) // reallocates: b is untouched
+	if b[0] != 0 {
+		t.Errorf("appending to one slice wrote into the next")
+	}
+	if big := s.Take(SlabBlock + 1); len(big) != SlabBlock+1 {
+		t.Errorf("a take larger than a block: %d bytes", len(big))
+	}
+	if n := testing.AllocsPerRun(1000, func() { s.Take(300) }); n > 0.01 {
+		t.Errorf("%.3f allocations per 300-byte take, want 1 per %d bytes", n, SlabBlock)
+	}
+}
