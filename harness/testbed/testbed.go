@@ -2,10 +2,10 @@
 // the one place that wires it: a single aggregation switch, the parameter
 // servers and the workers of every job, each on its own switch port and
 // link (the PSs on the first ports, then the workers job by job; with
-// PSCoLocated each job's PS shares its worker rank 0's host, NIC, link
-// and port), with the
-// node names, addresses, queue-pair numbers, replication ids (plan.go) and
-// the protocol parameters derived from the links (defaults.go). It is
+// PSCoLocated each job's PS shares its worker rank 0's host, NIC, link and
+// port), with the node names, addresses, queue-pair numbers, replication
+// ids (plan.go) and the protocol parameters derived from the links
+// (defaults.go). It is
 // inabox's ns-3-style helper: host/ and host/baseline hold only protocol
 // endpoints, and a Policy — one file per policy, registered by name in
 // registry.go — says how to program the switch and which endpoints the
