@@ -263,17 +263,34 @@ func (s *Switch) rebuildMembers(group uint16) {
 // SetPortSource installs port security on port: from now on a frame
 // arriving there must come from src (its Ethernet source MAC and, if IPv4,
 // its source address), else it is dropped (ReasonSpoofed). A host cannot
-// then impersonate another tenant's worker, a PS or the switch.
+// then impersonate another tenant's worker, a PS or the switch. It
+// replaces the port's sources (AddPortSource adds one).
 func (s *Switch) SetPortSource(port int, src PortSource) error {
+	return s.portSource(port, src, false)
+}
+
+// AddPortSource adds src to the sources port security accepts on port: a
+// host whose several endpoints share one link (a worker and its job's PS
+// on one machine) sends from each of their addresses, and a frame from
+// any other is still dropped (ReasonSpoofed). On a port without port
+// security it installs it, as SetPortSource.
+func (s *Switch) AddPortSource(port int, src PortSource) error {
+	return s.portSource(port, src, true)
+}
+
+func (s *Switch) portSource(port int, src PortSource, add bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if port < 0 || port >= s.cfg.Ports {
 		return ErrPort
 	}
 	if s.t.sources == nil {
-		s.t.sources = make([]portSource, s.cfg.Ports)
+		s.t.sources = make([][]PortSource, s.cfg.Ports)
 	}
-	s.t.sources[port] = portSource{PortSource: src, set: true}
+	if !add {
+		s.t.sources[port] = s.t.sources[port][:0]
+	}
+	s.t.sources[port] = append(s.t.sources[port], src)
 	return nil
 }
 

@@ -246,20 +246,30 @@ func (j *Job) stale(ar uint16) bool {
 }
 
 // sourceOK reports whether frame d may arrive on port: any frame on a port
-// without port security; else one from the port's source MAC and, if it
-// is IPv4, its source address.
+// without port security; else one from one of the port's sources: its MAC
+// and, if the frame is IPv4, its IPv4 address.
 func (s *Switch) sourceOK(port int, d []byte) bool {
-	if port < 0 || port >= len(s.t.sources) || !s.t.sources[port].set {
+	if port < 0 || port >= len(s.t.sources) || len(s.t.sources[port]) == 0 {
 		return true
 	}
-	src := &s.t.sources[port]
-	if len(d) < rdma.EthLen || rdma.Ethernet(d).Src() != src.MAC {
+	if len(d) < rdma.EthLen {
 		return false
 	}
-	if rdma.Ethernet(d).EtherType() != rdma.EtherTypeIPv4 || !src.IP.Is4() {
-		return true
+	mac := rdma.Ethernet(d).Src()
+	ipv4 := rdma.Ethernet(d).EtherType() == rdma.EtherTypeIPv4
+	for i := range s.t.sources[port] {
+		src := &s.t.sources[port][i]
+		if mac != src.MAC {
+			continue
+		}
+		if !ipv4 || !src.IP.Is4() {
+			return true
+		}
+		if len(d) >= rdma.EthLen+rdma.IPv4Len && rdma.RoCE(d).IPv4().Src() == src.IP {
+			return true
+		}
 	}
-	return len(d) >= rdma.EthLen+rdma.IPv4Len && rdma.RoCE(d).IPv4().Src() == src.IP
+	return false
 }
 
 // hostMessage checks a host-to-host INA message (FlagBypass), which

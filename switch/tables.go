@@ -188,12 +188,7 @@ type tables struct {
 	groups   map[uint16][]int
 	members  map[uint16][]McastMember // derived from groups+nodes
 	l2       map[[6]byte]int
-	routes   []route      // sorted by prefix length, longest first
-	l2Def    int          // default egress port for misses, -1 drop
-	sources  []portSource // by port: port security
-}
-
-type portSource struct {
-	PortSource
-	set bool
+	routes   []route        // sorted by prefix length, longest first
+	l2Def    int            // default egress port for misses, -1 drop
+	sources  [][]PortSource // by port: port security (none: any source)
 }

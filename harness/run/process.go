@@ -97,6 +97,9 @@ func (p *Prepared) Node(name string) (emu.Node, int, error) {
 // nor a PS (the process runtime gives each peer its own namespace and one
 // veth to the switch).
 func (p *Prepared) Peers() ([]Peer, error) {
+	if p.r.tb.Spec.PSPlacement == testbed.PSCoLocated {
+		return nil, fmt.Errorf("%s: topology.ps.placement: co-located: the process runtime runs each node behind its own veth to the switch, and a co-located PS shares its worker's host NIC and link (run it in virtual time)", p.r.s.Name)
+	}
 	roles := map[string]Peer{}
 	for i, ws := range p.r.tb.Workers {
 		for _, w := range ws {

@@ -125,8 +125,14 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 			continue
 		}
 		h := "ps" + fmt.Sprint(i)
+		// Co-located, the PS's link is its worker host's: a link fault on
+		// either name hits both, and a crash of the host crashes the PS.
 		r.hostLinks[h] = append(r.hostLinks[h], tb.PSs[i].Link)
 		r.hostNodes[h] = append(r.hostNodes[h], tb.PSs[i].Name)
+		if tb.Spec.PSPlacement == testbed.PSCoLocated && i < len(plans) {
+			host := plans[i].Hosts[0]
+			r.hostNodes[host] = append(r.hostNodes[host], tb.PSs[i].Name)
+		}
 	}
 	if err := r.impairments(); err != nil {
 		return nil, err

@@ -32,8 +32,11 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 	if c := t.PS.CPU; c != nil {
 		sp.PSCPU = nodes.CPUConfig{Cores: c.Cores, BitsPerSecond: scale(c.GbpsPerCore), PerPacket: c.PerPacket.D(), QueuePackets: c.QueuePackets}
 	}
-	if t.PS.Placement == scenario.PlacementShared {
+	switch t.PS.Placement {
+	case scenario.PlacementShared:
 		sp.PSPlacement, sp.PSCount = testbed.PSShared, t.PS.Count
+	case scenario.PlacementCoLocated:
+		sp.PSPlacement, sp.PSLinkBitsPerSecond = testbed.PSCoLocated, 0 // its worker's link
 	}
 	if sp.LinkDelay == 0 {
 		sp.LinkDelay = time.Nanosecond // the testbed's zero is its 1 µs default

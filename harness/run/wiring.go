@@ -33,7 +33,11 @@ func (r *runner) impairments() error {
 		var links []*emu.Link
 		if im.Link == "all" {
 			for _, h := range r.sortedHosts() {
-				links = append(links, r.hostLinks[h]...)
+				for _, l := range r.hostLinks[h] {
+					if !slices.Contains(links, l) { // a co-located PS's link is its host's
+						links = append(links, l)
+					}
+				}
 			}
 		} else {
 			links = r.hostLinks[im.Link]
@@ -49,6 +53,19 @@ func (r *runner) impairments() error {
 		}
 	}
 	return nil
+}
+
+// workersOn is the number of workers on host h.
+func (r *runner) workersOn(h string) int {
+	n := 0
+	for _, p := range r.plans {
+		for _, ph := range p.Hosts {
+			if ph == h {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // sortedHosts are the hosts and PSs with links, by name.
@@ -156,7 +173,7 @@ func (r *runner) pcap(dir string) (func(), error) {
 		for w := range p.Workers {
 			node := r.tb.Worker(i, w).Name
 			name := p.Hosts[w]
-			if p.Workers > 0 && len(r.hostNodes[name]) > 1 {
+			if p.Workers > 0 && r.workersOn(name) > 1 {
 				name = fmt.Sprintf("%s-%s", name, node)
 			}
 			if err := add(name, node); err != nil {

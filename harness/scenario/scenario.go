@@ -53,7 +53,11 @@ import (
 //	    placement: dedicated        # dedicated (default): each job its own PS ps<j>
 //	                                # on its own host and link, as ATP runs one per
 //	                                # application; shared: `count` PSs serve every
-//	                                # job (job j on ps<j mod count>), sharing links
+//	                                # job (job j on ps<j mod count>), sharing links;
+//	                                # co-located: job j's PS ps<j> on the host of its
+//	                                # worker rank 0, sharing that host's one link
+//	                                # (no count, no link_gbps; a link fault on the
+//	                                # host h<k> or on ps<j> hits both)
 //	    count: 1                    # shared only: parameter servers ps0..; default 1
 //	    link_gbps: 100              # each PS link's rate before rate_scale; default link_gbps
 //	                                # (a PS that sums in software at R Gb/s: link_gbps R)
@@ -221,11 +225,12 @@ type Switch struct {
 // their links.
 type PS struct {
 	// Placement is PlacementDedicated (every job its own PS, on its own
-	// host and link: the default) or PlacementShared (Count PSs serve
-	// every job, job j on ps(j mod Count)).
+	// host and link: the default), PlacementShared (Count PSs serve
+	// every job, job j on ps(j mod Count)) or PlacementCoLocated (job j's
+	// PS on the host of job j's worker rank 0, sharing its link).
 	Placement string `yaml:"placement" json:"placement"`
 	// Count is the number of PSs with placement shared [1]; with
-	// placement dedicated it is the number of jobs.
+	// placement dedicated or co-located it is the number of jobs.
 	Count    int     `yaml:"count" json:"count"`
 	LinkGbps float64 `yaml:"link_gbps" json:"link_gbps"`
 	// CPU is every PS's CPU, the same under every policy [none].
@@ -236,6 +241,7 @@ type PS struct {
 const (
 	PlacementDedicated = "dedicated"
 	PlacementShared    = "shared"
+	PlacementCoLocated = "co-located"
 )
 
 // Job is one training job.
@@ -485,7 +491,7 @@ func (s *Scenario) fillDefaults(file string) {
 	}
 	if !has("topology.ps.count") {
 		t.PS.Count = 1
-		if t.PS.Placement == PlacementDedicated {
+		if t.PS.Placement == PlacementDedicated || t.PS.Placement == PlacementCoLocated {
 			t.PS.Count = len(s.Jobs)
 		}
 	}

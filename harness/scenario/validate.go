@@ -64,16 +64,23 @@ func (s *Scenario) Validate(models Models) error {
 		v.check("atp.budget", s.ATP.Budget, s.ATP.Budget <= aggs,
 			fmt.Sprintf("must be at most the switch's %d aggregators (topology.switch.slots / %d slots per aggregator)", aggs, stride))
 	}
-	if v.check("topology.ps.placement", t.PS.Placement, t.PS.Placement == PlacementDedicated || t.PS.Placement == PlacementShared,
-		"must be dedicated (each job its own PS) or shared (count PSs serve every job)") {
-		if t.PS.Placement == PlacementShared {
+	if v.check("topology.ps.placement", t.PS.Placement,
+		t.PS.Placement == PlacementDedicated || t.PS.Placement == PlacementShared || t.PS.Placement == PlacementCoLocated,
+		"must be dedicated (each job its own PS), shared (count PSs serve every job) or co-located (each job's PS on its worker rank 0's host)") {
+		switch {
+		case t.PS.Placement == PlacementShared:
 			v.check("topology.ps.count", t.PS.Count, t.PS.Count >= 1 && t.PS.Count <= MaxPS, fmt.Sprintf("must be between 1 and %d", MaxPS))
-		} else if s.has("topology.ps.count") {
-			v.check("topology.ps.count", t.PS.Count, false, "applies to placement: shared only (placement dedicated gives each job one PS)")
+		case s.has("topology.ps.count"):
+			v.check("topology.ps.count", t.PS.Count, false,
+				fmt.Sprintf("applies to placement: shared only (placement %s gives each job one PS)", t.PS.Placement))
+		}
+		if t.PS.Placement == PlacementCoLocated && s.has("topology.ps.link_gbps") {
+			v.check("topology.ps.link_gbps", t.PS.LinkGbps, false,
+				"does not apply to placement: co-located (each PS uses its worker's host link, at topology.link_gbps)")
 		}
 	}
-	v.check("jobs", len(s.Jobs), len(s.Jobs) <= MaxPS || t.PS.Placement != PlacementDedicated,
-		fmt.Sprintf("at most %d jobs with dedicated PSs", MaxPS))
+	v.check("jobs", len(s.Jobs), len(s.Jobs) <= MaxPS || t.PS.Placement == PlacementShared,
+		fmt.Sprintf("at most %d jobs with %s PSs", MaxPS, t.PS.Placement))
 	v.check("topology.software_stack.gbps", t.SoftwareStack.Gbps, t.SoftwareStack.Gbps >= 0 && t.SoftwareStack.Gbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: the link's rate)", MaxLinkGbps))
 	v.check("topology.software_stack.latency", t.SoftwareStack.Latency, t.SoftwareStack.Latency >= 0 && t.SoftwareStack.Latency.D() <= time.Second, "must be in [0, 1s]")
 	if c := t.PS.CPU; c != nil {

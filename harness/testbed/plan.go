@@ -27,6 +27,11 @@ func PSNode(i int) string {
 	return fmt.Sprintf("ps%d", i)
 }
 
+// NICNode is the emulator node name of the NIC of the host of worker rank
+// of job (job from 1) when the job's PS shares it (PSCoLocated):
+// "nic1.0", ….
+func NICNode(job uint16, rank int) string { return fmt.Sprintf("nic%d.%d", job, rank) }
+
 // Addresses.
 var (
 	// SwitchAddr is the switch's own address: the source of the results and

@@ -1,9 +1,11 @@
 // Package testbed builds the emulated cluster every policy runs on, and is
 // the one place that wires it: a single aggregation switch, the parameter
 // servers and the workers of every job, each on its own switch port and
-// link (the PSs on the first ports, then the workers job by job), with the
-// node names, addresses, queue-pair numbers, replication ids (plan.go) and
-// the protocol parameters derived from the links (defaults.go). It is
+// link (the PSs on the first ports, then the workers job by job; with
+// PSCoLocated each job's PS shares its worker rank 0's host, NIC, link and
+// port), with the node names, addresses, queue-pair numbers, replication
+// ids (plan.go) and the protocol parameters derived from the links
+// (defaults.go). It is
 // inabox's ns-3-style helper: host/ and host/baseline hold only protocol
 // endpoints, and a Policy — one file per policy, registered by name in
 // registry.go — says how to program the switch and which endpoints the
@@ -74,7 +76,9 @@ type Spec struct {
 	PassTime, Latency time.Duration
 	// PSPlacement is where the jobs' parameter servers are [PSDedicated:
 	// one per job, each on its own host and link]. Every policy gets the
-	// same PSs (switchml and none leave theirs idle).
+	// same PSs (switchml and none leave theirs idle). With PSCoLocated,
+	// PSLinkBitsPerSecond must be zero or LinkBitsPerSecond (the PS uses
+	// its worker's link).
 	PSPlacement PSPlacement
 	// PSCount is the number of parameter servers with PSShared [1]: job j
 	// is served by PS j mod PSCount. PSDedicated takes none (0).
@@ -156,10 +160,14 @@ type WorkerHandle struct {
 	Name      string // emulator node name
 	Job, Rank int
 	// Port is its switch port; Link its link (end A the worker, B the
-	// switch).
+	// switch; with PSCoLocated, rank 0's is its host's link, end A the
+	// host's NIC, which its job's PS shares).
 	Port     int
 	Link     *emu.Link
 	Endpoint Worker
+	// NIC is the NIC rank 0 shares with its job's PS (PSCoLocated), else
+	// nil: the worker is on the link itself.
+	NIC *nodes.HostNIC
 }
 
 // PSHandle is one parameter server of the testbed.
@@ -167,8 +175,11 @@ type PSHandle struct {
 	Name  string
 	Index int
 	// Port is its switch port; Link its link (end A the switch, B the PS).
+	// With PSCoLocated, Port and Link are its job's worker rank 0's: the
+	// host's link, end A the host's NIC (NIC), B the switch.
 	Port int
 	Link *emu.Link
+	NIC  *nodes.HostNIC
 	Node emu.Node
 	// CPU is the PS's CPU (Spec.PSCPU) in front of Node, nil if none.
 	CPU *nodes.CPU
@@ -237,8 +248,13 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		Stride: (spec.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass}
 	nps := spec.NumPS()
 	var err error
-	// Ports: the PSs first, then every job's workers.
+	// Ports: the PSs first, then every job's workers (co-located: the
+	// workers only, each job's PS on its worker rank 0's port).
+	coloc := spec.PSPlacement == PSCoLocated
 	port := nps
+	if coloc {
+		port = 0
+	}
 	for i := range nps {
 		t.PSs = append(t.PSs, PSHandle{Name: PSNode(i), Index: i, Port: i})
 	}
@@ -249,6 +265,9 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 			port++
 		}
 		t.Workers = append(t.Workers, ws)
+		if coloc {
+			t.PSs[j].Port = ws[0].Port
+		}
 	}
 	if e, ok := Lookup(p.Name()); ok && e.SoftwareStack {
 		t.software = spec.SoftwareStack
@@ -272,6 +291,9 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		if err := t.Net.AddNode(ps.Name, 1, node); err != nil {
 			return nil, err
 		}
+		if coloc {
+			continue // linked to its host's NIC below
+		}
 		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.hostLink(spec.PSLinkBitsPerSecond)); err != nil {
 			return nil, err
 		}
@@ -285,6 +307,12 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 			if err := t.Net.AddNode(w.Name, 1, w.Endpoint); err != nil {
 				return nil, err
 			}
+			if coloc && r == 0 {
+				if err := t.coLocate(w, &t.PSs[t.PSOf(j)]); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if w.Link, err = t.Net.Connect(w.Name, 0, SwitchNode, w.Port, t.hostLink(spec.LinkBitsPerSecond)); err != nil {
 				return nil, err
 			}
@@ -294,6 +322,32 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		t.Net.At(e.At, func() { e.Do(t.Net.Now()) })
 	}
 	return t, nil
+}
+
+// coLocate puts worker w and parameter server ps on one host: a NIC node
+// (NICNode) on the host's link to the switch, on w's port, and ideal
+// internal links from the NIC to w (NIC port 1) and ps (port 2). Both
+// endpoints' traffic crosses the host's link.
+func (t *Testbed) coLocate(w *WorkerHandle, ps *PSHandle) error {
+	name := NICNode(JobID(w.Job), w.Rank)
+	nic := nodes.NewHostNIC(WorkerAddr(JobID(w.Job), w.Rank).MAC, PSAddr(ps.Index).MAC)
+	if err := t.Net.AddNode(name, 3, nic); err != nil {
+		return err
+	}
+	// Inside the host: infinitely fast, no delay, never a queue drop.
+	in := emu.LinkConfig{MTUBytes: DefaultLinkMTU, QueuePackets: 1 << 20}
+	if _, err := t.Net.Connect(name, 1, w.Name, 0, in); err != nil {
+		return err
+	}
+	if _, err := t.Net.Connect(name, 2, ps.Name, 0, in); err != nil {
+		return err
+	}
+	l, err := t.Net.Connect(name, 0, SwitchNode, w.Port, t.hostLink(t.Spec.LinkBitsPerSecond))
+	if err != nil {
+		return err
+	}
+	w.Link, w.NIC, ps.Link, ps.NIC = l, nic, l, nic
+	return nil
 }
 
 func (s *Spec) fill() error {
@@ -307,6 +361,9 @@ func (s *Spec) fill() error {
 	}
 	if s.LinkBitsPerSecond == 0 {
 		s.LinkBitsPerSecond = DefaultRate
+	}
+	if s.PSPlacement == PSCoLocated && s.PSLinkBitsPerSecond != 0 && s.PSLinkBitsPerSecond != s.LinkBitsPerSecond {
+		return fmt.Errorf("testbed: PSLinkBitsPerSecond = %d: a co-located PS uses its worker's link (%d b/s)", s.PSLinkBitsPerSecond, s.LinkBitsPerSecond)
 	}
 	if s.PSLinkBitsPerSecond == 0 {
 		s.PSLinkBitsPerSecond = s.LinkBitsPerSecond
@@ -335,8 +392,12 @@ func (s *Spec) fill() error {
 		if s.PSCount <= 0 {
 			s.PSCount = 1
 		}
+	case PSCoLocated:
+		if s.PSCount != 0 {
+			return fmt.Errorf("testbed: PSCount = %d: a count applies to PSShared (PSCoLocated gives each job one PS)", s.PSCount)
+		}
 	default:
-		return fmt.Errorf("testbed: PSPlacement = %d: not PSDedicated or PSShared", s.PSPlacement)
+		return fmt.Errorf("testbed: PSPlacement = %d: not PSDedicated, PSShared or PSCoLocated", s.PSPlacement)
 	}
 	return nil
 }
@@ -361,6 +422,11 @@ const (
 	// PSShared has Spec.PSCount PSs serve every job: job j on PS j mod
 	// PSCount, the PS links shared by the jobs on them.
 	PSShared
+	// PSCoLocated puts every job's PS on the host of the job's worker rank
+	// 0: the two share the host's NIC (nodes.HostNIC), its one link and its
+	// switch port, so the PS's traffic competes with the worker's for the
+	// link, as on a real machine. The switch has a port per worker only.
+	PSCoLocated
 )
 
 // String is the placement's scenario name.
@@ -370,6 +436,8 @@ func (p PSPlacement) String() string {
 		return "dedicated"
 	case PSShared:
 		return "shared"
+	case PSCoLocated:
+		return "co-located"
 	}
 	return fmt.Sprintf("PSPlacement(%d)", int(p))
 }
@@ -458,12 +526,13 @@ func (t *Testbed) newSwitch(slots int) (*sw.Switch, sw.NodeConfig, error) {
 	}
 	t.Switch = s
 	// L2 forwarding to every host, and port security: each port takes
-	// frames only from its own host's addresses.
+	// frames only from its own host's addresses (a co-located PS's and
+	// its worker's on their shared port).
 	host := func(a rdma.Endpoint, port int) error {
 		if err := s.AddL2(a.MAC, port); err != nil {
 			return err
 		}
-		return s.SetPortSource(port, sw.PortSource{MAC: a.MAC, IP: a.IP})
+		return s.AddPortSource(port, sw.PortSource{MAC: a.MAC, IP: a.IP})
 	}
 	for i, ps := range t.PSs {
 		if err := host(PSAddr(i), ps.Port); err != nil {
@@ -482,6 +551,9 @@ func (t *Testbed) newSwitch(slots int) (*sw.Switch, sw.NodeConfig, error) {
 
 func (t *Testbed) ports() int {
 	n := len(t.PSs)
+	if t.Spec.PSPlacement == PSCoLocated {
+		n = 0 // on their workers' ports
+	}
 	for _, ws := range t.Workers {
 		n += len(ws)
 	}
