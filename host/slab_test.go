@@ -13,8 +13,7 @@ func TestSlab(t *testing.T) {
 	if len(a) != 10 || cap(a) != 10 || len(b) != 20 || b[0] != 0 {
 		t.Fatalf("a %d/%d, b %d, b[0] %d", len(a), cap(a), len(b), b[0])
 	}
-	a = append(a, 1) // reallocates: b is untouched
-	if b[0] != 0 {
+	if a = append(a, 1); b[0] != 0 || len(a) != 11 { // reallocates: b is untouched
 		t.Errorf("appending to one slice wrote into the next")
 	}
 	if big := s.Take(SlabBlock + 1); len(big) != SlabBlock+1 {
