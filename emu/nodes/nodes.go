@@ -82,6 +82,14 @@ type Traffic struct {
 
 	scratch *emu.Packet // frame rebuilt to check a received one
 	peer    *Traffic
+
+	// tmpl is frame 0 as build writes it for tmplCfg, and tmplSum the raw
+	// (unfolded) one's-complement sum of its UDP pseudo-header and segment
+	// with a zero checksum: frame seq is tmpl with the sequence number,
+	// IPv4 id and both checksums patched.
+	tmpl    []byte
+	tmplCfg TrafficConfig
+	tmplSum uint32
 }
 
 // NewTraffic returns a Traffic node.
@@ -138,11 +146,39 @@ func (t *Traffic) Timer(env *emu.Env, key uint64) {
 	}
 }
 
-// Build writes frame number seq into p, as Traffic sends it.
+// build writes frame number seq into p, as Traffic sends it: a copy of
+// frame 0 (built once per configuration) with the sequence number, the
+// IPv4 id and the checksums patched.
 func (t *Traffic) build(p *emu.Packet, seq uint64) {
-	c := &t.cfg
-	p.SetLen(c.FrameBytes)
+	if t.tmpl == nil || t.tmplCfg != t.cfg {
+		t.tmpl = make([]byte, t.cfg.FrameBytes)
+		t.buildFull(t.tmpl, 0)
+		t.tmplCfg = t.cfg
+		udp := t.tmpl[ethLen+ipLen:]
+		c0, c1 := udp[6], udp[7]
+		udp[6], udp[7] = 0, 0
+		t.tmplSum = rawSum(udp, pseudoSum(t.tmpl[ethLen:ethLen+ipLen], len(udp)))
+		udp[6], udp[7] = c0, c1
+	}
+	p.SetLen(len(t.tmpl))
 	b := p.Bytes()
+	copy(b, t.tmpl)
+	ip := b[ethLen:]
+	binary.BigEndian.PutUint16(ip[4:6], uint16(seq))
+	ip[10], ip[11] = 0, 0
+	binary.BigEndian.PutUint16(ip[10:12], Checksum(ip[:ipLen], 0))
+	binary.BigEndian.PutUint64(b[hdrLen:hdrLen+8], seq)
+	sum := t.tmplSum + uint32(seq>>48) + uint32(seq>>32&0xffff) + uint32(seq>>16&0xffff) + uint32(seq&0xffff)
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(b[ethLen+ipLen+6:], ^uint16(sum))
+}
+
+// buildFull writes frame number seq into b (len(b) = FrameBytes) from
+// scratch.
+func (t *Traffic) buildFull(b []byte, seq uint64) {
+	c := &t.cfg
 	copy(b[0:6], c.Remote.MAC[:])
 	copy(b[6:12], c.Local.MAC[:])
 	binary.BigEndian.PutUint16(b[12:14], 0x0800)
@@ -275,13 +311,30 @@ func Checksum(b []byte, initial uint32) uint16 {
 // udpChecksum computes the UDP checksum over the pseudo-header and segment;
 // over a segment with a correct checksum in it, it returns 0.
 func udpChecksum(ip, udp []byte) uint16 {
+	return Checksum(udp, pseudoSum(ip, len(udp)))
+}
+
+// pseudoSum is the raw sum of the UDP pseudo-header of an IPv4 header ip
+// and a segment of n bytes.
+func pseudoSum(ip []byte, n int) uint32 {
 	var ps uint32
 	for i := 12; i < 20; i += 2 {
 		ps += uint32(ip[i])<<8 | uint32(ip[i+1])
 	}
-	ps += 17 + uint32(len(udp))
-	c := Checksum(udp, ps)
-	return c
+	return ps + 17 + uint32(n)
+}
+
+// rawSum adds b's 16-bit big-endian words to initial without folding.
+func rawSum(b []byte, initial uint32) uint32 {
+	sum := initial
+	for len(b) >= 2 {
+		sum += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	return sum
 }
 
 // L2Switch is a learning Ethernet switch: it learns source MACs per port and

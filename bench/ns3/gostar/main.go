@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/inabox/inabox/emu"
@@ -121,12 +122,22 @@ func main() {
 	count := flag.Int("p", 100000, "frames per sender")
 	paced := flag.Bool("paced", false, "send at 1/N of line rate (no standing queue)")
 	maxFrame := flag.Int("maxframe", 0, "packet buffer size (0: the emulator's default)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to `FILE`")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
+	}
 	if *n < 1 || *n > 4096 || *count < 1 {
 		fmt.Fprintln(os.Stderr, "gostar: -n must be in 1..4096 and -p ≥ 1")
 		os.Exit(2)
 	}
 	res, err := run(*n, *count, *paced, *maxFrame)
+	if err != nil {
+		pprof.StopCPUProfile()
+	}
 	must(err)
 	fmt.Printf("sim=inabox n=%d p=%d paced=%t delivered=%d hops=%d end_s=%.9f wall_s=%.6f\n",
 		*n, *count, *paced, res.delivered, 2*res.delivered, res.end.Seconds(), res.wall.Seconds())
