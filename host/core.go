@@ -105,6 +105,9 @@ type Core struct {
 	tensors []Tensor
 	results [][]int32
 	rexp    [][]int8
+	// spare is a dropped result's buffer, reused by the next Begin that
+	// fits in it (an iteration's result then costs no fresh memory).
+	spare   []int32
 	reports []Report
 	qbuf    []int32
 	rx      RxStats
@@ -183,7 +186,13 @@ func (c *Core) Exp(i int, k uint32) int8 {
 // Begin allocates tensor i's result and returns its report, started now.
 func (c *Core) Begin(i int, now time.Duration) Report {
 	n := c.Chunks(i)
-	c.results[i] = make([]int32, len(c.tensors[i].Data))
+	if m := len(c.tensors[i].Data); cap(c.spare) >= m {
+		c.results[i] = c.spare[:m]
+		clear(c.results[i])
+		c.spare = nil
+	} else {
+		c.results[i] = make([]int32, m)
+	}
 	c.rexp[i] = make([]int8, n)
 	return Report{AllReduce: c.tensors[i].AllReduce, Start: now, Chunks: int(n)}
 }
@@ -224,8 +233,9 @@ func (c *Core) Store(i int, k uint32, h inahdr.Header) bool {
 	if lo >= len(res) || h.Count() != hi-lo || len(h) < h.Size() {
 		return false
 	}
-	for x := lo; x < hi; x++ {
-		res[x] = h.Value(x - lo)
+	dst, src := res[lo:hi], h.ValueBytes()
+	for x := range dst {
+		dst[x] = int32(binary.BigEndian.Uint32(src[4*x:]))
 	}
 	c.rexp[i][k] = h.Exponent()
 	return true
@@ -252,7 +262,12 @@ func (c *Core) Result(i int) []int32 { return c.results[i] }
 
 // DropResult releases tensor i's result (a runner that has checked it
 // keeps memory bounded on long runs); Result(i) is nil afterwards.
-func (c *Core) DropResult(i int) { c.results[i] = nil }
+func (c *Core) DropResult(i int) {
+	if r := c.results[i]; cap(r) > cap(c.spare) {
+		c.spare = r
+	}
+	c.results[i] = nil
+}
 
 // ResultExps returns the per-chunk exponents of tensor i's result.
 func (c *Core) ResultExps(i int) []int8 { return c.rexp[i] }

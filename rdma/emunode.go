@@ -113,6 +113,10 @@ func (h *Host) flush(env *emu.Env) {
 type QPTimer struct {
 	at time.Duration
 	on bool
+	// buf holds a frame from PollTransmit until FlushQP copies it into a
+	// packet of its size (PollTransmit needs room for a full MTU; a packet
+	// that size for every ACK would touch 9 KiB to send 60 bytes).
+	buf []byte
 }
 
 // Expired records that the timer has fired, so that FlushQP sets it again
@@ -125,18 +129,20 @@ func (t *QPTimer) Expired() { t.on = false }
 // state. Call it after every input (PostSend, Receive, HandleTimeout) once
 // the completions those produced are drained: PollTransmit completes
 // nothing, so no completion is pending afterwards. It allocates nothing
-// (frames go into the emulator's pooled packets).
+// after its first call for a QP (frames go into the emulator's pooled
+// packets, each sized to its frame).
 func FlushQP(env *emu.Env, port int, qp *QP, key uint64, t *QPTimer) {
 	now := env.Now()
+	if len(t.buf) < qp.MaxFrameLen() {
+		t.buf = make([]byte, qp.MaxFrameLen())
+	}
 	for {
-		p := env.NewPacket()
-		p.SetLen(qp.MaxFrameLen())
-		n := qp.PollTransmit(now, p.Bytes())
+		n := qp.PollTransmit(now, t.buf)
 		if n == 0 {
-			env.Free(p)
 			break
 		}
-		p.SetLen(n)
+		p := env.NewPacket()
+		p.SetBytes(t.buf[:n])
 		env.Send(port, p)
 	}
 	at, ok := qp.NextTimeout()
