@@ -168,10 +168,11 @@ type Pool struct {
 }
 
 // The frame sizes of a pool's buffer classes below its full size:
-// SmallFrame holds an INA or RoCE frame of a few hundred values,
+// SmallFrame holds an INA frame of 64 values (358 bytes) or a short RoCE
+// frame,
 // MediumFrame an Ethernet frame of a 1500-byte MTU with a VLAN tag.
 const (
-	SmallFrame  = 512
+	SmallFrame  = 384
 	MediumFrame = 1536
 	numClasses  = 3
 )
