@@ -169,10 +169,7 @@ func (t *Traffic) build(p *emu.Packet, seq uint64) {
 	binary.BigEndian.PutUint16(ip[10:12], Checksum(ip[:ipLen], 0))
 	binary.BigEndian.PutUint64(b[hdrLen:hdrLen+8], seq)
 	sum := t.tmplSum + uint32(seq>>48) + uint32(seq>>32&0xffff) + uint32(seq>>16&0xffff) + uint32(seq&0xffff)
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(b[ethLen+ipLen+6:], ^uint16(sum))
+	binary.BigEndian.PutUint16(b[ethLen+ipLen+6:], fold(sum))
 }
 
 // buildFull writes frame number seq into b (len(b) = FrameBytes) from
@@ -293,15 +290,10 @@ func as4(a netip.Addr) [4]byte {
 
 // Checksum returns the Internet checksum (RFC 1071) of b, starting from the
 // partial sum initial. A correct header sums to 0.
-func Checksum(b []byte, initial uint32) uint16 {
-	sum := initial
-	for len(b) >= 2 {
-		sum += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
+func Checksum(b []byte, initial uint32) uint16 { return fold(rawSum(b, initial)) }
+
+// fold is the checksum of a raw sum: folded to 16 bits, complemented.
+func fold(sum uint32) uint16 {
 	for sum>>16 != 0 {
 		sum = sum&0xffff + sum>>16
 	}
