@@ -22,6 +22,20 @@ type event struct {
 	gen  uint32 // link epoch (evArrive) or timer generation (evTimer)
 	kind evKind
 	fcs  bool // evArrive: the frame was corrupted on the wire (bad FCS)
+	// inOrder marks an evArrive that heads its link direction's in-order
+	// arrivals: when it fires, the next of them takes its place.
+	inOrder bool
+}
+
+// arrival is an in-order packet arrival waiting behind its link direction's
+// head (the event in the heap): the event it becomes, without the fields
+// every arrival of the direction shares.
+type arrival struct {
+	at  int64
+	seq uint64
+	pkt *Packet
+	gen uint32
+	fcs bool
 }
 
 func (a *event) less(b *event) bool {
@@ -58,7 +72,22 @@ func (h *eventHeap) pop() event {
 	h.ev[0] = h.ev[n]
 	h.ev[n] = event{} // drop references for the GC
 	h.ev = h.ev[:n]
-	i := 0
+	h.down(0)
+	return top
+}
+
+// replaceTop returns the earliest event and puts e in its place: a pop and
+// a push in one pass down the heap.
+func (h *eventHeap) replaceTop(e event) event {
+	top := h.ev[0]
+	h.ev[0] = e
+	h.down(0)
+	return top
+}
+
+// down moves the event at i down to its place.
+func (h *eventHeap) down(i int) {
+	n := len(h.ev)
 	for {
 		first := 4*i + 1
 		if first >= n {
@@ -80,5 +109,4 @@ func (h *eventHeap) pop() event {
 		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
 		i = m
 	}
-	return top
 }

@@ -229,13 +229,19 @@ type linkDir struct {
 	up    bool
 	epoch uint32
 
-	busyUntil int64 // when the transmitter has sent all it holds
-	rem       int64 // carried remainder of serialization, in bit·ns units over bps
-	q         []queued
-	qHead     int
+	busyUntil int64         // when the transmitter has sent all it holds
+	rem       int64         // carried remainder of serialization, in bit·ns units over bps
+	q         deque[queued] // waiting to start transmission
 	qBytes    int
 	lastArr   int64 // latest in-order arrival (jitter never reorders)
-	geBad     bool
+
+	// Arrivals in time order: the earliest is an event in the scheduler's
+	// heap (headQueued), the rest wait here, so the heap holds one event
+	// per busy direction instead of one per packet in flight.
+	inOrder    deque[arrival]
+	inOrderAt  int64 // the latest arrival scheduled in order
+	headQueued bool
+	geBad      bool
 
 	// Fault overlays, added to the configured values while a window is open.
 	extraLoss      float64
@@ -263,16 +269,9 @@ func (d *linkDir) limits() (pkts, bytes int) {
 }
 
 // drain forgets queue entries whose transmission has started by now.
-func (d *linkDir) drain(now int64) {
-	for d.qHead < len(d.q) && d.q[d.qHead].start <= now {
-		d.qBytes -= d.q[d.qHead].bytes
-		d.qHead++
-	}
-	if d.qHead == len(d.q) {
-		d.q, d.qHead = d.q[:0], 0
-	} else if d.qHead > 1024 && d.qHead*2 > len(d.q) {
-		n := copy(d.q, d.q[d.qHead:])
-		d.q, d.qHead = d.q[:n], 0
+func (d *linkDir) drain(now int64, bp *blockPool[queued]) {
+	for d.q.len() > 0 && d.q.front().start <= now {
+		d.qBytes -= d.q.pop(bp).bytes
 	}
 }
 
@@ -438,7 +437,8 @@ func (l *Link) SetUp(up bool) {
 		d.up = up
 		if !up {
 			d.epoch++
-			d.q, d.qHead, d.qBytes = d.q[:0], 0, 0
+			d.q.clear(&l.net.qBlocks)
+			d.qBytes = 0
 			d.busyUntil, d.rem = now, 0
 		}
 	}

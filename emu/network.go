@@ -70,6 +70,9 @@ type Network struct {
 	exts   []*extPort
 
 	events  eventHeap
+	qBlocks blockPool[queued]
+	aBlocks blockPool[arrival]
+	waiting int // arrivals in the directions' in-order deques
 	seq     uint64
 	now     int64
 	started bool
@@ -247,6 +250,44 @@ func (n *Network) schedule(e event) {
 	n.events.push(e)
 }
 
+// scheduleArrival schedules p's arrival at the far end of d at time at. An
+// arrival no earlier than the direction's previous in-order one joins its
+// in-order deque (or heads it, in the heap); an earlier one (reordered) is
+// an ordinary event. Either way events fire in (at, seq) order, as if all
+// were in the heap.
+func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
+	if at < d.inOrderAt {
+		n.schedule(event{at: at, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs})
+		return
+	}
+	d.inOrderAt = at
+	n.seq++
+	if !d.headQueued {
+		d.headQueued = true
+		n.events.push(event{at: at, seq: n.seq, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs, inOrder: true})
+		return
+	}
+	d.inOrder.push(arrival{at: at, seq: n.seq, pkt: p, gen: d.epoch, fcs: fcs}, &n.aBlocks)
+	n.waiting++
+}
+
+// pop removes the earliest event; when it heads a direction's in-order
+// arrivals, the next of them enters the heap in its place.
+func (n *Network) pop() event {
+	top := n.events.peek()
+	if !top.inOrder {
+		return n.events.pop()
+	}
+	d := n.dirs[top.idx]
+	if d.inOrder.len() == 0 {
+		d.headQueued = false
+		return n.events.pop()
+	}
+	a := d.inOrder.pop(&n.aBlocks)
+	n.waiting--
+	return n.events.replaceTop(event{at: a.at, seq: a.seq, kind: evArrive, idx: d.idx, gen: a.gen, pkt: a.pkt, fcs: a.fcs, inOrder: true})
+}
+
 // At schedules fn to run at run time at, on the run's goroutine, in order
 // with packet and timer events. Use it for faults and checks of your own.
 func (n *Network) At(at time.Duration, fn func()) {
@@ -336,12 +377,12 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		n.pool.Put(p)
 		return
 	}
-	d.drain(now)
+	d.drain(now, &n.qBlocks)
 	start := now
 	if d.busyUntil > now {
 		start = d.busyUntil
 		maxPkts, maxBytes := d.limits()
-		qp := len(d.q) - d.qHead
+		qp := d.q.len()
 		if (maxPkts > 0 && qp+1 > maxPkts) || (maxBytes > 0 && d.qBytes+size > maxBytes) {
 			st.Drops.Queue++
 			n.pool.Put(p)
@@ -350,7 +391,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		if d.cfg.ECNThresholdBytes > 0 && d.qBytes > d.cfg.ECNThresholdBytes && markECN(p.Bytes()) {
 			st.ECNMarked++
 		}
-		d.q = append(d.q, queued{start: start, bytes: size})
+		d.q.push(queued{start: start, bytes: size}, &n.qBlocks)
 		d.qBytes += size
 		if qp+1 > st.QueueHighWaterPackets {
 			st.QueueHighWaterPackets = qp + 1
@@ -382,9 +423,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		arr += int64(rd)
 		st.Reordered++
 	} else {
-		if arr < d.lastArr {
-			arr = d.lastArr
-		}
+		arr = max(arr, d.lastArr)
 		d.lastArr = arr
 	}
 	pc := im.Corrupt
@@ -401,10 +440,10 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		flipBit(d, p)
 		st.Corrupted++
 	}
-	n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs})
+	n.scheduleArrival(d, arr, p, fcs)
 	if d.chance(either(im.Duplicate, d.extraDuplicate)) {
 		st.Duplicated++
-		n.schedule(event{at: arr, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: n.pool.Clone(p), fcs: fcs})
+		n.scheduleArrival(d, arr, n.pool.Clone(p), fcs)
 	}
 }
 
@@ -454,7 +493,7 @@ func (n *Network) dispatch(e *event) {
 			if nx.at != e.at || nx.kind != evArrive || nx.idx != e.idx || nx.gen != d.epoch || nx.fcs {
 				break
 			}
-			x := n.events.pop()
+			x := n.pop()
 			n.Events++
 			d.stats.DeliveredPackets++
 			d.stats.DeliveredBytes += uint64(x.pkt.Len())
@@ -519,7 +558,7 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 	n.start()
 	dl := int64(deadline)
 	for n.events.Len() > 0 && n.events.peek().at <= dl {
-		e := n.events.pop()
+		e := n.pop()
 		n.now = e.at
 		n.dispatch(&e)
 	}
@@ -537,4 +576,4 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 }
 
 // Pending returns the number of scheduled events.
-func (n *Network) Pending() int { return n.events.Len() }
+func (n *Network) Pending() int { return n.events.Len() + n.waiting }

@@ -3,6 +3,9 @@ package emu
 import (
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/inabox/inabox/internal/hugemem"
 )
 
 // DefaultHeadroom is the number of bytes kept free in front of a packet's data
@@ -27,9 +30,10 @@ type Packet struct {
 	// held are the packet's buffers by size class (its pool's classes; nil
 	// until first needed): a packet starts in the smallest and moves up
 	// the first time a frame needs more room, keeping what it has.
-	held  [numClasses][]byte
-	class int
+	held  [numClasses]*byte // first byte; the length is the pool's class size
+	class int8
 	pool  *Pool
+	next  *Packet // on its pool's free list
 
 	// Port is the ingress port number of the node that received the packet.
 	Port int
@@ -64,16 +68,17 @@ func (p *Packet) grow(need int) {
 	if p.pool == nil {
 		return
 	}
-	for c := p.class + 1; c < numClasses; c++ {
+	for c := int(p.class) + 1; c < numClasses; c++ {
 		size := p.pool.classes[c]
 		if size <= len(p.buf) || (size < need && c < numClasses-1) {
 			continue
 		}
 		if p.held[c] == nil {
-			p.held[c] = make([]byte, size)
+			p.held[c] = &make([]byte, size)[0]
 		}
-		copy(p.held[c][:p.end], p.buf[:p.end])
-		p.buf, p.class = p.held[c], c
+		b := unsafe.Slice(p.held[c], size)
+		copy(b[:p.end], p.buf[:p.end])
+		p.buf, p.class = b, int8(c)
 		return
 	}
 }
@@ -81,7 +86,7 @@ func (p *Packet) grow(need int) {
 // shrink moves an empty packet back to its smallest buffer.
 func (p *Packet) shrink() {
 	if p.class != 0 {
-		p.buf, p.class = p.held[0], 0
+		p.buf, p.class = unsafe.Slice(p.held[0], p.pool.classes[0]), 0
 	}
 }
 
@@ -160,12 +165,27 @@ func (p *Packet) SetFrame(off, n int) {
 // the next size class (headroom + MediumFrame, then the pool's full size)
 // the first time a frame needs it (SetLen, SetFrame, Buffer), keeping the
 // buffers it has: a run of small frames touches small buffers only.
+//
+// The pool makes packets in blocks (their small buffers in one allocation,
+// advised for huge pages once large: internal/hugemem), each block twice the
+// last up to maxPoolBlock, and keeps every packet returned to it on a free
+// list, most recently returned first: a run's packets stay in memory for
+// its next burst (a garbage-collected pool would drop them at each
+// collection and touch fresh memory again).
 type Pool struct {
 	headroom int
 	size     int // headroom + the largest frame
 	classes  [numClasses]int
-	pool     sync.Pool
+	mu       sync.Mutex
+	free     *Packet // the free list, linked by Packet.next
+	block    int     // packets in the next block
 }
+
+// The number of packets in a pool's first block and the most in one.
+const (
+	minPoolBlock = 64
+	maxPoolBlock = 65536
+)
 
 // The frame sizes of a pool's buffer classes below its full size:
 // SmallFrame holds an INA frame of 64 values (358 bytes) or a short RoCE
@@ -180,15 +200,39 @@ const (
 // NewPool returns a pool of packets with the given headroom and maximum frame
 // size in bytes.
 func NewPool(headroom, maxFrame int) *Pool {
-	p := &Pool{headroom: headroom, size: headroom + maxFrame}
+	p := &Pool{headroom: headroom, size: headroom + maxFrame, block: minPoolBlock}
 	p.classes = [numClasses]int{min(p.size, headroom+SmallFrame), min(p.size, headroom+MediumFrame), p.size}
-	p.pool.New = func() any {
-		pk := &Packet{pool: p}
-		pk.held[0] = make([]byte, p.classes[0])
-		pk.buf = pk.held[0]
-		return pk
-	}
 	return p
+}
+
+// get takes a packet off the free list, making a block of them if it is
+// empty.
+func (pl *Pool) get() *Packet {
+	pl.mu.Lock()
+	if pl.free == nil {
+		pl.refill()
+	}
+	p := pl.free
+	pl.free, p.next = p.next, nil
+	pl.mu.Unlock()
+	return p
+}
+
+// refill puts a block of new packets on the free list; pl.mu is held.
+func (pl *Pool) refill() {
+	k := pl.block
+	pl.block = min(2*k, maxPoolBlock)
+	pks := hugemem.Make[Packet](k)
+	c := pl.classes[0]
+	slab := hugemem.Make[byte](k * c)
+	for i := range pks {
+		pk := &pks[i]
+		pk.pool = pl
+		pk.buf = slab[i*c : (i+1)*c : (i+1)*c]
+		pk.held[0] = &pk.buf[0]
+		pk.next = pl.free
+		pl.free = pk
+	}
 }
 
 // Headroom returns the headroom of packets from this pool.
@@ -199,7 +243,7 @@ func (pl *Pool) MaxFrame() int { return pl.size - pl.headroom }
 
 // Get returns an empty packet with the pool's headroom. The caller owns it.
 func (pl *Pool) Get() *Packet {
-	p := pl.pool.Get().(*Packet)
+	p := pl.get()
 	p.Reset(pl.headroom)
 	return p
 }
@@ -210,12 +254,15 @@ func (pl *Pool) Put(p *Packet) {
 		return
 	}
 	p.pool = pl
-	pl.pool.Put(p)
+	pl.mu.Lock()
+	p.next = pl.free
+	pl.free = p
+	pl.mu.Unlock()
 }
 
 // Clone returns a copy of p from the pool, with the same headroom and metadata.
 func (pl *Pool) Clone(p *Packet) *Packet {
-	c := pl.pool.Get().(*Packet)
+	c := pl.get()
 	c.shrink()
 	c.off, c.end = 0, 0
 	if p.off+p.Len() > len(c.buf) {

@@ -324,7 +324,7 @@ loop:
 			if !due {
 				break
 			}
-			e := n.events.pop()
+			e := n.pop()
 			if late := time.Duration(now - e.at); late > rt.stats.MaxLate {
 				rt.stats.MaxLate = late
 			}
