@@ -124,8 +124,9 @@ type psAR struct {
 	fallbacks  uint32
 	inaResults uint32
 	reallocAt  time.Duration
-	// res holds the chunks' result copies.
-	res Slab
+	// res holds the chunks' result copies, sums their partial sums.
+	res  Slab[byte]
+	sums Slab[int32]
 }
 
 type psChunk struct {
@@ -390,7 +391,7 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 			p.toSwitch(env, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: j.id, AllReduce: a.id, Want: a.plan.INA, Chunks: a.chunks, Exact: true})
 		}
 		if c.sum == nil {
-			c.sum = make([]int32, h.Count())
+			c.sum = a.sums.Take(h.Count())
 			c.exp = h.Exponent()
 		}
 		if h.Exponent() > c.exp {

@@ -5,7 +5,7 @@ import "testing"
 // Take hands out zeroed, disjoint slices whose capacity is their length,
 // one allocation per block.
 func TestSlab(t *testing.T) {
-	var s Slab
+	var s Slab[byte]
 	a, b := s.Take(10), s.Take(20)
 	for i := range a {
 		a[i] = 0xff
@@ -21,5 +21,9 @@ func TestSlab(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(1000, func() { s.Take(300) }); n > 0.01 {
 		t.Errorf("%.3f allocations per 300-byte take, want 1 per %d bytes", n, SlabBlock)
+	}
+	var w Slab[int32]
+	if x := w.Take(3); len(x) != 3 || cap(x) != 3 || cap(w.buf) != SlabBlock/4-3 {
+		t.Errorf("int32 slab: take %d/%d, block left %d, want %d", len(x), cap(x), cap(w.buf), SlabBlock/4-3)
 	}
 }

@@ -57,7 +57,7 @@ type psJob struct {
 	// chunkSlab hands out chunk records in blocks of chunkBlock, acks
 	// their ACK payloads, so a chunk costs no allocation of its own.
 	chunkSlab []psChunk
-	acks      host.Slab
+	acks      host.Slab[byte]
 }
 
 // chunkBlock is the chunk records of one block of a job's chunkSlab.

@@ -14,7 +14,7 @@ import (
 // the send queue waits here), transmission and timers (key = QP index).
 type qpSet struct {
 	qps     []*rdma.QP
-	backlog [][]rdma.WorkRequest
+	backlog []fifo[rdma.WorkRequest]
 	timers  []rdma.QPTimer
 }
 
@@ -32,12 +32,40 @@ func rcQP(tpl rdma.Config, local rdma.Endpoint, qpn uint32, remote host.Peer) (*
 
 func (s *qpSet) add(q *rdma.QP) int {
 	s.qps = append(s.qps, q)
-	s.backlog = append(s.backlog, nil)
+	s.backlog = append(s.backlog, fifo[rdma.WorkRequest]{})
 	s.timers = append(s.timers, rdma.QPTimer{})
 	return len(s.qps) - 1
 }
 
-func (s *qpSet) post(i int, wr rdma.WorkRequest) { s.backlog[i] = append(s.backlog[i], wr) }
+func (s *qpSet) post(i int, wr rdma.WorkRequest) { s.backlog[i].push(wr) }
+
+// fifo is a queue in one slice that it reuses: what is popped is reclaimed
+// once it is at least half the slice, so each entry moves O(1) times on
+// average and a queue that keeps its size allocates nothing.
+type fifo[T any] struct {
+	v    []T
+	head int
+}
+
+func (q *fifo[T]) push(x T)  { q.v = append(q.v, x) }
+func (q *fifo[T]) len() int  { return len(q.v) - q.head }
+func (q *fifo[T]) front() *T { return &q.v[q.head] }
+
+func (q *fifo[T]) pop() T {
+	x := q.v[q.head]
+	var zero T
+	q.v[q.head] = zero
+	q.head++
+	switch {
+	case q.head == len(q.v):
+		q.v, q.head = q.v[:0], 0
+	case q.head >= 32 && 2*q.head >= len(q.v):
+		n := copy(q.v, q.v[q.head:])
+		clear(q.v[n:])
+		q.v, q.head = q.v[:n], 0
+	}
+	return x
+}
 
 func (s *qpSet) start() {
 	clear(s.timers)
@@ -71,17 +99,12 @@ func (s *qpSet) timer(now time.Duration, key uint64) int {
 // flush posts backlogs, sends every QP's frames and re-arms timers.
 func (s *qpSet) flush(env *emu.Env) {
 	for i, q := range s.qps {
-		bl := s.backlog[i]
-		k := 0
-		for k < len(bl) && q.Outstanding() < sqDepth {
-			if q.PostSend(bl[k]) != nil {
+		bl := &s.backlog[i]
+		for bl.len() > 0 && q.Outstanding() < sqDepth {
+			if q.PostSend(*bl.front()) != nil {
 				break
 			}
-			k++
-		}
-		if k > 0 {
-			clear(bl[:k])
-			s.backlog[i] = bl[k:]
+			bl.pop()
 		}
 		rdma.FlushQP(env, 0, q, uint64(i), &s.timers[i])
 	}
@@ -420,6 +443,12 @@ type RingWorker struct {
 	// cost the ring 25 % over its bound in ACKs alone).
 	out           []byte
 	outN, maxRecs int
+	// sent are the posted messages not yet completed, oldest first (RC
+	// completes sends in posting order); spare are buffers to fill again;
+	// vals holds one record's values.
+	sent  fifo[[]byte]
+	spare [][]byte
+	vals  []int32
 }
 
 // RingConfig configures a ring worker: its QP RightQPN to Right (the next
@@ -499,7 +528,11 @@ func (w *RingWorker) begin() {
 // filled, and sends it when full.
 func (w *RingWorker) sendSeg(step int, c uint32, vals []int32, e int8) {
 	if w.out == nil {
-		w.out = make([]byte, 0, w.maxRecs*(inahdr.Len+4*w.Values()))
+		if k := len(w.spare); k > 0 {
+			w.out, w.spare = w.spare[k-1][:0], w.spare[:k-1]
+		} else {
+			w.out = make([]byte, 0, w.maxRecs*(inahdr.Len+4*w.Values()))
+		}
 	}
 	off := len(w.out)
 	w.out = w.out[:off+inahdr.Len+4*len(vals)]
@@ -520,6 +553,7 @@ func (w *RingWorker) flushSegs() {
 		return
 	}
 	w.qs.post(0, rdma.WorkRequest{Data: w.out})
+	w.sent.push(w.out)
 	w.out, w.outN = nil, 0
 }
 
@@ -529,6 +563,11 @@ func (w *RingWorker) drain(i int) {
 		c, ok := q.PollCompletion()
 		if !ok {
 			return
+		}
+		if c.Opcode == rdma.CompSend && i == 0 && w.sent.len() > 0 {
+			// The message is acknowledged: its buffer can be filled again.
+			w.spare = append(w.spare, w.sent.pop())
+			continue
 		}
 		if c.Opcode == rdma.CompRecv {
 			h, ok := inaHeader(c.Data)
@@ -572,7 +611,10 @@ func (w *RingWorker) record(h inahdr.Header) {
 		return
 	}
 	step := int(h.Worker())
-	vals := make([]int32, hi-lo)
+	if cap(w.vals) < hi-lo {
+		w.vals = make([]int32, V)
+	}
+	vals := w.vals[:hi-lo] // copied by sendSeg and StoreValues
 	for x := range vals {
 		vals[x] = h.Value(x)
 	}
