@@ -2,6 +2,7 @@ package sw
 
 import (
 	"errors"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -80,6 +81,8 @@ type Switch struct {
 	r     regs
 	cache [maxCachePorts]workerCache // last ina_worker hit per port
 	meta  []pmeta
+	// passShift is log2(ValuesPerPass) if that is a power of two, else -1.
+	passShift int
 
 	stats      Stats
 	ports      []PortStats
@@ -115,7 +118,10 @@ func New(cfg Config) (*Switch, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Switch{cfg: cfg}
+	s := &Switch{cfg: cfg, passShift: -1}
+	if v := cfg.ValuesPerPass; v&(v-1) == 0 {
+		s.passShift = bits.TrailingZeros(uint(v))
+	}
 	s.initTables()
 	n := cfg.Slots
 	s.r = regs{

@@ -588,3 +588,21 @@ func TestLaneKernels(t *testing.T) {
 		}
 	}
 }
+
+func TestAggModIsMod(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var a aggMod
+	for _, n := range []int{1, 2, 3, 7, 64, 1000, 4096, 4097, 65535, 65536, 1 << 20, 1<<31 - 1, 1 << 31, 1<<32 - 1} {
+		for _, stride := range []int{1, 3, 4} {
+			xs := []uint32{0, 1, uint32(n - 1), uint32(n), uint32(n + 1), math.MaxUint32, math.MaxUint32 - 1}
+			for range 1000 {
+				xs = append(xs, r.Uint32())
+			}
+			for _, x := range xs {
+				if got, want := a.of(x, n*stride, stride), int(x%uint32(n)); got != want {
+					t.Fatalf("%d mod %d (stride %d): %d want %d", x, n, stride, got, want)
+				}
+			}
+		}
+	}
+}
