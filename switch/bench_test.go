@@ -99,6 +99,9 @@ func icrcRound(frames []Frame, workers int) {
 //	icrc-%pipe       share of the pipeline's time that the switch's ICRC work
 //	                 alone takes (icrcRound: one check per frame, one
 //	                 recomputation per result, timed apart; median rounds)
+//	%kernel-no-icrc  an estimate of %kernel-med if that ICRC work were free:
+//	                 the kernel's median round against the pipeline's less
+//	                 icrcRound's
 //	base-values/s    the former base (baseRound: a bounds-checked add loop)
 //	%base            pipeline rate as a percentage of the former base's
 //
@@ -186,6 +189,7 @@ func BenchmarkPipeline(b *testing.B) {
 			b.ReportMetric(100*tKernel.Seconds()/tPipe.Seconds(), "%kernel")
 			b.ReportMetric(100*mk.Seconds()/mp.Seconds(), "%kernel-med")
 			b.ReportMetric(100*mi.Seconds()/mp.Seconds(), "icrc-%pipe")
+			b.ReportMetric(100*mk.Seconds()/(mp-mi).Seconds(), "%kernel-no-icrc")
 			b.ReportMetric(n/tBase.Seconds(), "base-values/s")
 			b.ReportMetric(100*tBase.Seconds()/tPipe.Seconds(), "%base")
 		})
