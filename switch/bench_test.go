@@ -3,6 +3,7 @@ package sw
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,9 +11,50 @@ import (
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// baseRound is the base: a plain int32 add loop over the same packets
-// (big-endian decode + add into one accumulator per chunk), with the same
-// per-round chunk renumbering and payload restore as the pipeline run.
+// kernelAdd is the anchor of BenchmarkPipeline: the machine's rate of
+// adding big-endian int32 values into int32 accumulators, acc += p
+// (wrapping, no overflow check). It is 16-wide unrolled, and its inner
+// loop has no bounds checks (fixed-size array pointers). It is independent
+// of the switch's own value lanes (lanes.go), which it measures.
+func kernelAdd(acc []int32, p []byte) {
+	for len(acc) >= 16 && len(p) >= 64 {
+		a, q := (*[16]int32)(acc), (*[64]byte)(p)
+		a[0] += int32(binary.BigEndian.Uint32(q[0:]))
+		a[1] += int32(binary.BigEndian.Uint32(q[4:]))
+		a[2] += int32(binary.BigEndian.Uint32(q[8:]))
+		a[3] += int32(binary.BigEndian.Uint32(q[12:]))
+		a[4] += int32(binary.BigEndian.Uint32(q[16:]))
+		a[5] += int32(binary.BigEndian.Uint32(q[20:]))
+		a[6] += int32(binary.BigEndian.Uint32(q[24:]))
+		a[7] += int32(binary.BigEndian.Uint32(q[28:]))
+		a[8] += int32(binary.BigEndian.Uint32(q[32:]))
+		a[9] += int32(binary.BigEndian.Uint32(q[36:]))
+		a[10] += int32(binary.BigEndian.Uint32(q[40:]))
+		a[11] += int32(binary.BigEndian.Uint32(q[44:]))
+		a[12] += int32(binary.BigEndian.Uint32(q[48:]))
+		a[13] += int32(binary.BigEndian.Uint32(q[52:]))
+		a[14] += int32(binary.BigEndian.Uint32(q[56:]))
+		a[15] += int32(binary.BigEndian.Uint32(q[60:]))
+		acc, p = acc[16:], p[64:]
+	}
+	for i := range acc {
+		acc[i] += int32(binary.BigEndian.Uint32(p[4*i:]))
+	}
+}
+
+// kernelRound runs kernelAdd over the values of every frame of a batch, the
+// frames of chunk c (workers of them) into accumulator c.
+func kernelRound(frames []Frame, acc []int32, nv, workers int) {
+	for i := range frames {
+		c := i / workers
+		kernelAdd(acc[c*nv:(c+1)*nv], frames[i].Data[54+inahdr.Len:54+inahdr.Len+4*nv])
+	}
+}
+
+// baseRound is the former base: a plain, bounds-checked int32 add loop
+// over the same packets (per-element big-endian decode + add into one
+// accumulator per chunk), with a per-round chunk renumbering and payload
+// restore.
 func baseRound(frames []Frame, orig [][]byte, acc []int32, chunk uint32, nv, workers int) {
 	for i := range frames {
 		h := inahdr.Header(frames[i].Data[54:])
@@ -28,16 +70,45 @@ func baseRound(frames []Frame, orig [][]byte, acc []int32, chunk uint32, nv, wor
 	}
 }
 
+// icrcRound is the ICRC work the switch does for one batch of the
+// benchmark: a check of every frame (parse) and a recomputation per
+// result (Egress). It is timed alone to show what share of the pipeline's
+// time the ICRC takes.
+func icrcRound(frames []Frame, workers int) {
+	for i := range frames {
+		_ = rdma.CheckICRC(frames[i].Data)
+		if i%workers == workers-1 {
+			_ = rdma.SetICRC(frames[i].Data)
+		}
+	}
+}
+
 // BenchmarkPipeline measures aggregated values per second per core through
-// Process (8 workers, hashed stage, batches of 32 frames, one Egress per
-// result for its ICRC) against a plain int32 add loop over the same payload
-// bytes (big-endian decode + add into an accumulator), the base. Both
-// restore the completing packets' payloads each round, since the pipeline
-// overwrites them with the result. The values=N benchmark interleaves a base
-// round with every pipeline round (so machine noise hits both alike) and
-// reports values/s (pipeline), base-values/s and %base = pipeline rate as a
-// percentage of the base rate (goal >= 50); its ns/op covers both rounds.
-// values=N/base=add-loop runs the base alone.
+// Process (8 workers, hashed stage, batches of 32 frames: 4 chunks, one
+// Egress per result) against the anchor, kernelAdd: an unrolled,
+// bounds-check-free add of the same frames' big-endian values into one
+// int32 accumulator per chunk. The values=N benchmark interleaves a kernel
+// round (and the other references below) with every pipeline round, so
+// machine noise hits them alike, and reports:
+//
+//	values/s         the pipeline (Process + Egress of the results)
+//	kernel-values/s  the anchor, kernelAdd over the same frames
+//	%kernel          pipeline rate as a percentage of the kernel's (goal >= 50)
+//	%kernel-med      the same from the median round times of the last
+//	                 4096 rounds (robust to the preemption of a shared machine)
+//	icrc-%pipe       share of the pipeline's time that the switch's ICRC work
+//	                 alone takes (icrcRound: one check per frame, one
+//	                 recomputation per result, timed apart; median rounds)
+//	%kernel-no-icrc  an estimate of %kernel-med if that ICRC work were free:
+//	                 the kernel's median round against the pipeline's less
+//	                 icrcRound's
+//	base-values/s    the former base (baseRound: a bounds-checked add loop)
+//	%base            pipeline rate as a percentage of the former base's
+//
+// The hosts' part is not timed: restoring the payloads the results
+// overwrote, the next chunk numbers and each frame's ICRC. ns/op covers
+// every round. values=N/kernel and values=N/base=add-loop run a reference
+// alone.
 func BenchmarkPipeline(b *testing.B) {
 	for _, nv := range []int{64, 256} {
 		const workers, chunks = 8, 4 // 32 frames per batch
@@ -67,9 +138,13 @@ func BenchmarkPipeline(b *testing.B) {
 			frames, orig, s := mk()
 			bframes, borig, _ := mk()
 			acc := make([]int32, chunks*nv)
+			kacc := make([]int32, chunks*nv)
 			ms := s.AppendMembers(nil, 1)
 			chunk := uint32(0)
-			var tPipe, tBase time.Duration
+			var tPipe, tKernel, tBase time.Duration
+			const keep = 4096 // rounds kept for the medians
+			rp, rk, ri := make([]time.Duration, keep), make([]time.Duration, keep), make([]time.Duration, keep)
+			rounds := 0
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
@@ -77,8 +152,10 @@ func BenchmarkPipeline(b *testing.B) {
 				// The hosts' part, not timed: the next chunks, each frame
 				// with its ICRC (the switch checks it).
 				for i := range frames {
-					h := inahdr.Header(frames[i].Data[54:])
-					h.SetChunk(chunk + uint32(i/workers))
+					if frames[i].Action == ActMulticast { // a result: restore the contribution
+						copy(frames[i].Data, orig[i])
+					}
+					inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/workers))
 					_ = rdma.SetICRC(frames[i].Data)
 				}
 				t0 := time.Now()
@@ -86,30 +163,82 @@ func BenchmarkPipeline(b *testing.B) {
 				for i := range frames {
 					if frames[i].Action == ActMulticast {
 						s.Egress(frames[i].Data, ms[0])
-						copy(frames[i].Data, orig[i])
 					}
 				}
 				t1 := time.Now()
+				kernelRound(bframes, kacc, nv, workers)
+				t2 := time.Now()
+				icrcRound(bframes, workers)
+				t3 := time.Now()
 				baseRound(bframes, borig, acc, chunk, nv, workers)
-				tBase += time.Since(t1)
+				t4 := time.Now()
 				tPipe += t1.Sub(t0)
+				tKernel += t2.Sub(t1)
+				tBase += t4.Sub(t3)
+				rp[rounds%keep], rk[rounds%keep], ri[rounds%keep] = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
+				rounds++
+			}
+			k := min(rounds, keep)
+			mp, mk, mi := median(rp[:k]), median(rk[:k]), median(ri[:k])
+			if st := s.Stats(); st.ByReason[ReasonResult] != uint64(b.N*chunks) {
+				b.Fatalf("%d results for %d chunks: %v", st.ByReason[ReasonResult], b.N*chunks, st.ByReason)
 			}
 			n := float64(b.N) * float64(len(frames)*nv)
 			b.ReportMetric(n/tPipe.Seconds(), "values/s")
+			b.ReportMetric(n/tKernel.Seconds(), "kernel-values/s")
+			b.ReportMetric(100*tKernel.Seconds()/tPipe.Seconds(), "%kernel")
+			b.ReportMetric(100*mk.Seconds()/mp.Seconds(), "%kernel-med")
+			b.ReportMetric(100*mi.Seconds()/mp.Seconds(), "icrc-%pipe")
+			b.ReportMetric(100*mk.Seconds()/(mp-mi).Seconds(), "%kernel-no-icrc")
 			b.ReportMetric(n/tBase.Seconds(), "base-values/s")
 			b.ReportMetric(100*tBase.Seconds()/tPipe.Seconds(), "%base")
+		})
+		b.Run(fmt.Sprintf("values=%d/kernel", nv), func(b *testing.B) {
+			frames, _, _ := mk()
+			acc := make([]int32, chunks*nv)
+			b.ReportAllocs()
+			for b.Loop() {
+				kernelRound(frames, acc, nv, workers)
+			}
+			b.ReportMetric(float64(b.N)*float64(len(frames)*nv)/b.Elapsed().Seconds(), "values/s")
 		})
 		b.Run(fmt.Sprintf("values=%d/base=add-loop", nv), func(b *testing.B) {
 			frames, orig, _ := mk()
 			acc := make([]int32, chunks*nv)
 			chunk := uint32(0)
 			b.ReportAllocs()
-			b.ResetTimer()
 			for b.Loop() {
 				chunk += chunks
 				baseRound(frames, orig, acc, chunk, nv, workers)
 			}
 			b.ReportMetric(float64(b.N)*float64(len(frames)*nv)/b.Elapsed().Seconds(), "values/s")
 		})
+	}
+}
+
+// median sorts d and returns its median.
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// TestKernelAdd checks the anchor against a plain loop.
+func TestKernelAdd(t *testing.T) {
+	for _, n := range []int{0, 1, 15, 16, 17, 64, 77} {
+		p := make([]byte, 4*n)
+		for i := range p {
+			p[i] = byte(i*37 + 11)
+		}
+		acc, want := make([]int32, n), make([]int32, n)
+		for i := range acc {
+			acc[i] = int32(i * -1000003)
+			want[i] = acc[i] + int32(binary.BigEndian.Uint32(p[4*i:]))
+		}
+		kernelAdd(acc, p)
+		for i := range acc {
+			if acc[i] != want[i] {
+				t.Fatalf("n=%d lane %d: %d, want %d", n, i, acc[i], want[i])
+			}
+		}
 	}
 }

@@ -33,14 +33,12 @@ const (
 
 func (s *Switch) initTables() {
 	s.t = tables{
-		workers:  map[workerKey]WorkerEntry{},
-		pools:    map[uint16]*Pool{},
-		stages:   map[int]SlotStage{},
-		rewrites: map[uint16]*Rewrite{},
-		groups:   map[uint16][]int{},
-		members:  map[uint16][]McastMember{},
-		l2:       map[[6]byte]int{},
-		l2Def:    -1,
+		workers: map[workerKey]WorkerEntry{},
+		pools:   map[uint16]*Pool{},
+		stages:  map[int]SlotStage{},
+		groups:  map[uint16][]int{},
+		l2:      map[[6]byte]int{},
+		l2Def:   -1,
 	}
 	s.t.stages[StageStatic] = Static{}
 	s.t.stages[StageHashed] = Hashed{}
@@ -192,6 +190,9 @@ func (s *Switch) SetRewrite(rid uint16, r Rewrite) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rr := r
+	if int(rid) >= len(s.t.rewrites) {
+		s.t.rewrites = append(s.t.rewrites, make([]*Rewrite, int(rid)+1-len(s.t.rewrites))...)
+	}
 	s.t.rewrites[rid] = &rr
 }
 
@@ -256,6 +257,9 @@ func (s *Switch) rebuildMembers(group uint16) {
 		for _, p := range n.ports {
 			ms = append(ms, McastMember{RID: n.rid, Port: p})
 		}
+	}
+	if int(group) >= len(s.t.members) {
+		s.t.members = append(s.t.members, make([][]McastMember, int(group)+1-len(s.t.members))...)
 	}
 	s.t.members[group] = ms
 }

@@ -54,7 +54,7 @@ func (s *Switch) deparse(f *Frame, m *pmeta) {
 		port := v.port
 		if v.toSender {
 			port = f.InPort
-			if rw := s.t.rewrites[m.from.rid]; rw != nil {
+			if rw := s.rewrite(m.from.rid); rw != nil {
 				applyRewrite(f.Data, rw)
 			}
 		} else if port < 0 { // a preempted partial sum whose job is gone

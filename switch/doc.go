@@ -23,9 +23,10 @@
 //	           which are counted and charged to pipeline capacity
 //	deparse    flags, bitmap and result into the packet; IPv4 checksum; ICRC
 //
-// Each stage runs over the whole batch before the next starts; within a
-// stage packets are handled in arrival order, so the result equals running
-// packets one at a time. Nothing allocates per packet.
+// The result is that of each stage running over the whole batch before the
+// next starts, packets in arrival order within a stage, which equals
+// running packets one at a time (Process takes parse to slot, then values
+// and deparse, frame by frame in two passes). Nothing allocates per packet.
 //
 // Register arrays follow the hardware's rules: each array is accessed once
 // per packet pass (one RegisterAction), values saturate (int32) and set a

@@ -9,7 +9,18 @@ import (
 func (s *Switch) AppendMembers(dst []McastMember, g uint16) []McastMember {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append(dst, s.t.members[g]...)
+	if int(g) < len(s.t.members) {
+		dst = append(dst, s.t.members[g]...)
+	}
+	return dst
+}
+
+// rewrite returns the egress rewrite of replication id rid, or nil.
+func (s *Switch) rewrite(rid uint16) *Rewrite {
+	if int(rid) < len(s.t.rewrites) {
+		return s.t.rewrites[rid]
+	}
+	return nil
 }
 
 // Egress finishes one replica of an ActMulticast frame for member m: it
@@ -17,7 +28,7 @@ func (s *Switch) AppendMembers(dst []McastMember, g uint16) []McastMember {
 // checksum and recomputes the ICRC. It allocates nothing.
 func (s *Switch) Egress(frame []byte, m McastMember) {
 	s.mu.Lock()
-	rw := s.t.rewrites[m.RID]
+	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
 	s.mu.Unlock()
 	if rw != nil {
@@ -33,7 +44,7 @@ func (s *Switch) Egress(frame []byte, m McastMember) {
 // AckReq cleared, IPv4 checksum and ICRC fixed.
 func (s *Switch) EgressUC(frame []byte, m McastMember) {
 	s.mu.Lock()
-	rw := s.t.rewrites[m.RID]
+	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
 	s.mu.Unlock()
 	if len(frame) < minRoCE {

@@ -50,6 +50,11 @@ type FreeINA struct {
 	pool   *Pool
 	used   []bool // per aggregator of the pool
 	leases map[uint32]*Lease
+	// hot is the lease the last packet found (hotKey its key): a batch's
+	// packets mostly belong to one all-reduce. Cleared whenever a lease
+	// is installed or removed.
+	hot    *Lease
+	hotKey uint32
 	now    time.Duration
 	stats  FreeINAStats
 }
@@ -186,6 +191,20 @@ func (f *FreeINA) take(l *Lease, first int) {
 	}
 	f.s.resetSlotsLocked(l.Base, l.Slots*f.pool.Stride)
 	f.leases[leaseKey(l.Job, l.AllReduce)] = l
+	f.hot = nil
+}
+
+// lease returns the lease of tag's all-reduce, or nil, for the data path.
+func (f *FreeINA) lease(tag Tag) *Lease {
+	k := leaseKey(tag.Job(), tag.AllReduce())
+	if f.hot != nil && f.hotKey == k {
+		return f.hot
+	}
+	l := f.leases[k]
+	if l != nil {
+		f.hot, f.hotKey = l, k
+	}
+	return l
 }
 
 // Renew returns the lease of (job, ar), if it has one, marked used at now
@@ -216,6 +235,7 @@ func (f *FreeINA) Free(job, ar uint16) bool {
 
 func (f *FreeINA) release(l *Lease) {
 	delete(f.leases, leaseKey(l.Job, l.AllReduce))
+	f.hot = nil
 	first := (l.Base - f.pool.Base) / f.pool.Stride
 	for i := first; i < first+l.Slots; i++ {
 		f.used[i] = false
@@ -297,5 +317,6 @@ func (f *FreeINA) Reset() {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	f.leases = map[uint32]*Lease{}
+	f.hot = nil
 	clear(f.used)
 }

@@ -5,12 +5,13 @@ import (
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// Pipeline stages (run over the whole batch, one after the other):
+// Pipeline stages, in two passes over the batch (Process):
 //
 //	parse     frame → INA header, value count, passes
 //	classify  ina_worker / ina_job / ina_pool, or l2_fwd / ipv4_lpm (forward.go)
 //	slot      the job's SlotStage: one RMW of each per-aggregator array
 //	          (stage.go, aggregator.go, stage_*.go)
+//	---
 //	values    per pass: one RMW of each value lane of one slot (values.go)
 //	deparse   header fields, IPv4 checksum, ICRC, verdict (deparse.go)
 
@@ -72,6 +73,14 @@ type carried struct {
 // Process runs a batch of frames through the pipeline and sets each frame's
 // verdict. It allocates nothing once the switch has seen a batch of this
 // size.
+//
+// The first pass takes each frame through parse, classify and its slot
+// stage; the second through the value stages and deparse. The result is
+// that of running each stage over the whole batch before the next: no
+// stage of the first pass reads what a later first-pass stage of an
+// earlier frame writes, and the same holds within the second pass. The
+// passes stay apart because a slot stage (resend) reads the overflow flag
+// that the value stages write.
 func (s *Switch) Process(batch []Frame) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,16 +91,13 @@ func (s *Switch) Process(batch []Frame) {
 	s.stats.Batches++
 	s.stats.Packets += uint64(len(batch))
 	for i := range batch {
-		s.parse(&batch[i], &meta[i])
-	}
-	for i := range batch {
-		s.classify(&batch[i], &meta[i])
-	}
-	for i := range batch { // slot stage: the job's SlotStage, or the PS's packet
-		switch m := &meta[i]; {
+		f, m := &batch[i], &meta[i]
+		s.parse(f, m)
+		s.classify(f, m)
+		switch { // slot stage: the job's SlotStage, or the PS's packet
 		case m.from.job == nil: // plain traffic, or dropped by parse / classify
 		case m.from.ps:
-			s.fromPS(&batch[i], m)
+			s.fromPS(f, m)
 		default:
 			m.from.job.stage.contribute(contribution{s, m})
 		}
@@ -100,8 +106,6 @@ func (s *Switch) Process(batch []Frame) {
 		if m := &meta[i]; m.agg.op != opNone {
 			s.valueStages(m)
 		}
-	}
-	for i := range batch {
 		s.deparse(&batch[i], &meta[i])
 	}
 }
@@ -157,7 +161,11 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 		return
 	}
 	m.pkt.count = h.Count()
-	m.pkt.passes = (m.pkt.count + s.cfg.ValuesPerPass - 1) / s.cfg.ValuesPerPass
+	if s.passShift >= 0 {
+		m.pkt.passes = (m.pkt.count + s.cfg.ValuesPerPass - 1) >> s.passShift
+	} else {
+		m.pkt.passes = (m.pkt.count + s.cfg.ValuesPerPass - 1) / s.cfg.ValuesPerPass
+	}
 	if m.pkt.passes > s.cfg.MaxPasses {
 		m.out.reason = ReasonTooLong
 	}

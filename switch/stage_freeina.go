@@ -33,7 +33,7 @@ func (f *FreeINA) Name() string { return "freeina" }
 // Locate implements SlotStage: chunk c of an all-reduce holding a lease
 // maps to aggregator c mod the lease's size; without a lease ok is false.
 func (f *FreeINA) Locate(j *Job, tag Tag) (int, bool) {
-	l := f.leases[leaseKey(tag.Job(), tag.AllReduce())]
+	l := f.lease(tag)
 	if l == nil || l.Slots == 0 {
 		return 0, false
 	}
@@ -44,7 +44,7 @@ func (f *FreeINA) Locate(j *Job, tag Tag) (int, bool) {
 func (f *FreeINA) contribute(c contribution) {
 	m := c.m
 	uc := m.pkt.uc
-	if l := f.leases[leaseKey(m.from.tag.Job(), m.from.tag.AllReduce())]; l != nil && m.from.tag.Chunk() >= l.Chunks {
+	if l := f.lease(m.from.tag); l != nil && m.from.tag.Chunk() >= l.Chunks {
 		// Beyond the all-reduce: it would alias a real chunk's aggregator.
 		m.from.job.stats.OutOfRange++
 		if m.pkt.rc { // the PS must still see the PSN

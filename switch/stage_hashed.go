@@ -1,6 +1,9 @@
 package sw
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"math/bits"
+)
 
 // Hashed is ATP's slot stage: aggregator = CRC32(job, all-reduce, chunk) mod
 // Aggregators() in a pool that jobs may share (with Job.Budget B:
@@ -28,14 +31,17 @@ func (st Hashed) contribute(c contribution) { c.contend(st) }
 // HashIndex is the aggregator hash shared with the P4 twin: CRC-32 (IEEE,
 // as v1model's HashAlgorithm.crc32 on BMv2) over the big-endian bytes of
 // job, all-reduce and chunk, modulo n.
-func HashIndex(tag Tag, n int) int {
+func HashIndex(tag Tag, n int) int { return int(tagCRC(tag) % uint32(n)) }
+
+// tagCRC is the CRC-32 (IEEE) of tag's 8 big-endian bytes.
+func tagCRC(tag Tag) uint32 {
 	// Slicing-by-8 over exactly 8 bytes: the eight table lookups are
 	// independent (crc32.ChecksumIEEE would make its argument escape).
 	t := uint64(tag)
 	c := ^uint32(0) ^ uint32(byte(t>>56)) ^ uint32(byte(t>>48))<<8 ^ uint32(byte(t>>40))<<16 ^ uint32(byte(t>>32))<<24
 	crc := crc8[7][byte(c)] ^ crc8[6][byte(c>>8)] ^ crc8[5][byte(c>>16)] ^ crc8[4][c>>24] ^
 		crc8[3][byte(t>>24)] ^ crc8[2][byte(t>>16)] ^ crc8[1][byte(t>>8)] ^ crc8[0][byte(t)]
-	return int(^crc % uint32(n))
+	return ^crc
 }
 
 // hashLocate is the head of tag's aggregator in j's pool by HashIndex: of
@@ -45,7 +51,28 @@ func hashLocate(j *Job, tag Tag) int {
 	if j.Budget > 0 {
 		tag = MakeTag(tag.Job(), 0, tag.Chunk()%uint32(j.Budget))
 	}
-	return p.Base + HashIndex(tag, p.Slots/p.Stride)*p.Stride
+	return p.Base + p.mod.of(tagCRC(tag), p.Slots, p.Stride)*p.Stride
+}
+
+// aggMod is a pool's x mod Aggregators() without a division: Lemire's
+// fastmod (exact for every 32-bit x and divisor), its multiplier
+// recomputed whenever the pool's Slots or Stride differ from the ones it
+// was made for.
+type aggMod struct {
+	slots, stride int
+	n             uint32
+	m             uint64
+}
+
+// of returns x mod slots/stride.
+func (a *aggMod) of(x uint32, slots, stride int) int {
+	if a.slots != slots || a.stride != stride {
+		a.slots, a.stride = slots, stride
+		a.n = uint32(slots / stride)
+		a.m = ^uint64(0)/uint64(a.n) + 1
+	}
+	hi, _ := bits.Mul64(a.m*uint64(x), uint64(a.n))
+	return int(hi)
 }
 
 // crc8[k][b] is the CRC-32 (IEEE, reflected) state contribution of byte b

@@ -2,6 +2,7 @@ package sw
 
 import (
 	"errors"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -59,7 +60,7 @@ type regs struct {
 	prio   []uint8
 	exp    []int8
 	ovf    []uint8
-	values []int32 // Slots*ValuesPerPass
+	values []uint32 // Slots*ValuesPerPass, in register form (regOf, lanes.go)
 }
 
 const maxCachePorts = 256
@@ -80,6 +81,8 @@ type Switch struct {
 	r     regs
 	cache [maxCachePorts]workerCache // last ina_worker hit per port
 	meta  []pmeta
+	// passShift is log2(ValuesPerPass) if that is a power of two, else -1.
+	passShift int
 
 	stats      Stats
 	ports      []PortStats
@@ -115,13 +118,19 @@ func New(cfg Config) (*Switch, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Switch{cfg: cfg}
+	s := &Switch{cfg: cfg, passShift: -1}
+	if v := cfg.ValuesPerPass; v&(v-1) == 0 {
+		s.passShift = bits.TrailingZeros(uint(v))
+	}
 	s.initTables()
 	n := cfg.Slots
 	s.r = regs{
 		owner: make([]Tag, n), bitmap: make([]uint32, n), count: make([]uint8, n),
 		state: make([]SlotState, n), span: make([]uint8, n), prio: make([]uint8, n),
-		exp: make([]int8, n), ovf: make([]uint8, n), values: make([]int32, n*cfg.ValuesPerPass),
+		exp: make([]int8, n), ovf: make([]uint8, n), values: make([]uint32, n*cfg.ValuesPerPass),
+	}
+	for i := range s.r.values {
+		s.r.values[i] = regOf(0)
 	}
 	for i := range s.r.span {
 		s.r.span[i] = 1
@@ -237,7 +246,10 @@ func (s *Switch) Values(dst []int32, i int) []int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.cfg.ValuesPerPass
-	return append(dst, s.r.values[i*v:(i+1)*v]...)
+	for _, r := range s.r.values[i*v : (i+1)*v] {
+		dst = append(dst, valueOf(r))
+	}
+	return dst
 }
 
 // ReadRegister reads a register by its P4 twin name (as in STF
@@ -266,7 +278,7 @@ func (s *Switch) ReadRegister(name string, idx int) (uint64, bool) {
 		return uint64(s.r.ovf[idx]), true
 	}
 	if lane, err := parseLane(name); err == nil && lane < s.cfg.ValuesPerPass {
-		return uint64(uint32(s.r.values[idx*s.cfg.ValuesPerPass+lane])), true
+		return uint64(uint32(valueOf(s.r.values[idx*s.cfg.ValuesPerPass+lane]))), true
 	}
 	return 0, false
 }

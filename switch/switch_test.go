@@ -522,12 +522,23 @@ func TestHashIndexIsCRC32(t *testing.T) {
 
 func TestLaneKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
+	regs := func(v []int32) []uint32 {
+		out := make([]uint32, len(v))
+		for i, x := range v {
+			out[i] = regOf(x)
+		}
+		return out
+	}
+	edge := []int32{math.MaxInt32, math.MinInt32, -1, 0, 1, math.MaxInt32 - 1, math.MinInt32 + 1}
 	for n := 0; n < 70; n++ {
 		reg, in := make([]int32, n), make([]int32, n)
 		for i := range reg {
 			reg[i], in[i] = int32(r.Uint32()), int32(r.Uint32())
-			if i%3 == 0 {
+			switch {
+			case i%3 == 0:
 				in[i] >>= 8 // mostly non-overflowing lanes, too
+			case i%7 == 1:
+				reg[i], in[i] = edge[r.IntN(len(edge))], edge[r.IntN(len(edge))]
 			}
 		}
 		pkt := make([]byte, 4*n)
@@ -543,24 +554,54 @@ func TestLaneKernels(t *testing.T) {
 			}
 			want[i] = int32(max(math.MinInt32, min(math.MaxInt32, s)))
 		}
-		got := append([]int32(nil), reg...)
+		got := regs(reg)
 		p := append([]byte(nil), pkt...)
 		if o := addReadBlock(got, p); o != anyOvf {
 			t.Fatalf("n=%d overflow %v want %v", n, o, anyOvf)
 		}
 		for i := range want {
-			if got[i] != want[i] || int32(binary.BigEndian.Uint32(p[4*i:])) != want[i] {
-				t.Fatalf("n=%d lane %d: %d want %d", n, i, got[i], want[i])
+			if valueOf(got[i]) != want[i] || int32(binary.BigEndian.Uint32(p[4*i:])) != want[i] {
+				t.Fatalf("n=%d lane %d: %d want %d", n, i, valueOf(got[i]), want[i])
 			}
 		}
-		w := make([]int32, n)
+		got = regs(reg)
+		if o := addBlock(got, pkt); o != anyOvf {
+			t.Fatalf("n=%d addBlock overflow %v want %v", n, o, anyOvf)
+		}
+		for i := range want {
+			if valueOf(got[i]) != want[i] {
+				t.Fatalf("n=%d addBlock lane %d: %d want %d", n, i, valueOf(got[i]), want[i])
+			}
+		}
+		w := make([]uint32, n)
 		writeBlock(w, pkt)
-		sw := append([]int32(nil), reg...)
+		rd := make([]byte, 4*n)
+		readBlock(regs(in), rd)
+		sw := regs(reg)
 		sp := append([]byte(nil), pkt...)
 		swapBlock(sw, sp)
 		for i := range in {
-			if w[i] != in[i] || sw[i] != in[i] || int32(binary.BigEndian.Uint32(sp[4*i:])) != reg[i] {
-				t.Fatalf("n=%d write/swap lane %d", n, i)
+			if valueOf(w[i]) != in[i] || valueOf(sw[i]) != in[i] || int32(binary.BigEndian.Uint32(sp[4*i:])) != reg[i] ||
+				int32(binary.BigEndian.Uint32(rd[4*i:])) != in[i] {
+				t.Fatalf("n=%d write/read/swap lane %d", n, i)
+			}
+		}
+	}
+}
+
+func TestAggModIsMod(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var a aggMod
+	for _, n := range []int{1, 2, 3, 7, 64, 1000, 4096, 4097, 65535, 65536, 1 << 20, 1<<31 - 1, 1 << 31, 1<<32 - 1} {
+		for _, stride := range []int{1, 3, 4} {
+			xs := []uint32{0, 1, uint32(n - 1), uint32(n), uint32(n + 1), math.MaxUint32, math.MaxUint32 - 1}
+			for range 1000 {
+				xs = append(xs, r.Uint32())
+			}
+			for _, x := range xs {
+				if got, want := a.of(x, n*stride, stride), int(x%uint32(n)); got != want {
+					t.Fatalf("%d mod %d (stride %d): %d want %d", x, n, stride, got, want)
+				}
 			}
 		}
 	}

@@ -13,6 +13,7 @@ type Pool struct {
 
 	// Counters, read with Switch.PoolStats.
 	stats PoolStats
+	mod   aggMod // hashed stages' index mod Aggregators()
 }
 
 // Aggregators returns how many aggregators the pool holds.
@@ -183,10 +184,10 @@ type tables struct {
 	jobs     []*Job // indexed by job id
 	pools    map[uint16]*Pool
 	stages   map[int]SlotStage // by stage id
-	rewrites map[uint16]*Rewrite
-	nodes    []mcNode // by node handle
+	rewrites []*Rewrite        // by replication id (nil: none)
+	nodes    []mcNode          // by node handle
 	groups   map[uint16][]int
-	members  map[uint16][]McastMember // derived from groups+nodes
+	members  [][]McastMember // by group, derived from groups+nodes
 	l2       map[[6]byte]int
 	routes   []route        // sorted by prefix length, longest first
 	l2Def    int            // default egress port for misses, -1 drop

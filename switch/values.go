@@ -17,50 +17,39 @@ const (
 
 // valueStages runs the value lanes for each pass of the packet: pass k
 // touches slot head+k once per lane, and the overflow flag at the head.
+// Pass k's lanes are values [kV, (k+1)V) at registers (head+k)V + lane, so
+// the packet's values and the registers of all its passes are two runs of
+// the same length, and one lane kernel takes them all; the flag is read
+// and written as the passes would (opAdd and opAddRead: set by any pass
+// that saturated, then read by the last).
 func (s *Switch) valueStages(m *pmeta) {
 	V := s.cfg.ValuesPerPass
-	vals := m.pkt.hdr[inahdr.Len:]
-	op, head, passes := m.agg.op, m.agg.head, m.pkt.passes
+	op, head, passes, n := m.agg.op, m.agg.head, m.pkt.passes, m.pkt.count
+	reg := s.r.values[head*V : head*V+n]
+	pkt := m.pkt.hdr[inahdr.Len : inahdr.Len+4*n]
 	var ovf uint8
-	for k := 0; k < passes; k++ {
-		lo := k * V
-		n := min(m.pkt.count-lo, V)
-		slot := head + k
-		reg := s.r.values[slot*V : slot*V+n]
-		pkt := vals[4*lo : 4*(lo+n)]
-		var o bool
+	if passes > 0 {
 		switch op {
 		case opWrite:
 			writeBlock(reg, pkt)
+			s.r.ovf[head] = 0
 		case opAdd:
-			o = addBlock(reg, pkt)
-		case opAddRead:
-			o = addReadBlock(reg, pkt)
-		case opRead:
-			readBlock(reg, pkt)
-		case opSwap:
-			swapBlock(reg, pkt)
-		}
-		// ovf register at the head: one RMW per pass.
-		switch op {
-		case opWrite:
-			if k == 0 {
-				s.r.ovf[head] = 0
-			}
-		case opSwap:
-			if k == 0 {
-				ovf = s.r.ovf[head]
-				s.r.ovf[head] = 0
-			}
-		case opAdd, opAddRead:
-			if o {
+			if addBlock(reg, pkt) {
 				s.r.ovf[head] = 1
 			}
-			if k == passes-1 {
-				ovf = s.r.ovf[head]
-			}
-		case opRead:
 			ovf = s.r.ovf[head]
+		case opAddRead:
+			if addReadBlock(reg, pkt) {
+				s.r.ovf[head] = 1
+			}
+			ovf = s.r.ovf[head]
+		case opRead:
+			readBlock(reg, pkt)
+			ovf = s.r.ovf[head]
+		case opSwap:
+			swapBlock(reg, pkt)
+			ovf = s.r.ovf[head]
+			s.r.ovf[head] = 0
 		}
 	}
 	if ovf != 0 {
