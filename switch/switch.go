@@ -2,6 +2,7 @@ package sw
 
 import (
 	"errors"
+	"github.com/inabox/inabox/internal/hugemem"
 	"math/bits"
 	"sync"
 	"time"
@@ -127,7 +128,7 @@ func New(cfg Config) (*Switch, error) {
 	s.r = regs{
 		owner: make([]Tag, n), bitmap: make([]uint32, n), count: make([]uint8, n),
 		state: make([]SlotState, n), span: make([]uint8, n), prio: make([]uint8, n),
-		exp: make([]int8, n), ovf: make([]uint8, n), values: make([]uint32, n*cfg.ValuesPerPass),
+		exp: make([]int8, n), ovf: make([]uint8, n), values: hugemem.Make[uint32](n * cfg.ValuesPerPass), // filled below: huge pages spare 1000 faults
 	}
 	for i := range s.r.values {
 		s.r.values[i] = regOf(0)
