@@ -2,10 +2,11 @@ package sw
 
 import (
 	"errors"
-	"github.com/inabox/inabox/internal/hugemem"
 	"math/bits"
 	"sync"
 	"time"
+
+	"github.com/inabox/inabox/internal/hugemem"
 )
 
 // Defaults, modelled on Tofino-1 (see docs: SwitchML configuration.p4 uses
