@@ -191,7 +191,7 @@ func (c *Core) Begin(i int, now time.Duration) Report {
 		clear(c.results[i])
 		c.spare = nil
 	} else {
-		c.results[i] = make([]int32, m)
+		c.results[i] = makeBig[int32](m)
 	}
 	c.rexp[i] = make([]int8, n)
 	return Report{AllReduce: c.tensors[i].AllReduce, Start: now, Chunks: int(n)}
