@@ -249,7 +249,7 @@ func (w *Worker) begin(env *emu.Env) {
 	r := w.Begin(w.cur, w.now)
 	rep := &r
 	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: make([]bool, chunks), fetched: make([]bool, chunks),
-		ord: make([]int32, chunks), acked: make([]bool, chunks), rep: rep}
+		ord: make([]int32, chunks), acked: make([]bool, chunks), inaSent: make([]uint32, 0, chunks), rep: rep}
 	if w.cfg.INAPath == PathUC {
 		w.st.ucTries = make([]uint16, chunks)
 		w.st.ucSent = make([]time.Duration, chunks)
@@ -439,9 +439,20 @@ func (w *Worker) expireUC(env *emu.Env) {
 		w.sendUC(env, k)
 		st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucRTO(), Chunk: k})
 	}
-	if st.ucHead == len(st.ucDL) {
-		st.ucDL, st.ucHead = st.ucDL[:0], 0
+	st.ucDL, st.ucHead = compact(st.ucDL, st.ucHead)
+}
+
+// compact drops the consumed head of a deadline queue: all of it once
+// consumed, else by copying the rest down once the head is most of it (a
+// queue that never empties stays bounded and stops growing).
+func compact(q []Deadline, head int) ([]Deadline, int) {
+	if head == len(q) {
+		return q[:0], 0
 	}
+	if head > 4096 && head*2 > len(q) {
+		return q[:copy(q, q[head:])], 0
+	}
+	return q, head
 }
 
 // Receive implements emu.Node.
@@ -635,9 +646,7 @@ func (w *Worker) expire() {
 			w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlFetch, Job: w.cfg.Job, AllReduce: st.ar, Chunk: k}))
 		}
 	}
-	if st.dlHead == len(st.dl) {
-		st.dl, st.dlHead = st.dl[:0], 0
-	}
+	st.dl, st.dlHead = compact(st.dl, st.dlHead)
 }
 
 // flush advances the all-reduce, sends frames and re-arms timers.
