@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -68,14 +69,15 @@ func (r RxStats) Add(o RxStats) RxStats {
 		Malformed: r.Malformed + o.Malformed}
 }
 
-// UCFrame checks an arriving UC SEND Only frame: it returns its payload if
-// its ICRC is right and it comes from src (when src is set), counting the
-// drop in rx otherwise.
-func UCFrame(rx *RxStats, b []byte, src rdma.Endpoint) ([]byte, bool) {
-	pl, _, ok := rdma.UCPayload(b)
+// UCFrame checks an arriving UC SEND Only frame p: it returns its payload
+// if its ICRC is right (or p is sealed: emu.Packet.Sealed) and it comes
+// from src (when src is set), counting the drop in rx otherwise.
+func UCFrame(rx *RxStats, p *emu.Packet, src rdma.Endpoint) ([]byte, bool) {
+	b := p.Bytes()
+	pl, _, ok := rdma.UCPayloadSealed(b, p.Sealed)
 	switch {
 	case !ok:
-		if !rdma.CheckICRC(b) {
+		if !rdma.CheckSealed(b, p.Sealed) {
 			rx.BadICRC++
 		}
 		return nil, false

@@ -403,6 +403,7 @@ func (w *Worker) sendUC(env *emu.Env, c uint32) {
 		env.Free(p)
 		return
 	}
+	p.Sealed = true
 	env.Send(0, p)
 }
 
@@ -462,11 +463,11 @@ func (w *Worker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		b := p.Bytes()
 		switch destQP(b) {
 		case w.cfg.UCQPN: // results and GRANTs: from the switch only
-			if pl, ok := UCFrame(&w.rx, b, w.cfg.Switch); ok {
+			if pl, ok := UCFrame(&w.rx, p, w.cfg.Switch); ok {
 				w.uc(pl)
 			}
 		case w.cfg.QPN:
-			_ = w.qp.Receive(w.now, b)
+			_ = w.qp.ReceiveSealed(w.now, b, p.Sealed)
 			w.drain(env)
 		}
 		env.Free(p)

@@ -142,7 +142,7 @@ func (p *PS) Timer(env *emu.Env, key uint64) {}
 func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	p.now = env.Now()
 	for _, pk := range pkts {
-		if pl, ok := host.UCFrame(&p.rx, pk.Bytes(), rdma.Endpoint{}); ok {
+		if pl, ok := host.UCFrame(&p.rx, pk, rdma.Endpoint{}); ok {
 			if h, ok := inaHeader(pl); ok && !h.Has(inahdr.FlagFromPS) && !h.Has(inahdr.FlagBypass) {
 				p.frame(env, h)
 			}
