@@ -124,6 +124,7 @@ type Worker struct {
 	gapAt   time.Duration // when the compute phase ends (gapOn)
 	armedUC bool
 	ucPSN   uint32
+	ucHdr   rdma.FrameHeader // PathUC contributions' headers (PSN set per frame)
 	// PathUC's round-trip estimate from results of contributions sent
 	// once (Karn): the retransmission timeout (ucRTO) grows when round
 	// trips do (a busy switch, or processes running late in real time)
@@ -198,6 +199,8 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 	}
 	w := &Worker{Core: NewCore(cfg.Job, int(cfg.Rank), cfg.Workers, cfg.Values, cfg.Quant, tensors), cfg: cfg, qp: q,
 		plans: map[uint16]Plan{}}
+	w.ucHdr = rdma.FrameHeader{Src: cfg.Addr, Dst: cfg.PS.Addr, Opcode: rdma.OpUCSendOnly, DestQP: cfg.PSUCQPN,
+		SrcPort: rdma.SourcePort(cfg.UCQPN), TOS: cfg.QP.TOS}
 	w.ring = make([][]byte, cfg.Ring)
 	for i := range w.ring {
 		w.ring[i] = make([]byte, inahdr.Len+4*cfg.Values)
@@ -248,11 +251,11 @@ func (w *Worker) begin(env *emu.Env) {
 	chunks := w.Chunks(w.cur)
 	r := w.Begin(w.cur, w.now)
 	rep := &r
-	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: make([]bool, chunks), fetched: make([]bool, chunks),
-		ord: make([]int32, chunks), acked: make([]bool, chunks), inaSent: make([]uint32, 0, chunks), rep: rep}
+	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: makeBig[bool](int(chunks)), fetched: makeBig[bool](int(chunks)),
+		ord: makeBig[int32](int(chunks)), acked: makeBig[bool](int(chunks)), inaSent: makeBig[uint32](int(chunks))[:0], rep: rep}
 	if w.cfg.INAPath == PathUC {
-		w.st.ucTries = make([]uint16, chunks)
-		w.st.ucSent = make([]time.Duration, chunks)
+		w.st.ucTries = makeBig[uint16](int(chunks))
+		w.st.ucSent = makeBig[time.Duration](int(chunks))
 	}
 	w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlBegin, Job: w.cfg.Job, AllReduce: t.AllReduce, Want: w.cfg.WantSlots, Chunks: chunks}))
 	if p, ok := w.plans[t.AllReduce]; ok {
@@ -390,8 +393,8 @@ func (w *Worker) rttSample(r time.Duration) {
 // sendUC sends chunk c of the current tensor as a UC SEND Only from the worker's UC QP to
 // the PS's UC QP for this worker, through the switch (PathUC).
 func (w *Worker) sendUC(env *emu.Env, c uint32) {
-	fh := rdma.FrameHeader{Src: w.cfg.Addr, Dst: w.cfg.PS.Addr, Opcode: rdma.OpUCSendOnly, DestQP: w.cfg.PSUCQPN,
-		PSN: w.ucPSN, SrcPort: rdma.SourcePort(w.cfg.UCQPN), TOS: w.cfg.QP.TOS}
+	fh := &w.ucHdr
+	fh.PSN = w.ucPSN
 	w.ucPSN = (w.ucPSN + 1) & rdma.PSNMask
 	p := env.NewPacket()
 	p.SetLen(fh.Len(inahdr.Len + 4*w.cfg.Values))
