@@ -22,16 +22,18 @@ type trueScaleRun struct {
 	hops      uint64        // packets delivered over every link direction
 	events    uint64        // emulator events
 	mallocs   uint64        // heap allocations during Build and Run
+	faults    int64         // minor page faults during Build and Run
 	tb        *Testbed
 }
 
-// cpuTime is the process's user + system CPU time so far.
-func cpuTime() time.Duration {
+// cpuTime is the process's user + system CPU time so far, and its minor
+// page faults.
+func cpuTime() (time.Duration, int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		panic(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Minflt)
 }
 
 // runTrueScale builds and runs one all-reduce of inputs (one tensor per
@@ -42,7 +44,8 @@ func runTrueScale(policy string, inputs [][]float32) (trueScaleRun, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
-	c0, w0 := cpuTime(), time.Now()
+	c0, f0 := cpuTime()
+	w0 := time.Now()
 	c, err := Build(Spec{Seed: 1, Jobs: jobSpecs([]int{len(inputs)})}, policy,
 		func(job, rank int) []host.Tensor { return []host.Tensor{{AllReduce: 1, Data: inputs[rank]}} })
 	if err != nil {
@@ -51,7 +54,8 @@ func runTrueScale(policy string, inputs [][]float32) (trueScaleRun, error) {
 	if r.end, err = c.Run(60*time.Second, time.Millisecond); err != nil {
 		return r, err
 	}
-	r.wall, r.cpu = time.Since(w0), cpuTime()-c0
+	c1, f1 := cpuTime()
+	r.wall, r.cpu, r.faults = time.Since(w0), c1-c0, f1-f0
 	runtime.ReadMemStats(&ms)
 	r.mallocs = ms.Mallocs - m0
 	for _, l := range c.Net.Links() {
@@ -92,8 +96,9 @@ func checkSample(tb testing.TB, c *Testbed, inputs [][]float32, stride int) {
 // direction: one per link a packet crosses) per CPU-second (user + system,
 // getrusage); cpu/virtual and wall/virtual = CPU and wall time over the
 // all-reduce's virtual time; events/hop the emulator's events per hop;
-// allocs/hop the heap allocations per hop. A sample of every result is
-// checked exactly.
+// allocs/hop the heap allocations per hop; page-faults the process's minor
+// page faults (first touches of memory: on a virtual machine each can cost
+// microseconds). A sample of every result is checked exactly.
 //
 //	go test ./harness/testbed -run '^$' -bench TrueScale -benchtime 1x
 func BenchmarkTrueScale(b *testing.B) {
@@ -126,6 +131,7 @@ func benchTrueScale(b *testing.B, elems int) {
 				sum.hops += r.hops
 				sum.events += r.events
 				sum.mallocs += r.mallocs
+				sum.faults += r.faults
 			}
 			b.ReportMetric(float64(sum.hops)/sum.cpu.Seconds(), "hops/cpu-s")
 			b.ReportMetric(float64(sum.cpu)/float64(sum.end), "cpu/virtual")
@@ -134,6 +140,7 @@ func benchTrueScale(b *testing.B, elems int) {
 			b.ReportMetric(float64(sum.hops)/float64(b.N), "hops")
 			b.ReportMetric(float64(sum.events)/float64(sum.hops), "events/hop")
 			b.ReportMetric(float64(sum.mallocs)/float64(sum.hops), "allocs/hop")
+			b.ReportMetric(float64(sum.faults)/float64(b.N), "page-faults")
 		})
 	}
 }
