@@ -447,10 +447,11 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 	}
 }
 
-// flipBit flips one random bit of p.
+// flipBit flips one random bit of p; its ICRC is no longer to be trusted.
 func flipBit(d *linkDir, p *Packet) {
 	bit := d.rng.IntN(p.Len() * 8)
 	p.Bytes()[bit/8] ^= 1 << (bit % 8)
+	p.Sealed = false
 }
 
 // dropFCS drops a packet that arrived with a bad FCS, counting it on the

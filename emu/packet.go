@@ -39,6 +39,14 @@ type Packet struct {
 	Port int
 	// Arrival is when the packet arrived at that port, in run time.
 	Arrival time.Duration
+	// Sealed is set by a node that computed the frame's RoCE ICRC over its
+	// current bytes: a receiver may trust the ICRC of a sealed frame
+	// without recomputing it. The emulator clears it whenever an
+	// impairment flips a bit, on Reset (so on every packet from a Pool)
+	// and for every frame read from a real port; Pool.Clone copies it. A
+	// node that changes a sealed frame's ICRC-covered bytes must reseal it
+	// (write a correct ICRC) or clear it.
+	Sealed bool
 }
 
 // Bytes returns the frame. The slice aliases the packet's buffer.
@@ -128,7 +136,7 @@ func (p *Packet) Reset(headroom int) {
 		headroom = len(p.buf)
 	}
 	p.off, p.end = headroom, headroom
-	p.Port, p.Arrival = 0, 0
+	p.Port, p.Arrival, p.Sealed = 0, 0, false
 }
 
 // SetBytes replaces the frame with a copy of b, keeping the current headroom.
@@ -274,6 +282,6 @@ func (pl *Pool) Clone(p *Packet) *Packet {
 	}
 	c.off, c.end = off, off+p.Len()
 	copy(c.buf[c.off:c.end], p.Bytes())
-	c.Port, c.Arrival = p.Port, p.Arrival
+	c.Port, c.Arrival, c.Sealed = p.Port, p.Arrival, p.Sealed
 	return c
 }

@@ -212,6 +212,7 @@ func (x *extPort) reader(pool *Pool, in chan<- ingress, start time.Time, done <-
 		b = b[:k]
 		for i, p := range b {
 			p.SetFrame(pool.headroom, sizes[i])
+			p.Sealed = false // from outside: every check applies
 		}
 		if k > 0 {
 			x.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/internal/hugemem"
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -68,14 +70,15 @@ func (r RxStats) Add(o RxStats) RxStats {
 		Malformed: r.Malformed + o.Malformed}
 }
 
-// UCFrame checks an arriving UC SEND Only frame: it returns its payload if
-// its ICRC is right and it comes from src (when src is set), counting the
-// drop in rx otherwise.
-func UCFrame(rx *RxStats, b []byte, src rdma.Endpoint) ([]byte, bool) {
-	pl, _, ok := rdma.UCPayload(b)
+// UCFrame checks an arriving UC SEND Only frame p: it returns its payload
+// if its ICRC is right (or p is sealed: emu.Packet.Sealed) and it comes
+// from src (when src is set), counting the drop in rx otherwise.
+func UCFrame(rx *RxStats, p *emu.Packet, src rdma.Endpoint) ([]byte, bool) {
+	b := p.Bytes()
+	pl, _, ok := rdma.UCPayloadSealed(b, p.Sealed)
 	switch {
 	case !ok:
-		if !rdma.CheckICRC(b) {
+		if !rdma.CheckSealed(b, p.Sealed) {
 			rx.BadICRC++
 		}
 		return nil, false
@@ -109,7 +112,7 @@ type Core struct {
 	// fits in it (an iteration's result then costs no fresh memory).
 	spare   []int32
 	reports []Report
-	qbuf    []int32
+	qb      quantBlock
 	rx      RxStats
 	lost    bool
 }
@@ -141,7 +144,7 @@ func NewCore(job uint16, rank, workers, values int, q Quantizer, tensors []Tenso
 		q.Workers = workers
 	}
 	return Core{job: job, rank: rank, workers: workers, values: values, quant: q, tensors: tensors,
-		results: make([][]int32, len(tensors)), rexp: make([][]int8, len(tensors)), qbuf: make([]int32, values)}
+		results: make([][]int32, len(tensors)), rexp: make([][]int8, len(tensors)), qb: quantBlock{ti: -1}}
 }
 
 // Job, Rank, Workers and Values return the core's identity and chunk size.
@@ -191,7 +194,7 @@ func (c *Core) Begin(i int, now time.Duration) Report {
 		clear(c.results[i])
 		c.spare = nil
 	} else {
-		c.results[i] = make([]int32, m)
+		c.results[i] = hugemem.Make[int32](m)
 	}
 	c.rexp[i] = make([]int8, n)
 	return Report{AllReduce: c.tensors[i].AllReduce, Start: now, Chunks: int(n)}
@@ -206,22 +209,63 @@ func (c *Core) Finish(rep Report, now time.Duration) {
 // EncodeChunk writes chunk k of tensor i into buf — the INA header (with
 // hdrChunk as its chunk field and flags) and the quantized values — and
 // returns its length; clipped values are counted in rep if it is not nil.
+//
+// Chunks sent in order are quantized a block at a time (quantBlock): one
+// sequential pass over the tensor, which the memory prefetches, instead of
+// a few cache lines of it per packet.
 func (c *Core) EncodeChunk(buf []byte, i int, k, hdrChunk uint32, flags uint8, rep *Report) int {
 	t := &c.tensors[i]
 	lo := int(k) * c.values
 	hi := min(lo+c.values, len(t.Data))
 	e := c.Exp(i, k)
-	q := c.qbuf[:hi-lo]
-	cl := c.quant.Quantize(q, t.Data[lo:hi], e)
+	inahdr.Header(buf).Encode(inahdr.Meta{Flags: flags, Job: c.job, AllReduce: t.AllReduce, Count: hi - lo,
+		Chunk: hdrChunk, Worker: uint8(c.rank), Exponent: e, Bitmap: 1 << c.rank})
+	vals := buf[inahdr.Len : inahdr.Len+4*(hi-lo)]
+	b := &c.qb
+	if b.ti != i || k >= b.end {
+		c.fillBlock(i, k)
+	}
+	var cl int
+	if k >= b.first { // in the block
+		copy(vals, b.wire[4*(lo-int(b.first)*c.values):])
+		cl = int(b.clip[k-b.first])
+	} else { // an earlier chunk, sent again
+		cl = c.quant.quantizeWire(vals, t.Data[lo:hi], e)
+	}
 	if rep != nil {
 		rep.Clipped += cl
 	}
-	inahdr.Header(buf).Encode(inahdr.Meta{Flags: flags, Job: c.job, AllReduce: t.AllReduce, Count: hi - lo,
-		Chunk: hdrChunk, Worker: uint8(c.rank), Exponent: e, Bitmap: 1 << c.rank})
-	for x, v := range q {
-		binary.BigEndian.PutUint32(buf[inahdr.Len+4*x:], uint32(v))
+	return inahdr.Len + len(vals)
+}
+
+// quantBlock holds chunks [first, end) of tensor ti quantized, in wire
+// order (big-endian int32), and each one's clipped count.
+type quantBlock struct {
+	ti         int
+	first, end uint32
+	wire       []byte
+	clip       []int32
+}
+
+// quantBlockValues is how many values a quantBlock holds (16 KiB of
+// float32: a few chunks' worth stays in the cache beside the rest).
+const quantBlockValues = 4096
+
+// fillBlock quantizes the chunks of tensor i from k on into the block.
+func (c *Core) fillBlock(i int, k uint32) {
+	b := &c.qb
+	per := max(quantBlockValues/c.values, 1)
+	if b.wire == nil {
+		b.wire, b.clip = make([]byte, 4*per*c.values), make([]int32, per)
 	}
-	return inahdr.Len + 4*len(q)
+	data := c.tensors[i].Data
+	n := min(uint32(per), max(c.Chunks(i), k)-k)
+	for j := range n {
+		lo := int(k+j) * c.values
+		hi := min(lo+c.values, len(data))
+		b.clip[j] = int32(c.quant.quantizeWire(b.wire[4*int(j)*c.values:], data[lo:hi], c.Exp(i, k+j)))
+	}
+	b.ti, b.first, b.end = i, k, k+n
 }
 
 // Store copies the values of h, the result of chunk k of tensor i; it

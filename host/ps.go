@@ -230,7 +230,7 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		b := pk.Bytes()
 		qpn := destQP(b)
 		if qpn == p.cfg.CtlQPN { // GRANTs: from the switch only
-			if pl, ok := UCFrame(&p.rx, b, p.cfg.Switch); ok {
+			if pl, ok := UCFrame(&p.rx, pk, p.cfg.Switch); ok {
 				p.grant(env, pl)
 			}
 			env.Free(pk)
@@ -239,7 +239,7 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		if ref, ok := p.byUC[qpn]; ok {
 			// PathUC: a contribution the switch forwarded raw, from
 			// that worker.
-			if pl, ok := UCFrame(&p.rx, b, p.qps[ref.qp].Config().Remote); ok {
+			if pl, ok := UCFrame(&p.rx, pk, p.qps[ref.qp].Config().Remote); ok {
 				p.message(env, ref, pl)
 			}
 			env.Free(pk)
@@ -248,7 +248,7 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		ref, ok := p.byQPN[qpn]
 		if ok {
 			q := p.qps[ref.qp]
-			_ = q.Receive(p.now, b)
+			_ = q.ReceiveSealed(p.now, b, pk.Sealed)
 			p.dirty[ref.qp] = true
 			p.drain(env, ref, q)
 		}
@@ -643,5 +643,6 @@ func (p *PS) toSwitch(env *emu.Env, c inahdr.Ctl) {
 		env.Free(pk)
 		return
 	}
+	pk.Sealed = true
 	env.Send(0, pk)
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 )
@@ -89,6 +90,38 @@ func (q Quantizer) Quantize(dst []int32, src []float32, e int8) (clipped int) {
 			clipped++
 		}
 		dst[i] = int32(v)
+	}
+	return clipped
+}
+
+// roundMagic is 1.5·2^52 (see quantizeWire).
+const roundMagic = 0x1.8p52
+
+// quantizeWire is Quantize writing each value big-endian into dst (4
+// bytes a value), as the INA header's values are sent.
+func (q Quantizer) quantizeWire(dst []byte, src []float32, e int8) (clipped int) {
+	scale := math.Ldexp(1, q.Shift(e))
+	lim := float64(q.Limit())
+	dst = dst[:4*len(src)]
+	for i, x := range src {
+		// Rounded to the nearest integer, ties to even: adding and
+		// subtracting 1.5·2^52 leaves no fraction bits. Exact (as
+		// math.RoundToEven) below 2^51 in magnitude; above, the value is
+		// far beyond Limit and clipped either way.
+		v := float64(x) * scale
+		v = (v + roundMagic) - roundMagic
+		if !(math.Abs(v) <= lim) { // rare: one test for both limits and NaN
+			switch {
+			case v > lim:
+				v = lim
+			case v < -lim:
+				v = -lim
+			default: // NaN
+				v = 0
+			}
+			clipped++
+		}
+		binary.BigEndian.PutUint32(dst[4*i:], uint32(int32(v)))
 	}
 	return clipped
 }

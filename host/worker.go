@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/internal/hugemem"
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -124,6 +125,7 @@ type Worker struct {
 	gapAt   time.Duration // when the compute phase ends (gapOn)
 	armedUC bool
 	ucPSN   uint32
+	ucHdr   rdma.FrameHeader // PathUC contributions' headers (PSN set per frame)
 	// PathUC's round-trip estimate from results of contributions sent
 	// once (Karn): the retransmission timeout (ucRTO) grows when round
 	// trips do (a busy switch, or processes running late in real time)
@@ -198,6 +200,8 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 	}
 	w := &Worker{Core: NewCore(cfg.Job, int(cfg.Rank), cfg.Workers, cfg.Values, cfg.Quant, tensors), cfg: cfg, qp: q,
 		plans: map[uint16]Plan{}}
+	w.ucHdr = rdma.FrameHeader{Src: cfg.Addr, Dst: cfg.PS.Addr, Opcode: rdma.OpUCSendOnly, DestQP: cfg.PSUCQPN,
+		SrcPort: rdma.SourcePort(cfg.UCQPN), TOS: cfg.QP.TOS}
 	w.ring = make([][]byte, cfg.Ring)
 	for i := range w.ring {
 		w.ring[i] = make([]byte, inahdr.Len+4*cfg.Values)
@@ -248,11 +252,11 @@ func (w *Worker) begin(env *emu.Env) {
 	chunks := w.Chunks(w.cur)
 	r := w.Begin(w.cur, w.now)
 	rep := &r
-	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: make([]bool, chunks), fetched: make([]bool, chunks),
-		ord: make([]int32, chunks), acked: make([]bool, chunks), rep: rep}
+	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: hugemem.Make[bool](int(chunks)), fetched: hugemem.Make[bool](int(chunks)),
+		ord: hugemem.Make[int32](int(chunks)), acked: hugemem.Make[bool](int(chunks)), inaSent: hugemem.Make[uint32](int(chunks))[:0], rep: rep}
 	if w.cfg.INAPath == PathUC {
-		w.st.ucTries = make([]uint16, chunks)
-		w.st.ucSent = make([]time.Duration, chunks)
+		w.st.ucTries = hugemem.Make[uint16](int(chunks))
+		w.st.ucSent = hugemem.Make[time.Duration](int(chunks))
 	}
 	w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlBegin, Job: w.cfg.Job, AllReduce: t.AllReduce, Want: w.cfg.WantSlots, Chunks: chunks}))
 	if p, ok := w.plans[t.AllReduce]; ok {
@@ -390,8 +394,8 @@ func (w *Worker) rttSample(r time.Duration) {
 // sendUC sends chunk c of the current tensor as a UC SEND Only from the worker's UC QP to
 // the PS's UC QP for this worker, through the switch (PathUC).
 func (w *Worker) sendUC(env *emu.Env, c uint32) {
-	fh := rdma.FrameHeader{Src: w.cfg.Addr, Dst: w.cfg.PS.Addr, Opcode: rdma.OpUCSendOnly, DestQP: w.cfg.PSUCQPN,
-		PSN: w.ucPSN, SrcPort: rdma.SourcePort(w.cfg.UCQPN), TOS: w.cfg.QP.TOS}
+	fh := &w.ucHdr
+	fh.PSN = w.ucPSN
 	w.ucPSN = (w.ucPSN + 1) & rdma.PSNMask
 	p := env.NewPacket()
 	p.SetLen(fh.Len(inahdr.Len + 4*w.cfg.Values))
@@ -403,6 +407,7 @@ func (w *Worker) sendUC(env *emu.Env, c uint32) {
 		env.Free(p)
 		return
 	}
+	p.Sealed = true
 	env.Send(0, p)
 }
 
@@ -439,9 +444,20 @@ func (w *Worker) expireUC(env *emu.Env) {
 		w.sendUC(env, k)
 		st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucRTO(), Chunk: k})
 	}
-	if st.ucHead == len(st.ucDL) {
-		st.ucDL, st.ucHead = st.ucDL[:0], 0
+	st.ucDL, st.ucHead = compact(st.ucDL, st.ucHead)
+}
+
+// compact drops the consumed head of a deadline queue: all of it once
+// consumed, else by copying the rest down once the head is most of it (a
+// queue that never empties stays bounded and stops growing).
+func compact(q []Deadline, head int) ([]Deadline, int) {
+	if head == len(q) {
+		return q[:0], 0
 	}
+	if head > 4096 && head*2 > len(q) {
+		return q[:copy(q, q[head:])], 0
+	}
+	return q, head
 }
 
 // Receive implements emu.Node.
@@ -451,11 +467,11 @@ func (w *Worker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		b := p.Bytes()
 		switch destQP(b) {
 		case w.cfg.UCQPN: // results and GRANTs: from the switch only
-			if pl, ok := UCFrame(&w.rx, b, w.cfg.Switch); ok {
+			if pl, ok := UCFrame(&w.rx, p, w.cfg.Switch); ok {
 				w.uc(pl)
 			}
 		case w.cfg.QPN:
-			_ = w.qp.Receive(w.now, b)
+			_ = w.qp.ReceiveSealed(w.now, b, p.Sealed)
 			w.drain(env)
 		}
 		env.Free(p)
@@ -635,9 +651,7 @@ func (w *Worker) expire() {
 			w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlFetch, Job: w.cfg.Job, AllReduce: st.ar, Chunk: k}))
 		}
 	}
-	if st.dlHead == len(st.dl) {
-		st.dl, st.dlHead = st.dl[:0], 0
-	}
+	st.dl, st.dlHead = compact(st.dl, st.dlHead)
 }
 
 // flush advances the all-reduce, sends frames and re-arms timers.

@@ -53,7 +53,7 @@ func (h *Host) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		if qp == nil {
 			h.UnknownQP++
 		} else {
-			if qp.Receive(now, b) != nil {
+			if qp.ReceiveSealed(now, b, p.Sealed) != nil {
 				h.Dropped++
 			}
 			h.drain(env, qp)
@@ -143,6 +143,7 @@ func FlushQP(env *emu.Env, port int, qp *QP, key uint64, t *QPTimer) {
 		}
 		p := env.NewPacket()
 		p.SetBytes(t.buf[:n])
+		p.Sealed = true // PollTransmit wrote its ICRC
 		env.Send(port, p)
 	}
 	at, ok := qp.NextTimeout()

@@ -253,11 +253,18 @@ func (r RoCE) Payload() (off, end int, ok bool) {
 // lengths); UDP ports, TVer and the other BTH fields are not. It allocates
 // nothing.
 func UCPayload(frame []byte) (payload []byte, destQP uint32, ok bool) {
+	return UCPayloadSealed(frame, false)
+}
+
+// UCPayloadSealed is UCPayload for a frame whose ICRC the caller may
+// already know to be right (sealed, as CheckSealed): the ICRC of a sealed
+// frame is not recomputed; everything else is checked.
+func UCPayloadSealed(frame []byte, sealed bool) (payload []byte, destQP uint32, ok bool) {
 	if len(frame) < HeadersLen+BTHLen+ICRCLen || Opcode(frame[HeadersLen]) != OpUCSendOnly {
 		return nil, 0, false
 	}
 	end, err := roceSpan(frame)
-	if err != nil || binary.LittleEndian.Uint32(frame[end-ICRCLen:]) != icrc(frame[:end]) {
+	if err != nil || !sealed && binary.LittleEndian.Uint32(frame[end-ICRCLen:]) != icrc(frame[:end]) {
 		return nil, 0, false
 	}
 	bth := BTH(frame[HeadersLen : HeadersLen+BTHLen])

@@ -80,11 +80,12 @@ func (n *Node) sendJob(env *emu.Env, m inahdr.Ctl, ps McastMember) {
 		env.Free(proto)
 		return
 	}
+	proto.Sealed = true
 	n.members = n.s.AppendMembers(n.members[:0], group)
 	n.members = append(n.members, ps)
 	for _, mm := range n.members {
 		r := env.Clone(proto)
-		n.s.EgressUC(r.Bytes(), mm)
+		n.egressUC(r, mm)
 		env.Send(mm.Port, r)
 	}
 	env.Free(proto)

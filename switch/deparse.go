@@ -29,6 +29,7 @@ func (s *Switch) deparse(f *Frame, m *pmeta) {
 		return
 	}
 	h := m.pkt.hdr
+	f.Sealed = false // rewritten below: sealed again where its ICRC is
 	if v.flags != 0 {
 		h.AddFlags(v.flags)
 	}
@@ -62,11 +63,11 @@ func (s *Switch) deparse(f *Frame, m *pmeta) {
 			return
 		}
 		f.Action, f.OutPort = ActForward, port
-		_ = rdma.SetICRC(f.Data)
+		f.Sealed = rdma.SetICRC(f.Data) == nil
 		s.countTx(port, len(f.Data))
 	case ActForwardMulticast:
 		f.Action, f.OutPort, f.Group = ActForwardMulticast, v.port, m.from.job.Group
-		_ = rdma.SetICRC(f.Data)
+		f.Sealed = rdma.SetICRC(f.Data) == nil
 		s.countTx(v.port, len(f.Data))
 	case ActMulticast:
 		f.Action, f.Group = ActMulticast, m.from.job.Group

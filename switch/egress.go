@@ -26,15 +26,30 @@ func (s *Switch) rewrite(rid uint16) *Rewrite {
 // Egress finishes one replica of an ActMulticast frame for member m: it
 // applies the egress rewrite of m.RID (table ina_egress), fixes the IPv4
 // checksum and recomputes the ICRC. It allocates nothing.
-func (s *Switch) Egress(frame []byte, m McastMember) {
+func (s *Switch) Egress(frame []byte, m McastMember) { s.egress(frame, m, false) }
+
+// EgressSealed is Egress for a replica whose ICRC is right (the frame's,
+// written once for all replicas): the ICRC is updated for the rewritten
+// headers only (rdma.HeaderPatch), not recomputed over the payload.
+func (s *Switch) EgressSealed(frame []byte, m McastMember) { s.egress(frame, m, true) }
+
+func (s *Switch) egress(frame []byte, m McastMember, sealed bool) {
 	s.mu.Lock()
 	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
 	s.mu.Unlock()
+	var hp rdma.HeaderPatch
+	if sealed {
+		hp.Save(frame)
+	}
 	if rw != nil {
 		applyRewrite(frame, rw)
 	}
-	_ = rdma.SetICRC(frame)
+	if sealed {
+		_ = hp.Reseal(frame)
+	} else {
+		_ = rdma.SetICRC(frame)
+	}
 }
 
 // EgressUC finishes one replica of an ActForwardMulticast frame for member
@@ -42,13 +57,24 @@ func (s *Switch) Egress(frame []byte, m McastMember) {
 // turned into its UC twin (SEND Only → UC SEND Only), PSN = chunk &
 // 0xFFFFFF (a UC responder accepts an Only packet whatever the PSN gap),
 // AckReq cleared, IPv4 checksum and ICRC fixed.
-func (s *Switch) EgressUC(frame []byte, m McastMember) {
+func (s *Switch) EgressUC(frame []byte, m McastMember) { s.egressUC(frame, m, false) }
+
+// EgressUCSealed is EgressUC for a replica whose ICRC is right: the ICRC
+// is updated for the rewritten headers only (rdma.HeaderPatch), not
+// recomputed over the payload.
+func (s *Switch) EgressUCSealed(frame []byte, m McastMember) { s.egressUC(frame, m, true) }
+
+func (s *Switch) egressUC(frame []byte, m McastMember, sealed bool) {
 	s.mu.Lock()
 	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
 	s.mu.Unlock()
 	if len(frame) < minRoCE {
 		return
+	}
+	var hp rdma.HeaderPatch
+	if sealed {
+		hp.Save(frame)
 	}
 	if rw != nil {
 		applyRewrite(frame, rw)
@@ -60,5 +86,9 @@ func (s *Switch) EgressUC(frame []byte, m McastMember) {
 	if ina := rdma.HeadersLen + op.HeaderLen(); op.IsSendOrWriteOnly() && ina+inahdr.Len <= len(frame) {
 		bth.SetPSN(inahdr.Header(frame[ina:]).Chunk() & 0xFFFFFF)
 	}
-	_ = rdma.SetICRC(frame)
+	if sealed {
+		_ = hp.Reseal(frame)
+	} else {
+		_ = rdma.SetICRC(frame)
+	}
 }

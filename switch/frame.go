@@ -21,11 +21,17 @@ const (
 	ActForwardMulticast
 )
 
-// Frame is one packet handed to Process: Data and InPort are inputs, the
-// rest is the verdict. Data is rewritten in place (same length).
+// Frame is one packet handed to Process: Data, InPort and Sealed are
+// inputs, the rest is the verdict. Data is rewritten in place (same length).
 type Frame struct {
 	Data   []byte
 	InPort int
+	// Sealed, on input, says Data's ICRC is known to be right (the
+	// emulator's emu.Packet.Sealed): the pipeline does not recompute it.
+	// On output it says whether it still is: the pipeline clears it when
+	// it rewrote the frame without writing its ICRC (ActMulticast: Egress
+	// does, per replica) and sets it when it wrote one.
+	Sealed bool
 
 	Action  Action
 	OutPort int

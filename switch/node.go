@@ -213,7 +213,7 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		}
 		m, err := inahdr.DecodeCtl(h)
 		switch {
-		case !rdma.CheckICRC(p.Bytes()):
+		case !rdma.CheckSealed(p.Bytes(), p.Sealed):
 			n.stats.CtlBadICRC++
 		case err != nil:
 			n.stats.CtlMalformed++
@@ -254,7 +254,7 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 	}
 	fr := n.frames[:len(pkts)]
 	for i, p := range pkts {
-		fr[i] = Frame{Data: p.Bytes(), InPort: port}
+		fr[i] = Frame{Data: p.Bytes(), InPort: port, Sealed: p.Sealed}
 	}
 	n.s.SetNow(env.Now())
 	n.s.Process(fr)
@@ -264,6 +264,7 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 		if f.Len > 0 {
 			p.SetLen(f.Len)
 		}
+		p.Sealed = f.Sealed
 		var at time.Duration
 		if timed {
 			if n.busyUntil < env.Now() {
@@ -281,18 +282,21 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 				env.Free(p)
 				break
 			}
+			// One ICRC over the result, then each replica's updated for
+			// its rewritten headers.
+			p.Sealed = rdma.SetICRC(p.Bytes()) == nil
 			for _, m := range n.members[1:] {
 				c := env.Clone(p)
-				n.s.Egress(c.Bytes(), m)
+				n.egress(c, m)
 				n.out(env, timed, at, m.Port, c)
 			}
-			n.s.Egress(p.Bytes(), n.members[0])
+			n.egress(p, n.members[0])
 			n.out(env, timed, at, n.members[0].Port, p)
 		case ActForwardMulticast:
 			n.members = n.s.AppendMembers(n.members[:0], f.Group)
 			for _, m := range n.members {
 				c := env.Clone(p)
-				n.s.EgressUC(c.Bytes(), m)
+				n.egressUC(c, m)
 				n.out(env, timed, at, m.Port, c)
 			}
 			n.out(env, timed, at, f.OutPort, p)
@@ -304,6 +308,27 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 	if timed {
 		n.arm(env)
 	}
+}
+
+// egress and egressUC finish replica p for member m (Switch.Egress,
+// EgressUC), updating a sealed replica's ICRC for its rewritten headers
+// instead of recomputing it; p is sealed afterwards.
+func (n *Node) egress(p *emu.Packet, m McastMember) {
+	if p.Sealed {
+		n.s.EgressSealed(p.Bytes(), m)
+	} else {
+		n.s.Egress(p.Bytes(), m)
+	}
+	p.Sealed = rdma.CheckSealed(p.Bytes(), true) // a RoCE frame: its ICRC was written
+}
+
+func (n *Node) egressUC(p *emu.Packet, m McastMember) {
+	if p.Sealed {
+		n.s.EgressUCSealed(p.Bytes(), m)
+	} else {
+		n.s.EgressUC(p.Bytes(), m)
+	}
+	p.Sealed = rdma.CheckSealed(p.Bytes(), true)
 }
 
 func (n *Node) out(env *emu.Env, timed bool, at time.Duration, port int, p *emu.Packet) {

@@ -149,7 +149,7 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 	}
 	m.pkt.hdr, m.pkt.ina, m.pkt.uc, m.pkt.rc = h, ina, op == rdma.OpUCSendOnly, op.Transport() == rdma.TransportRC
 	s.stats.INAPackets++
-	if !rdma.CheckICRC(d) {
+	if !rdma.CheckSealed(d, f.Sealed) {
 		m.out.reason = ReasonBadICRC
 		if j := s.jobByID(h.Job()); j != nil {
 			j.stats.BadICRC++

@@ -107,6 +107,7 @@ func ucSend(env *emu.Env, src, dst rdma.Endpoint, destQP, srcQPN uint32, psn uin
 		return
 	}
 	p.SetLen(n)
+	p.Sealed = true
 	env.Send(0, p)
 }
 

@@ -236,7 +236,7 @@ func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	w.now = env.Now()
 	for _, p := range pkts {
 		b := p.Bytes()
-		if pl, ok := host.UCFrame(w.RxCounters(), b, rdma.Endpoint{}); ok && rdma.RoCE(b).BTH().DestQP() == w.ucQPN {
+		if pl, ok := host.UCFrame(w.RxCounters(), p, rdma.Endpoint{}); ok && rdma.RoCE(b).BTH().DestQP() == w.ucQPN {
 			if h, ok := inaHeader(pl); ok && h.Job() == w.Job() {
 				switch {
 				case h.Has(inahdr.FlagResult) && w.sw.IP.IsValid() && rdma.RoCE(b).IPv4().Src() != w.sw.IP:

@@ -53,7 +53,7 @@ type psJob struct {
 	n      int
 	mask   uint32
 	ackQPN uint32
-	ars    map[uint16]map[uint32]*psChunk
+	ars    map[uint16]*chunkTable[psChunk]
 	// chunkSlab hands out chunk records in blocks of chunkBlock, acks
 	// their ACK payloads, so a chunk costs no allocation of its own.
 	chunkSlab []psChunk
@@ -104,7 +104,7 @@ func NewPS(addr, sw rdma.Endpoint, jobs ...PSJob) *PS {
 	p := &PS{addr: addr, sw: sw, jobs: map[uint16]*psJob{}, ReAck: 20 * time.Microsecond}
 	for _, j := range jobs {
 		p.jobs[j.Job] = &psJob{id: j.Job, n: j.Workers, mask: uint32(1)<<j.Workers - 1, ackQPN: j.AckQPN,
-			ars: map[uint16]map[uint32]*psChunk{}}
+			ars: map[uint16]*chunkTable[psChunk]{}}
 	}
 	return p
 }
@@ -116,7 +116,7 @@ func (p *PS) Stats() PSStats { return p.stats }
 // pieces of every open chunk, the ACKs it repeats); StateLost reports it.
 func (p *PS) Reset() {
 	for _, j := range p.jobs {
-		j.ars = map[uint16]map[uint32]*psChunk{}
+		j.ars = map[uint16]*chunkTable[psChunk]{}
 	}
 	p.lost = true
 }
@@ -142,7 +142,7 @@ func (p *PS) Timer(env *emu.Env, key uint64) {}
 func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	p.now = env.Now()
 	for _, pk := range pkts {
-		if pl, ok := host.UCFrame(&p.rx, pk.Bytes(), rdma.Endpoint{}); ok {
+		if pl, ok := host.UCFrame(&p.rx, pk, rdma.Endpoint{}); ok {
 			if h, ok := inaHeader(pl); ok && !h.Has(inahdr.FlagFromPS) && !h.Has(inahdr.FlagBypass) {
 				p.frame(env, h)
 			}
@@ -175,13 +175,13 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 	}
 	chs := j.ars[h.AllReduce()]
 	if chs == nil {
-		chs = map[uint32]*psChunk{}
+		chs = &chunkTable[psChunk]{}
 		j.ars[h.AllReduce()] = chs
 	}
-	c := chs[h.Chunk()]
+	c := chs.get(h.Chunk())
 	if c == nil {
 		c = j.newChunk(h.Exponent(), h.Count())
-		chs[h.Chunk()] = c
+		chs.set(h.Chunk(), c)
 	}
 	if c.ack != nil {
 		// Late: the result exists. Repeat the ACK (its first copy, or the

@@ -73,14 +73,15 @@ func (s *qpSet) start() {
 
 // receive hands a frame to the QP it is addressed to; it returns the QP's
 // index or -1.
-func (s *qpSet) receive(now time.Duration, b []byte) int {
+func (s *qpSet) receive(now time.Duration, p *emu.Packet) int {
+	b := p.Bytes()
 	if len(b) < rdma.HeadersLen+rdma.BTHLen {
 		return -1
 	}
 	qpn := rdma.BTH(b[rdma.HeadersLen:]).DestQP()
 	for i, q := range s.qps {
 		if q.Config().QPN == qpn {
-			_ = q.Receive(now, b)
+			_ = q.ReceiveSealed(now, b, p.Sealed)
 			return i
 		}
 	}
@@ -145,7 +146,7 @@ func (w *rcClient) Start(env *emu.Env) {
 func (w *rcClient) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	w.now = env.Now()
 	for _, p := range pkts {
-		if i := w.qs.receive(w.now, p.Bytes()); i >= 0 {
+		if i := w.qs.receive(w.now, p); i >= 0 {
 			w.proto.drain(i)
 		}
 		env.Free(p)
@@ -355,7 +356,7 @@ func (p *PSOnlyServer) StateLost() bool { return p.lost }
 // Receive implements emu.Node.
 func (p *PSOnlyServer) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	for _, pk := range pkts {
-		if i := p.qs.receive(env.Now(), pk.Bytes()); i >= 0 {
+		if i := p.qs.receive(env.Now(), pk); i >= 0 {
 			p.drain(i)
 		}
 		env.Free(pk)

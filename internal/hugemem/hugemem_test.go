@@ -17,7 +17,7 @@ func TestAlignedRange(t *testing.T) {
 		{2*M - 8192, 2*M + 8192, 8192, 2 * M},
 		{3 * M, M, 0, 0},
 	} {
-		off, n := alignedRange(c.p, c.size)
+		off, n := alignedRange(c.p, c.size, hugePage)
 		if off != c.off || n != c.n {
 			t.Errorf("alignedRange(%#x, %#x) = %#x, %#x; want %#x, %#x", c.p, c.size, off, n, c.off, c.n)
 		}
@@ -54,7 +54,7 @@ func TestMake(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc/self/smaps: %v", err)
 	}
-	off, _ := alignedRange(uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	off, _ := alignedRange(uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), hugePage)
 	if !hugeBacked(string(smaps), uintptr(unsafe.Pointer(&b[off]))) {
 		t.Error("a 16 MiB Make, touched, has no huge page in its mapping")
 	}

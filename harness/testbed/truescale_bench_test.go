@@ -1,0 +1,168 @@
+package testbed
+
+import (
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
+)
+
+// ResNet50Elements is the float32 values of a ResNet50 gradient
+// (harness/scenario's resnet50 model: 102,236,160 bytes).
+const resNet50Elements = 25559040
+
+// trueScaleRun is one measured all-reduce of elems float32 among workers
+// workers at the testbeds' default 100 Gb/s.
+type trueScaleRun struct {
+	end       time.Duration // virtual completion time
+	wall, cpu time.Duration // of Build and Run (the tensors are made before)
+	hops      uint64        // packets delivered over every link direction
+	events    uint64        // emulator events
+	mallocs   uint64        // heap allocations during Build and Run
+	faults    int64         // minor page faults during Build and Run
+	tb        *Testbed
+}
+
+// cpuTime is the process's user + system CPU time so far, and its minor
+// page faults.
+func cpuTime() (time.Duration, int64) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Minflt)
+}
+
+// runTrueScale builds and runs one all-reduce of inputs (one tensor per
+// rank) under policy, measuring it.
+func runTrueScale(policy string, inputs [][]float32) (trueScaleRun, error) {
+	var r trueScaleRun
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m0 := ms.Mallocs
+	c0, f0 := cpuTime()
+	w0 := time.Now()
+	c, err := Build(Spec{Seed: 1, Jobs: jobSpecs([]int{len(inputs)})}, policy,
+		func(job, rank int) []host.Tensor { return []host.Tensor{{AllReduce: 1, Data: inputs[rank]}} })
+	if err != nil {
+		return r, err
+	}
+	if r.end, err = c.Run(60*time.Second, time.Millisecond); err != nil {
+		return r, err
+	}
+	c1, f1 := cpuTime()
+	r.wall, r.cpu, r.faults = time.Since(w0), c1-c0, f1-f0
+	runtime.ReadMemStats(&ms)
+	r.mallocs = ms.Mallocs - m0
+	for _, l := range c.Net.Links() {
+		for d := range 2 {
+			r.hops += l.Stats(emu.Dir(d)).DeliveredPackets
+		}
+	}
+	r.events, r.tb = c.Net.Events, c
+	return r, nil
+}
+
+// checkSample checks every stride-th value of every worker's result
+// against the quantized sum of inputs.
+func checkSample(tb testing.TB, c *Testbed, inputs [][]float32, stride int) {
+	tb.Helper()
+	q := c.Spec.Quant
+	q.Workers = len(inputs)
+	one := make([]int32, 1)
+	for i := 0; i < len(inputs[0]); i += stride {
+		var want int64
+		for _, in := range inputs {
+			q.Quantize(one, in[i:i+1], 0)
+			want += int64(one[0])
+		}
+		for r, w := range c.Workers[0] {
+			if got := w.Endpoint.Result(0)[i]; int64(got) != want {
+				tb.Fatalf("rank %d value %d = %d, want %d", r, i, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkTrueScale: one all-reduce of a ResNet50 gradient (25,559,040
+// float32, 102 MB) among 8 workers at 100 Gb/s (rate scale 1: the
+// testbeds' defaults), under freeina, atp and switchml, one all-reduce
+// per op (seconds each; skipped with -short). Metrics, over Build and Run:
+// hops/cpu-s = packet-hops (packets delivered, summed over every link
+// direction: one per link a packet crosses) per CPU-second (user + system,
+// getrusage); cpu/virtual and wall/virtual = CPU and wall time over the
+// all-reduce's virtual time; events/hop the emulator's events per hop;
+// allocs/hop the heap allocations per hop; page-faults the process's minor
+// page faults (first touches of memory: on a virtual machine each can cost
+// microseconds). A sample of every result is checked exactly.
+//
+//	go test ./harness/testbed -run '^$' -bench TrueScale -benchtime 1x
+func BenchmarkTrueScale(b *testing.B) {
+	if testing.Short() {
+		b.Skip("true scale: seconds per op")
+	}
+	benchTrueScale(b, resNet50Elements)
+}
+
+func benchTrueScale(b *testing.B, elems int) {
+	inputs := make([][]float32, 8)
+	for r := range inputs {
+		inputs[r] = genTensor(1, r, elems, 0)
+	}
+	for _, policy := range []string{"freeina", "atp", "switchml"} {
+		b.Run(policy, func(b *testing.B) {
+			var sum trueScaleRun
+			for i := 0; i < b.N; i++ {
+				r, err := runTrueScale(policy, inputs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				checkSample(b, r.tb, inputs, 9973)
+				r.tb = nil
+				b.StartTimer()
+				sum.end += r.end
+				sum.wall += r.wall
+				sum.cpu += r.cpu
+				sum.hops += r.hops
+				sum.events += r.events
+				sum.mallocs += r.mallocs
+				sum.faults += r.faults
+			}
+			b.ReportMetric(float64(sum.hops)/sum.cpu.Seconds(), "hops/cpu-s")
+			b.ReportMetric(float64(sum.cpu)/float64(sum.end), "cpu/virtual")
+			b.ReportMetric(float64(sum.wall)/float64(sum.end), "wall/virtual")
+			b.ReportMetric(float64(sum.end.Microseconds())/float64(b.N), "virtual-µs")
+			b.ReportMetric(float64(sum.hops)/float64(b.N), "hops")
+			b.ReportMetric(float64(sum.events)/float64(sum.hops), "events/hop")
+			b.ReportMetric(float64(sum.mallocs)/float64(sum.hops), "allocs/hop")
+			b.ReportMetric(float64(sum.faults)/float64(b.N), "page-faults")
+		})
+	}
+}
+
+// TestTrueScaleSmall runs the true-scale benchmark's measurement on a
+// small tensor: every policy's result is exact, and the hops count at
+// least each chunk's trip up from every worker and its result back down.
+func TestTrueScaleSmall(t *testing.T) {
+	elems := 1 << 14
+	inputs := make([][]float32, 8)
+	for r := range inputs {
+		inputs[r] = genTensor(1, r, elems, 0)
+	}
+	for _, policy := range []string{"freeina", "atp", "switchml"} {
+		r, err := runTrueScale(policy, inputs)
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		checkSample(t, r.tb, inputs, 1)
+		chunks := uint64(elems / r.tb.Spec.ValuesPerPacket)
+		if min := 2 * 8 * chunks; r.hops < min || r.end <= 0 || r.events < r.hops {
+			t.Fatalf("%s: %d hops (want ≥ %d), %d events, end %v", policy, r.hops, min, r.events, r.end)
+		}
+	}
+}

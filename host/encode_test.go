@@ -1,0 +1,112 @@
+package host
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/inabox/inabox/switch/inahdr"
+)
+
+// refEncode is EncodeChunk's values as Quantize writes them, big-endian,
+// and the clipped count.
+func refEncode(q Quantizer, data []float32, values int, k uint32, e int8) ([]byte, int) {
+	lo := int(k) * values
+	hi := min(lo+values, len(data))
+	v := make([]int32, hi-lo)
+	cl := q.Quantize(v, data[lo:hi], e)
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.BigEndian.PutUint32(out[4*i:], uint32(x))
+	}
+	return out, cl
+}
+
+// TestEncodeChunkBlocks: chunks encoded in any order — in order, resent,
+// skipped ahead, from another tensor — carry the values and the clipped
+// counts Quantize gives each one alone, for both modes and chunk sizes
+// that do and do not divide the block or the tensor.
+func TestEncodeChunkBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+		1e30, -1e30, 0.5, -0.5, 1.5, 2.5, -2.5, math.SmallestNonzeroFloat32}
+	for _, mode := range []QuantMode{QuantFixed, QuantExponent} {
+		for _, values := range []int{1, 7, 64, 256, 5000} {
+			q := Quantizer{Mode: mode, Workers: 8}
+			var ts []Tensor
+			for a := range 2 {
+				n := values*150 + rng.IntN(values)
+				d := make([]float32, n)
+				for i := range d {
+					if rng.IntN(50) == 0 {
+						d[i] = special[rng.IntN(len(special))]
+					} else {
+						d[i] = float32(rng.NormFloat64() * 3000)
+					}
+				}
+				tn := Tensor{AllReduce: uint16(a + 1), Data: d}
+				if mode == QuantExponent {
+					tn.Exps = ExponentsFrom(d, values, 1)
+				}
+				ts = append(ts, tn)
+			}
+			c := NewCore(1, 2, 8, values, q, ts)
+			buf := make([]byte, inahdr.Len+4*values)
+			var rep Report
+			want := 0
+			for range 600 {
+				i := rng.IntN(2)
+				k := uint32(rng.IntN(int(c.Chunks(i))))
+				if rng.IntN(3) > 0 { // mostly in order
+					i, k = 0, uint32(want%int(c.Chunks(0)))
+					want++
+				}
+				n := c.EncodeChunk(buf, i, k, k, 0, &rep)
+				ref, cl := refEncode(q, ts[i].Data, values, k, c.Exp(i, k))
+				if n != inahdr.Len+len(ref) || !bytes.Equal(buf[inahdr.Len:n], ref) {
+					t.Fatalf("mode %d values %d tensor %d chunk %d: values differ from Quantize's", mode, values, i, k)
+				}
+				before := rep.Clipped
+				c.EncodeChunk(buf, i, k, k, 0, &rep)
+				if rep.Clipped-before != cl {
+					t.Fatalf("mode %d values %d tensor %d chunk %d: %d clipped, want %d", mode, values, i, k, rep.Clipped-before, cl)
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeWire: quantizeWire writes Quantize's values and clips the
+// same ones for random values at every scale, half-integers, values at
+// and around the limit, and the special ones.
+func TestQuantizeWire(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	q := Quantizer{Mode: QuantExponent, Workers: 8}
+	lim := float64(q.Limit())
+	for e := int8(-70); e <= 70; e++ {
+		s := q.Shift(e)
+		var src []float32
+		for range 2000 {
+			src = append(src, math.Float32frombits(rng.Uint32()))
+		}
+		for _, m := range []float64{0.5, 1.5, 2.5, -0.5, -1.5, 3.5, lim, lim + 0.5, lim + 1, -lim, -lim - 0.5, -lim - 1, 1 << 51, 1 << 52, 1 << 53, 3 << 51} {
+			for _, d := range []float64{-1, 0, 1} {
+				x := float32(math.Ldexp(m, -s))
+				src = append(src, math.Nextafter32(x, float32(d*math.Inf(1))), x)
+			}
+		}
+		want := make([]int32, len(src))
+		wcl := q.Quantize(want, src, e)
+		got := make([]byte, 4*len(src))
+		if cl := q.quantizeWire(got, src, e); cl != wcl {
+			t.Fatalf("exponent %d: %d clipped, want %d", e, cl, wcl)
+		}
+		for i, w := range want {
+			if g := int32(binary.BigEndian.Uint32(got[4*i:])); g != w {
+				t.Fatalf("exponent %d: %g → %d, want %d", e, src[i], g, w)
+			}
+		}
+	}
+}
