@@ -107,7 +107,10 @@ func icrcRound(frames []Frame, workers int) {
 //
 // The hosts' part is not timed: restoring the payloads the results
 // overwrote, the next chunk numbers and each frame's ICRC. ns/op covers
-// every round. values=N/kernel and values=N/base=add-loop run a reference
+// every round. values=N/sealed hands the pipeline its frames as the
+// virtual-time emulator does (Frame.Sealed: the sender's ICRC is known
+// right, so the switch checks none and patches each replica's), the
+// rest as values=N. values=N/kernel and values=N/base=add-loop run a reference
 // alone.
 func BenchmarkPipeline(b *testing.B) {
 	for _, nv := range []int{64, 256} {
@@ -134,65 +137,76 @@ func BenchmarkPipeline(b *testing.B) {
 			}
 			return frames, orig, s
 		}
-		b.Run(fmt.Sprintf("values=%d", nv), func(b *testing.B) {
-			frames, orig, s := mk()
-			bframes, borig, _ := mk()
-			acc := make([]int32, chunks*nv)
-			kacc := make([]int32, chunks*nv)
-			ms := s.AppendMembers(nil, 1)
-			chunk := uint32(0)
-			var tPipe, tKernel, tBase time.Duration
-			const keep = 4096 // rounds kept for the medians
-			rp, rk, ri := make([]time.Duration, keep), make([]time.Duration, keep), make([]time.Duration, keep)
-			rounds := 0
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				chunk += chunks
-				// The hosts' part, not timed: the next chunks, each frame
-				// with its ICRC (the switch checks it).
-				for i := range frames {
-					if frames[i].Action == ActMulticast { // a result: restore the contribution
-						copy(frames[i].Data, orig[i])
-					}
-					inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/workers))
-					_ = rdma.SetICRC(frames[i].Data)
-				}
-				t0 := time.Now()
-				s.Process(frames)
-				for i := range frames {
-					if frames[i].Action == ActMulticast {
-						s.Egress(frames[i].Data, ms[0])
-					}
-				}
-				t1 := time.Now()
-				kernelRound(bframes, kacc, nv, workers)
-				t2 := time.Now()
-				icrcRound(bframes, workers)
-				t3 := time.Now()
-				baseRound(bframes, borig, acc, chunk, nv, workers)
-				t4 := time.Now()
-				tPipe += t1.Sub(t0)
-				tKernel += t2.Sub(t1)
-				tBase += t4.Sub(t3)
-				rp[rounds%keep], rk[rounds%keep], ri[rounds%keep] = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
-				rounds++
+		for _, sealed := range []bool{false, true} {
+			name := fmt.Sprintf("values=%d", nv)
+			if sealed {
+				name += "/sealed"
 			}
-			k := min(rounds, keep)
-			mp, mk, mi := median(rp[:k]), median(rk[:k]), median(ri[:k])
-			if st := s.Stats(); st.ByReason[ReasonResult] != uint64(b.N*chunks) {
-				b.Fatalf("%d results for %d chunks: %v", st.ByReason[ReasonResult], b.N*chunks, st.ByReason)
-			}
-			n := float64(b.N) * float64(len(frames)*nv)
-			b.ReportMetric(n/tPipe.Seconds(), "values/s")
-			b.ReportMetric(n/tKernel.Seconds(), "kernel-values/s")
-			b.ReportMetric(100*tKernel.Seconds()/tPipe.Seconds(), "%kernel")
-			b.ReportMetric(100*mk.Seconds()/mp.Seconds(), "%kernel-med")
-			b.ReportMetric(100*mi.Seconds()/mp.Seconds(), "icrc-%pipe")
-			b.ReportMetric(100*mk.Seconds()/(mp-mi).Seconds(), "%kernel-no-icrc")
-			b.ReportMetric(n/tBase.Seconds(), "base-values/s")
-			b.ReportMetric(100*tBase.Seconds()/tPipe.Seconds(), "%base")
-		})
+			b.Run(name, func(b *testing.B) {
+				frames, orig, s := mk()
+				bframes, borig, _ := mk()
+				acc := make([]int32, chunks*nv)
+				kacc := make([]int32, chunks*nv)
+				ms := s.AppendMembers(nil, 1)
+				chunk := uint32(0)
+				var tPipe, tKernel, tBase time.Duration
+				const keep = 4096 // rounds kept for the medians
+				rp, rk, ri := make([]time.Duration, keep), make([]time.Duration, keep), make([]time.Duration, keep)
+				rounds := 0
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					chunk += chunks
+					// The hosts' part, not timed: the next chunks, each frame
+					// with its ICRC (the switch checks it).
+					for i := range frames {
+						if frames[i].Action == ActMulticast { // a result: restore the contribution
+							copy(frames[i].Data, orig[i])
+						}
+						inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/workers))
+						_ = rdma.SetICRC(frames[i].Data)
+						frames[i].Sealed = sealed
+					}
+					t0 := time.Now()
+					s.Process(frames)
+					for i := range frames {
+						if frames[i].Action == ActMulticast {
+							if frames[i].Sealed {
+								s.EgressSealed(frames[i].Data, ms[0])
+							} else {
+								s.Egress(frames[i].Data, ms[0])
+							}
+						}
+					}
+					t1 := time.Now()
+					kernelRound(bframes, kacc, nv, workers)
+					t2 := time.Now()
+					icrcRound(bframes, workers)
+					t3 := time.Now()
+					baseRound(bframes, borig, acc, chunk, nv, workers)
+					t4 := time.Now()
+					tPipe += t1.Sub(t0)
+					tKernel += t2.Sub(t1)
+					tBase += t4.Sub(t3)
+					rp[rounds%keep], rk[rounds%keep], ri[rounds%keep] = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
+					rounds++
+				}
+				k := min(rounds, keep)
+				mp, mk, mi := median(rp[:k]), median(rk[:k]), median(ri[:k])
+				if st := s.Stats(); st.ByReason[ReasonResult] != uint64(b.N*chunks) {
+					b.Fatalf("%d results for %d chunks: %v", st.ByReason[ReasonResult], b.N*chunks, st.ByReason)
+				}
+				n := float64(b.N) * float64(len(frames)*nv)
+				b.ReportMetric(n/tPipe.Seconds(), "values/s")
+				b.ReportMetric(n/tKernel.Seconds(), "kernel-values/s")
+				b.ReportMetric(100*tKernel.Seconds()/tPipe.Seconds(), "%kernel")
+				b.ReportMetric(100*mk.Seconds()/mp.Seconds(), "%kernel-med")
+				b.ReportMetric(100*mi.Seconds()/mp.Seconds(), "icrc-%pipe")
+				b.ReportMetric(100*mk.Seconds()/(mp-mi).Seconds(), "%kernel-no-icrc")
+				b.ReportMetric(n/tBase.Seconds(), "base-values/s")
+				b.ReportMetric(100*tBase.Seconds()/tPipe.Seconds(), "%base")
+			})
+		}
 		b.Run(fmt.Sprintf("values=%d/kernel", nv), func(b *testing.B) {
 			frames, _, _ := mk()
 			acc := make([]int32, chunks*nv)
