@@ -165,7 +165,7 @@ func (n *Network) Inject(at time.Duration, node string, port int, frame []byte) 
 	}
 	b := append([]byte(nil), frame...)
 	n.At(at, func() {
-		p := n.pool.Get()
+		p := n.cache.get()
 		p.SetBytes(b)
 		n.send(ns, port, p)
 	})

@@ -70,6 +70,7 @@ type Network struct {
 	exts   []*extPort
 
 	events  eventHeap
+	cache   cache // the pool's packets for the run's goroutine
 	qBlocks blockPool[queued]
 	aBlocks blockPool[arrival]
 	waiting int // arrivals in the directions' in-order deques
@@ -96,7 +97,8 @@ func NewNetwork(cfg Config) *Network {
 	}
 	n := &Network{cfg: cfg, byName: map[string]*nodeState{}}
 	n.pool = NewPool(cfg.Headroom, cfg.MaxFrame)
-	n.env.pool = n.pool
+	n.cache.pool = n.pool
+	n.env.cache = &n.cache
 	return n
 }
 
@@ -346,7 +348,7 @@ func (n *Network) send(ns *nodeState, port int, p *Packet) {
 		if port >= 0 && port < ns.nports {
 			ns.ports[port].stats.DropNoLink++
 		}
-		n.pool.Put(p)
+		n.cache.put(p)
 		return
 	}
 	ps := &ns.ports[port]
@@ -369,12 +371,12 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 	st.SentBytes += uint64(size)
 	if !d.up {
 		st.Drops.LinkDown++
-		n.pool.Put(p)
+		n.cache.put(p)
 		return
 	}
 	if size-etherHdrLen > d.mtu() {
 		st.Drops.MTU++
-		n.pool.Put(p)
+		n.cache.put(p)
 		return
 	}
 	d.drain(now, &n.qBlocks)
@@ -385,7 +387,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		qp := d.q.len()
 		if (maxPkts > 0 && qp+1 > maxPkts) || (maxBytes > 0 && d.qBytes+size > maxBytes) {
 			st.Drops.Queue++
-			n.pool.Put(p)
+			n.cache.put(p)
 			return
 		}
 		if d.cfg.ECNThresholdBytes > 0 && d.qBytes > d.cfg.ECNThresholdBytes && markECN(p.Bytes()) {
@@ -408,7 +410,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 	im := &d.cfg.Impairments
 	if d.lost() {
 		st.Drops.Loss++
-		n.pool.Put(p)
+		n.cache.put(p)
 		return
 	}
 	arr := txEnd + int64(d.cfg.Delay) + d.extraDelay
@@ -443,7 +445,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 	n.scheduleArrival(d, arr, p, fcs)
 	if d.chance(either(im.Duplicate, d.extraDuplicate)) {
 		st.Duplicated++
-		n.scheduleArrival(d, arr, n.pool.Clone(p), fcs)
+		n.scheduleArrival(d, arr, n.cache.clone(p), fcs)
 	}
 }
 
@@ -461,7 +463,7 @@ func (n *Network) dropFCS(d *linkDir, p *Packet) {
 	if d.to.ext == nil {
 		n.nodes[d.to.node].ports[d.to.port].stats.RxFCSErrors++
 	}
-	n.pool.Put(p)
+	n.cache.put(p)
 }
 
 // dispatch fires one event (already popped), with n.now set to its time.
@@ -472,7 +474,7 @@ func (n *Network) dispatch(e *event) {
 		d := n.dirs[e.idx]
 		if e.gen != d.epoch {
 			d.stats.Drops.LinkDown++
-			n.pool.Put(e.pkt)
+			n.cache.put(e.pkt)
 			return
 		}
 		if e.fcs {
@@ -523,7 +525,7 @@ func (n *Network) deliver(ns *nodeState, port int, b []*Packet) {
 	if !ns.up {
 		ps.stats.DropNodeDown += uint64(len(b))
 		for _, p := range b {
-			n.pool.Put(p)
+			n.cache.put(p)
 		}
 		return
 	}

@@ -41,7 +41,7 @@ type Env struct {
 	node  *nodeState
 	sends []pendingSend
 	timer []pendingTimer
-	pool  *Pool
+	cache *cache // the network's packets, on its goroutine
 }
 
 type pendingSend struct {
@@ -69,13 +69,13 @@ func (e *Env) Ports() int { return e.node.nports }
 func (e *Env) Rand() *rand.Rand { return e.node.rng }
 
 // NewPacket returns an empty packet with headroom. The node owns it.
-func (e *Env) NewPacket() *Packet { return e.pool.Get() }
+func (e *Env) NewPacket() *Packet { return e.cache.get() }
 
 // Clone returns a copy of p. The node owns the copy.
-func (e *Env) Clone(p *Packet) *Packet { return e.pool.Clone(p) }
+func (e *Env) Clone(p *Packet) *Packet { return e.cache.clone(p) }
 
 // Free returns a packet the node owns to the pool.
-func (e *Env) Free(p *Packet) { e.pool.Put(p) }
+func (e *Env) Free(p *Packet) { e.cache.put(p) }
 
 // Send queues p for transmission on port. Ownership passes to the emulator.
 // A packet sent on a port that does not exist or has no link is dropped and

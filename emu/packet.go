@@ -269,8 +269,10 @@ func (pl *Pool) Put(p *Packet) {
 }
 
 // Clone returns a copy of p from the pool, with the same headroom and metadata.
-func (pl *Pool) Clone(p *Packet) *Packet {
-	c := pl.get()
+func (pl *Pool) Clone(p *Packet) *Packet { return cloneInto(pl.get(), p) }
+
+// cloneInto makes c, a free packet, a copy of p.
+func cloneInto(c, p *Packet) *Packet {
 	c.shrink()
 	c.off, c.end = 0, 0
 	if p.off+p.Len() > len(c.buf) {
@@ -284,4 +286,92 @@ func (pl *Pool) Clone(p *Packet) *Packet {
 	copy(c.buf[c.off:c.end], p.Bytes())
 	c.Port, c.Arrival, c.Sealed = p.Port, p.Arrival, p.Sealed
 	return c
+}
+
+// take moves up to k packets off the free list (making a block if it is
+// empty) and returns them as a list linked by next, with its length.
+func (pl *Pool) take(k int) (*Packet, int) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.free == nil {
+		pl.refill()
+	}
+	head, n := pl.free, 1
+	tail := head
+	for n < k && tail.next != nil {
+		tail = tail.next
+		n++
+	}
+	pl.free, tail.next = tail.next, nil
+	return head, n
+}
+
+// give puts a list of n packets of this pool, linked by next and ending at
+// tail, back on the free list.
+func (pl *Pool) give(head, tail *Packet) {
+	pl.mu.Lock()
+	tail.next = pl.free
+	pl.free = head
+	pl.mu.Unlock()
+}
+
+// cache is a network's own free list of its pool's packets, used only on
+// the goroutine that runs the network (nodes' callbacks, links, the
+// real-time loop), so taking and returning a packet there costs no lock: a
+// locked pool was 11 % of a true-scale all-reduce's run. It trades packets
+// with the pool cacheBatch at a time and gives back half when it holds
+// more than cacheMax.
+type cache struct {
+	pool *Pool
+	free *Packet
+	n    int
+}
+
+const (
+	cacheBatch = 64
+	cacheMax   = 4096
+)
+
+func (c *cache) get() *Packet {
+	if c.free == nil {
+		c.free, c.n = c.pool.take(cacheBatch)
+	}
+	p := c.free
+	c.free, p.next = p.next, nil
+	c.n--
+	p.Reset(c.pool.headroom)
+	return p
+}
+
+func (c *cache) put(p *Packet) {
+	if p == nil || p.pool != c.pool {
+		c.pool.Put(p) // another pool's (or none): the pool decides
+		return
+	}
+	p.next = c.free
+	c.free = p
+	if c.n++; c.n > cacheMax {
+		tail := c.free
+		for range cacheMax/2 - 1 {
+			tail = tail.next
+		}
+		rest := tail.next
+		tail.next = nil
+		end := rest
+		for end.next != nil {
+			end = end.next
+		}
+		c.pool.give(rest, end)
+		c.n = cacheMax / 2
+	}
+}
+
+func (c *cache) clone(p *Packet) *Packet {
+	if c.free == nil {
+		c.free, c.n = c.pool.take(cacheBatch)
+	}
+	x := c.free
+	c.free, x.next = x.next, nil
+	c.n--
+	return cloneInto(x, p)
 }

@@ -111,7 +111,7 @@ func (n *Network) ExtStats(name string) (ExtStats, bool) {
 // deliver queues a packet that reached the backend end of its link.
 func (x *extPort) deliver(n *Network, p *Packet) {
 	if n.rt == nil { // cannot happen: RunUntil refuses external ports
-		n.pool.Put(p)
+		n.cache.put(p)
 		return
 	}
 	x.pending = append(x.pending, p)
@@ -135,7 +135,7 @@ func (x *extPort) flush(n *Network) {
 			x.stats.DropBackpressure += uint64(k)
 			x.mu.Unlock()
 			for _, p := range b {
-				n.pool.Put(p)
+				n.cache.put(p)
 			}
 		}
 		x.pending = x.pending[:copy(x.pending, x.pending[k:])]
@@ -365,7 +365,7 @@ loop:
 	}
 	for _, in := range backlog {
 		for _, p := range in.pkts {
-			n.pool.Put(p)
+			n.cache.put(p)
 		}
 	}
 	// Shut down the edges: close the ports (unblocking readers), let the
@@ -385,7 +385,7 @@ loop:
 		select {
 		case in := <-rt.ingress:
 			for _, p := range in.pkts {
-				n.pool.Put(p)
+				n.cache.put(p)
 			}
 			continue
 		default:
