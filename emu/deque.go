@@ -1,5 +1,7 @@
 package emu
 
+import "github.com/inabox/inabox/internal/hugemem"
+
 // dequeBlockLen is the number of entries in one block of a deque.
 const dequeBlockLen = 128
 
@@ -11,15 +13,29 @@ type dequeBlock[T any] struct {
 
 // blockPool is a free list of deque blocks, shared by the deques of one
 // network, so a queue that grew and drained leaves its memory to the next.
+// It makes blocks in batches, each twice the last up to maxBlockBatch
+// (large ones from internal/hugemem: huge pages faulted in ahead).
 type blockPool[T any] struct {
-	free *dequeBlock[T]
+	free  *dequeBlock[T]
+	batch int // blocks in the next batch
 }
 
+const (
+	minBlockBatch = 4
+	maxBlockBatch = 1024
+)
+
 func (bp *blockPool[T]) get() *dequeBlock[T] {
-	b := bp.free
-	if b == nil {
-		return new(dequeBlock[T])
+	if bp.free == nil {
+		k := max(bp.batch, minBlockBatch)
+		bp.batch = min(2*k, maxBlockBatch)
+		bs := hugemem.Make[dequeBlock[T]](k)
+		for i := range bs {
+			bs[i].next = bp.free
+			bp.free = &bs[i]
+		}
 	}
+	b := bp.free
 	bp.free, b.next = b.next, nil
 	return b
 }
