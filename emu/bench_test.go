@@ -103,9 +103,6 @@ func BenchmarkVirtualTimeChain(b *testing.B) {
 // Steady state allocates nothing per packet: running the chain further moves
 // packets through links and nodes with recycled buffers and heap slots.
 func TestVirtualTimeZeroAllocsPerPacket(t *testing.T) {
-	if raceDetectorOn {
-		t.Skip("allocation counts are meaningless under -race (sync.Pool drops objects on purpose)")
-	}
 	n, p := chain(t, 1<<40)
 	if _, err := n.RunUntil(time.Millisecond); err != nil { // warm up pools and slices
 		t.Fatal(err)
@@ -122,7 +119,7 @@ func TestVirtualTimeZeroAllocsPerPacket(t *testing.T) {
 	if perRun < 1000 {
 		t.Fatalf("only %.0f packets per run: the chain is not moving", perRun)
 	}
-	// sync.Pool may drop its cache at a GC; allow a handful per 1000s of packets.
+	// A pool or queue may still grow by a block; allow a handful per 1000s of packets.
 	if allocs/perRun > 0.001 {
 		t.Errorf("%.1f allocs per run of %.0f packets (%.4f per packet)", allocs, perRun, allocs/perRun)
 	}

@@ -444,18 +444,23 @@ func (w *Worker) expireUC(env *emu.Env) {
 		w.sendUC(env, k)
 		st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucRTO(), Chunk: k})
 	}
-	st.ucDL, st.ucHead = compact(st.ucDL, st.ucHead)
+	st.ucDL, st.ucHead = Compact(st.ucDL, st.ucHead)
 }
 
-// compact drops the consumed head of a deadline queue: all of it once
-// consumed, else by copying the rest down once the head is most of it (a
-// queue that never empties stays bounded and stops growing).
-func compact(q []Deadline, head int) ([]Deadline, int) {
+// Compact drops the consumed head q[:head] of a queue held in one slice:
+// all of it once consumed, else by copying the rest down once the head is
+// most of it (a queue that never empties stays bounded and stops growing;
+// each entry is copied O(1) times on average). What it drops is cleared,
+// so the slice keeps no references.
+func Compact[T any](q []T, head int) ([]T, int) {
 	if head == len(q) {
+		clear(q)
 		return q[:0], 0
 	}
 	if head > 4096 && head*2 > len(q) {
-		return q[:copy(q, q[head:])], 0
+		n := copy(q, q[head:])
+		clear(q[n:])
+		return q[:n], 0
 	}
 	return q, head
 }
@@ -651,7 +656,7 @@ func (w *Worker) expire() {
 			w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlFetch, Job: w.cfg.Job, AllReduce: st.ar, Chunk: k}))
 		}
 	}
-	st.dl, st.dlHead = compact(st.dl, st.dlHead)
+	st.dl, st.dlHead = Compact(st.dl, st.dlHead)
 }
 
 // flush advances the all-reduce, sends frames and re-arms timers.

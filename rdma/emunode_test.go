@@ -146,9 +146,6 @@ func runEmuPair(t testing.TB, cfg emuPairConfig) emuPairResult {
 // (transmission, ACKs, completions and timer re-arming through FlushQP)
 // allocate nothing per packet.
 func TestHostZeroAllocsPerPacket(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are meaningless under -race (sync.Pool drops objects on purpose)")
-	}
 	ca, cb := qpConfigs(1024, 100, 200)
 	ca.Timeout, cb.Timeout = 4, 4
 	ca.Memory, cb.Memory = nil, nil
@@ -199,7 +196,7 @@ func TestHostZeroAllocsPerPacket(t *testing.T) {
 	if perRun < 1000 {
 		t.Fatalf("only %.0f messages per run: the pair is not moving", perRun)
 	}
-	// sync.Pool may drop its cache at a GC; allow a handful per 1000s of packets.
+	// A pool or queue may still grow by a block; allow a handful per 1000s of packets.
 	if allocs/perRun > 0.001 {
 		t.Errorf("%.1f allocs per run of %.0f messages (%.4f per message)", allocs, perRun, allocs/perRun)
 	}

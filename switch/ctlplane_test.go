@@ -393,9 +393,6 @@ func (l *looper) Timer(env *emu.Env, key uint64) {
 // DynaINA's control plane allocates nothing per packet in steady state
 // (UC contributions of two workers, absorbed and multicast).
 func TestNodeZeroAllocsPerPacket(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are meaningless under -race (sync.Pool drops objects on purpose)")
-	}
 	for _, plane := range []string{"freeina", "dynaina"} {
 		t.Run(plane, func(t *testing.T) {
 			s, f := newFreeINASwitch(t, 2, 100)

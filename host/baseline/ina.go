@@ -393,12 +393,7 @@ func (w *INAWorker) expire(env *emu.Env) {
 		}
 		st.dl = append(st.dl, host.Deadline{At: w.now + w.backoff(st.tries[c]), Chunk: c})
 	}
-	if st.dlHead == len(st.dl) {
-		st.dl, st.dlHead = st.dl[:0], 0
-	} else if st.dlHead > 4096 && st.dlHead*2 > len(st.dl) {
-		k := copy(st.dl, st.dl[st.dlHead:])
-		st.dl, st.dlHead = st.dl[:k], 0
-	}
+	st.dl, st.dlHead = host.Compact(st.dl, st.dlHead)
 }
 
 func (w *INAWorker) askPeers(env *emu.Env, c uint32) {

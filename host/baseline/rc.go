@@ -39,9 +39,8 @@ func (s *qpSet) add(q *rdma.QP) int {
 
 func (s *qpSet) post(i int, wr rdma.WorkRequest) { s.backlog[i].push(wr) }
 
-// fifo is a queue in one slice that it reuses: what is popped is reclaimed
-// once it is at least half the slice, so each entry moves O(1) times on
-// average and a queue that keeps its size allocates nothing.
+// fifo is a queue in one slice that it reuses (host.Compact): a queue
+// that keeps its size allocates nothing.
 type fifo[T any] struct {
 	v    []T
 	head int
@@ -53,17 +52,8 @@ func (q *fifo[T]) front() *T { return &q.v[q.head] }
 
 func (q *fifo[T]) pop() T {
 	x := q.v[q.head]
-	var zero T
-	q.v[q.head] = zero
 	q.head++
-	switch {
-	case q.head == len(q.v):
-		q.v, q.head = q.v[:0], 0
-	case q.head >= 32 && 2*q.head >= len(q.v):
-		n := copy(q.v, q.v[q.head:])
-		clear(q.v[n:])
-		q.v, q.head = q.v[:n], 0
-	}
+	q.v, q.head = host.Compact(q.v, q.head)
 	return x
 }
 

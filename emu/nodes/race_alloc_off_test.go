@@ -1,5 +1,0 @@
-//go:build !race
-
-package nodes_test
-
-const raceOn = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package emu_test
-
-const raceDetectorOn = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package sw
-
-const raceEnabled = false
