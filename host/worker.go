@@ -42,11 +42,10 @@ type WorkerConfig struct {
 	ResultTimeout time.Duration
 	// QP is the template of the RC QP (addresses and QPNs filled in).
 	QP rdma.Config
-	// Gap is the compute time between two all-reduces.
-	Gap time.Duration
-	// Delay is the virtual time the first all-reduce begins at (a job's
-	// arrival plus its first compute phase); 0 begins at once.
-	Delay time.Duration
+	// Timeline is when each all-reduce may begin (the job's arrival, its
+	// compute phases and buckets); the zero Timeline begins each one as
+	// soon as the previous one ends.
+	Timeline Timeline
 	// INAPath selects how INA-path chunks travel: PathUC (the default: UC
 	// SEND Only to the switch, absorbed there; RC only as a fallback) or
 	// PathTrim (RC to the PS, trimmed by the switch). The PS must use the
@@ -121,8 +120,6 @@ type Worker struct {
 	ringPos int
 	qpTimer rdma.QPTimer
 	armedRT bool
-	gapOn   bool
-	gapAt   time.Duration // when the compute phase ends (gapOn)
 	armedUC bool
 	ucPSN   uint32
 	ucHdr   rdma.FrameHeader // PathUC contributions' headers (PSN set per frame)
@@ -228,13 +225,9 @@ func (w *Worker) Start(env *emu.Env) {
 	w.qpTimer = rdma.QPTimer{}
 	w.armedRT, w.armedUC = false, false
 	if w.st == nil && w.cur < w.Len() {
-		switch {
-		case w.cur == 0 && w.cfg.Delay > w.now:
-			w.gap(env, w.cfg.Delay)
-		case w.gapOn && w.gapAt > w.now:
-			w.gap(env, w.gapAt)
-		default:
-			w.gapOn = false
+		if at := w.NextReady(&w.cfg.Timeline); at > w.now {
+			w.gap(env, at)
+		} else {
 			w.begin(env)
 		}
 	}
@@ -244,7 +237,6 @@ func (w *Worker) Start(env *emu.Env) {
 // gap arms the end of a compute phase at at.
 func (w *Worker) gap(env *emu.Env, at time.Duration) {
 	env.SetTimer(at, keyGap)
-	w.gapOn, w.gapAt = true, at
 }
 
 func (w *Worker) begin(env *emu.Env) {
@@ -612,7 +604,6 @@ func (w *Worker) Timer(env *emu.Env, key uint64) {
 		w.armedUC = false
 		w.expireUC(env)
 	case keyGap:
-		w.gapOn = false
 		if w.st == nil && w.cur < w.Len() {
 			w.begin(env)
 		}
@@ -669,8 +660,8 @@ func (w *Worker) flush(env *emu.Env) {
 			w.st = nil
 			w.cur++
 			if w.cur < w.Len() {
-				if w.cfg.Gap > 0 {
-					w.gap(env, w.now+w.cfg.Gap)
+				if at := w.NextReady(&w.cfg.Timeline); at > w.now {
+					w.gap(env, at)
 				} else {
 					w.begin(env)
 					continue

@@ -172,10 +172,14 @@ func (t *Testbed) BusySlots() int {
 	return t.Switch.Config().Slots - t.Switch.Stats().SlotsFree
 }
 
-// timing is job j's all-reduce timing for a baseline client.
-func (t *Testbed) timing(j int) baseline.Timing {
+// Timeline is worker rank of job j's timeline: JobSpec.Timeline's, or one
+// bucket per iteration after Compute, from Arrival.
+func (t *Testbed) Timeline(j, rank int) host.Timeline {
 	js := t.Spec.Jobs[j]
-	return baseline.Timing{Start: js.Arrival, Gap: js.Compute}
+	if js.Timeline != nil {
+		return js.Timeline(rank)
+	}
+	return host.Timeline{Start: js.Arrival, Forward: js.Compute}
 }
 
 // quant is the quantizer template for job j.
@@ -189,5 +193,5 @@ func (t *Testbed) quant(j int) host.Quantizer {
 func (t *Testbed) rcConfig(j, r int) baseline.RCConfig {
 	job := JobID(j)
 	return baseline.RCConfig{Job: job, Rank: r, Workers: t.Spec.Jobs[j].Workers, Values: t.Spec.ValuesPerPacket,
-		Quant: t.quant(j), Addr: WorkerAddr(job, r), QP: t.rcQP(), Timing: t.timing(j)}
+		Quant: t.quant(j), Addr: WorkerAddr(job, r), QP: t.rcQP(), Timeline: t.Timeline(j, r)}
 }

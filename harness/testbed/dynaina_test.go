@@ -24,8 +24,11 @@ func TestDynaINACluster(t *testing.T) {
 				cfg.Jobs = append(cfg.Jobs, JobSpec{Workers: n, Arrival: time.Duration(i) * 30 * time.Microsecond, Compute: gaps[i],
 					AllReduces: ars, GradientBytes: 4 * elems})
 			}
-			// Each job's first all-reduce at its arrival (no compute first).
-			cfg.FreeINA = &FreeINAOptions{Worker: func(j, _ int, wc *host.WorkerConfig) { wc.Delay = cfg.Jobs[j].Arrival }}
+			// Each job's first all-reduce at its arrival (no compute first):
+			// its first forward pass "began" one compute time earlier.
+			cfg.FreeINA = &FreeINAOptions{Worker: func(j, _ int, wc *host.WorkerConfig) {
+				wc.Timeline.Start = cfg.Jobs[j].Arrival - cfg.Jobs[j].Compute
+			}}
 			c, err := Build(cfg, "dynaina", tensors(inputs, ars, elems, func(job uint16, rank, a int) []float32 {
 				return genTensor(job, rank, elems, uint64(a))
 			}))

@@ -137,7 +137,7 @@ func (p *freeinaPolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, 
 		PS: host.Peer{Addr: PSAddr(psi), QPN: PSQPN(job, r)}, QPN: WorkerQPN(job, r), UCQPN: WorkerUCQPN(job, r),
 		Values: s.ValuesPerPacket, INAPath: s.INAPath, PSUCQPN: PSUCQPN(job, r), QP: t.rcQP(), Quant: s.Quant,
 		WantSlots: s.WantSlots, ResultTimeout: s.Timers.ResultTimeout, AdaptUCTimeout: s.Realtime,
-		Gap: js.Compute, Delay: js.Arrival + js.Compute}
+		Timeline: t.Timeline(j, r)}
 	wc.Quant.Workers = js.Workers
 	if s.FreeINA != nil && s.FreeINA.Worker != nil {
 		s.FreeINA.Worker(j, r, &wc)

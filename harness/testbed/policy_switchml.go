@@ -95,5 +95,5 @@ func inaConfig(t *Testbed, kind baseline.INAKind, j, r, window int, rto time.Dur
 	}
 	return baseline.INAConfig{Kind: kind, Job: job, Rank: r, Workers: n, Values: t.Spec.ValuesPerPacket, Quant: t.quant(j),
 		Addr: WorkerAddr(job, r), UCQPN: WorkerUCQPN(job, r), PS: PSAddr(t.PSOf(j)), PSQPN: PSQPN(job, r), Peers: peers, Switch: SwitchAddr,
-		Window: window, RTO: rto, Timing: t.timing(j)}
+		Window: window, RTO: rto, Timeline: t.Timeline(j, r)}
 }

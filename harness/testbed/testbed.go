@@ -41,6 +41,10 @@ type JobSpec struct {
 	// Arrival is when the job starts; Compute the compute time before each
 	// all-reduce (its first all-reduce begins at Arrival + Compute).
 	Arrival, Compute time.Duration
+	// Timeline, if set, gives worker rank's timeline (buckets, jitter,
+	// start offset: host.Timeline) instead of Arrival and Compute; its
+	// Start must include the arrival.
+	Timeline func(rank int) host.Timeline
 	// Priority orders jobs for ESA (higher preempts lower).
 	Priority uint8
 	// AllReduces is how many all-reduces each worker performs and

@@ -25,20 +25,12 @@ import (
 // every client).
 type Report = host.Report
 
-// Timing is when a worker's all-reduces begin: the first at Start + Gap
-// (the job's arrival, then its first compute phase), each next one Gap
-// after the previous one ended.
-type Timing struct {
-	Start, Gap time.Duration
-}
-
 // clientBase is what every baseline worker shares: the worker core
-// (tensors, quantization, results, reports) and the compute gaps between
+// (tensors, quantization, results, reports) and the timeline of its
 // all-reduces.
 type clientBase struct {
 	host.Core
-	start   time.Duration // arrival of the job
-	gap     time.Duration // compute time before each all-reduce
+	tl      host.Timeline
 	cur     int
 	active  bool // an all-reduce is in progress
 	waiting bool // the gap timer is armed
@@ -49,27 +41,24 @@ type clientBase struct {
 
 const keyGap = 1 << 40
 
-func (b *clientBase) init(job uint16, rank, n, values int, q host.Quantizer, tm Timing, ts []host.Tensor) {
+func (b *clientBase) init(job uint16, rank, n, values int, q host.Quantizer, tl host.Timeline, ts []host.Tensor) {
 	q.Workers = n
 	b.Core = host.NewCore(job, rank, n, values, q, ts)
-	b.start, b.gap = tm.Start, tm.Gap
+	b.tl = tl
 }
 
 // Reset implements emu.Resetter: a crash that loses the worker's state
 // (StateLost).
 func (b *clientBase) Reset() { b.LoseState() }
 
-// schedule arms the timer for the next all-reduce (after the gap), or
-// reports true if it should begin now.
+// schedule arms the timer for the next all-reduce (when the timeline
+// makes it ready), or reports true if it should begin now.
 func (b *clientBase) schedule(env *emu.Env) bool {
 	if b.active || b.waiting || b.cur >= b.Len() {
 		return false
 	}
 	if !b.planned {
-		b.at = b.now + b.gap
-		if b.cur == 0 {
-			b.at = max(b.start, 0) + b.gap
-		}
+		b.at = b.NextReady(&b.tl)
 		b.planned = true
 	}
 	if b.at <= b.now {

@@ -43,9 +43,9 @@ type INAConfig struct {
 	Switch rdma.Endpoint
 	// Window bounds chunks in flight; RTO is the per-chunk retransmission
 	// timeout.
-	Window int
-	RTO    time.Duration
-	Timing Timing
+	Window   int
+	RTO      time.Duration
+	Timeline host.Timeline
 }
 
 // INAWorker is the client of the three INA baselines (SwitchML, ATP, ESA).
@@ -123,7 +123,7 @@ const keyRTO = 1
 func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
 	w := &INAWorker{kind: cfg.Kind, window: cfg.Window, rto: cfg.RTO, addr: cfg.Addr, ucQPN: cfg.UCQPN,
 		ps: cfg.PS, psQPN: cfg.PSQPN, peers: cfg.Peers, sw: cfg.Switch}
-	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
+	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timeline, ts)
 	w.buf = make([]byte, inahdr.Len+4*w.Values())
 	w.ndDone = map[uint64]bool{}
 	var s uint32

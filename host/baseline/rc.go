@@ -194,8 +194,8 @@ type RCConfig struct {
 	Addr          rdma.Endpoint
 	// QP is the template of the worker's RC QPs (addresses, QPNs and
 	// initial PSNs are filled in).
-	QP     rdma.Config
-	Timing Timing
+	QP       rdma.Config
+	Timeline host.Timeline
 }
 
 // PSOnlyConfig configures a PS-only worker: its RC QP QPN to the PS's QP
@@ -211,7 +211,7 @@ type PSOnlyConfig struct {
 func NewPSOnlyWorker(cfg PSOnlyConfig, ts []host.Tensor) (*PSOnlyWorker, error) {
 	w := &PSOnlyWorker{window: cfg.Window}
 	w.proto = w
-	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
+	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timeline, ts)
 	qp, err := rcQP(cfg.QP, cfg.Addr, cfg.QPN, cfg.PS)
 	if err != nil {
 		return nil, err
@@ -455,7 +455,7 @@ type RingConfig struct {
 func NewRingWorker(cfg RingConfig, ts []host.Tensor) (*RingWorker, error) {
 	w := &RingWorker{stash: map[uint16][][]byte{}}
 	w.proto = w
-	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timing, ts)
+	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timeline, ts)
 	mtu := cfg.QP.MTU
 	if mtu == 0 {
 		mtu = 1024
