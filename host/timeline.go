@@ -75,18 +75,21 @@ const (
 )
 
 // Jitter is how one worker's compute time varies: iteration i's compute
-// times are multiplied by Slow × X_i, where the X_i are independent draws
-// with mean 1 and coefficient of variation CV from Dist (a normal is
-// truncated at 0.05; a lognormal has σ² = ln(1+CV²), μ = −σ²/2). The
-// draws are a pure function of Key and i: the same Key gives the same
-// times, on any run.
+// times are multiplied by Slow × X_i × H_i, where the X_i are independent
+// draws with mean 1 and coefficient of variation CV from Dist (a normal is
+// truncated at 0.05; a lognormal has σ² = ln(1+CV²), μ = −σ²/2) and H_i is
+// HiccupSlow with probability HiccupP, else 1. The draws are a pure
+// function of Key and i: the same Key gives the same times, on any run.
 type Jitter struct {
 	Dist string
 	CV   float64
 	// Slow is the worker's persistent slowdown (a straggler: 1.5 is 50 %
 	// slower); 0 means 1.
 	Slow float64
-	Key  uint64
+	// HiccupP is the probability that an iteration is HiccupSlow times
+	// slower (an occasional slow iteration).
+	HiccupP, HiccupSlow float64
+	Key                 uint64
 }
 
 // Validate reports a Jitter that Factor cannot use.
@@ -98,6 +101,10 @@ func (j Jitter) Validate() error {
 		return fmt.Errorf("cv %v: must be in [0, 10]", j.CV)
 	case j.Slow != 0 && !(j.Slow > 0 && j.Slow <= 1000):
 		return fmt.Errorf("slow %v: must be in (0, 1000]", j.Slow)
+	case !(j.HiccupP >= 0 && j.HiccupP <= 1):
+		return fmt.Errorf("hiccup probability %v: must be in [0, 1]", j.HiccupP)
+	case j.HiccupP > 0 && !(j.HiccupSlow > 0 && j.HiccupSlow <= 1000):
+		return fmt.Errorf("hiccup factor %v: must be in (0, 1000]", j.HiccupSlow)
 	}
 	return nil
 }
@@ -107,6 +114,9 @@ func (j Jitter) Factor(i int) float64 {
 	f := 1.0
 	if j.Slow > 0 {
 		f = j.Slow
+	}
+	if j.HiccupP > 0 && Uniform(j.Key^0xD1B54A32D192ED03, uint64(i)) < j.HiccupP {
+		f *= j.HiccupSlow
 	}
 	if j.Dist == JitterNone || j.CV == 0 {
 		return f
@@ -129,6 +139,13 @@ func (j Jitter) normal(i uint64) float64 {
 	u1 := float64(splitmix64(&x)>>11+1) / (1 << 53) // (0, 1]
 	u2 := float64(splitmix64(&x)>>11) / (1 << 53)   // [0, 1)
 	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
+}
+
+// Uniform returns a uniform draw in [0, 1) that is a pure function of key
+// and i.
+func Uniform(key, i uint64) float64 {
+	x := key ^ (i+1)*0x9E3779B97F4A7C15
+	return float64(splitmix64(&x)>>11) / (1 << 53)
 }
 
 // splitmix64 advances x and returns its next output.

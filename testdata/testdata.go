@@ -12,7 +12,8 @@ import "embed"
 var Models []byte
 
 // Scenarios holds testdata/scenarios: the experiment scenarios at
-// scenarios/*.yaml and the invalid examples at scenarios/invalid/*.yaml.
+// scenarios/*.yaml and the invalid examples (and the traces they name) at
+// scenarios/invalid.
 //
-//go:embed scenarios/*.yaml scenarios/invalid/*.yaml
+//go:embed scenarios/*.yaml scenarios/invalid/*.yaml scenarios/invalid/*.csv
 var Scenarios embed.FS

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -65,6 +67,17 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: ok: %s, policy %s, %d job%s, %d workers on %d hosts, %d PS, %d slots; ~%.2f M worker packets, virtual time ≥ %v\n",
 			file, s.Name, s.Policy, len(s.Jobs), plural, workers, s.NumHosts(), s.Topology.PS.Count, s.Topology.Switch.Slots,
 			float64(est.WorkerPackets)/1e6, est.VirtualTime.Round(1e6))
+		for _, p := range s.Plan(models) {
+			if len(p.Buckets) < 2 {
+				continue
+			}
+			sizes := make([]string, len(p.Buckets))
+			for i, b := range p.Buckets {
+				sizes[i] = fmt.Sprintf("%.3g", float64(b.Elements)*4/(1<<20))
+			}
+			fmt.Fprintf(stdout, "  job %s: %d buckets per iteration (MiB after tensor_scale, in the order they are ready: %s); forward %v, compute %v\n",
+				p.Name, len(p.Buckets), strings.Join(sizes, " "), p.Forward.Round(time.Microsecond), p.Compute.Round(time.Microsecond))
+		}
 		for _, w := range s.Warnings(models) {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
 		}

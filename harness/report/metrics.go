@@ -244,18 +244,25 @@ func (c *Collector) AllReduceStart(t time.Duration, job string, iter int) {
 // aggregated elements gradient elements (bytes on the wire per worker,
 // payload only).
 func (c *Collector) AllReduceEnd(t time.Duration, job string, iter int, bytes, elements int64) {
-	c.at(t)
-	j := c.job(job)
-	it := j.iter(iter)
-	it.arEnd = t
-	it.bytes += bytes
-	it.elements += elements
 	from := t
-	if it.arStart >= 0 {
+	if it := c.job(job).iter(iter); it.arStart >= 0 {
 		from = it.arStart
 	}
-	j.tput.spread(from, t, float64(elements))
-	c.tput.spread(from, t, float64(elements))
+	c.Bucket(from, t, job, iter, bytes, elements)
+}
+
+// Bucket records one all-reduce of iteration iter's buckets, from start to
+// end (which is the iteration's all-reduce end so far); call
+// AllReduceStart with the first bucket's start before.
+func (c *Collector) Bucket(start, end time.Duration, job string, iter int, bytes, elements int64) {
+	c.at(end)
+	j := c.job(job)
+	it := j.iter(iter)
+	it.arEnd = max(it.arEnd, end)
+	it.bytes += bytes
+	it.elements += elements
+	j.tput.spread(start, end, float64(elements))
+	c.tput.spread(start, end, float64(elements))
 }
 
 // Occupancy records that (pool, job) holds slots aggregator slots from t

@@ -13,15 +13,21 @@ import (
 // reference and frees it.
 func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 	ref := r.gen.reference(i, k)
+	where := func(rank int) string {
+		p := r.plans[i]
+		if len(p.Buckets) == 1 {
+			return fmt.Sprintf("%s: job %s worker %d iteration %d", r.s.Name, p.Name, rank, k)
+		}
+		return fmt.Sprintf("%s: job %s worker %d iteration %d bucket %d", r.s.Name, p.Name, rank, k/len(p.Buckets), k%len(p.Buckets))
+	}
 	for rank, w := range ws {
 		got := w.Endpoint.Result(k)
 		if len(got) != len(ref) {
-			return fmt.Errorf("%s: job %s worker %d iteration %d: result has %d elements, want %d", r.s.Name, r.plans[i].Name, rank, k, len(got), len(ref))
+			return fmt.Errorf("%s: result has %d elements, want %d", where(rank), len(got), len(ref))
 		}
 		for e := range ref {
 			if got[e] != ref[e] {
-				return fmt.Errorf("%s: job %s worker %d iteration %d: element %d = %d, want %d (wrong all-reduce sum)",
-					r.s.Name, r.plans[i].Name, rank, k, e, got[e], ref[e])
+				return fmt.Errorf("%s: element %d = %d, want %d (wrong all-reduce sum)", where(rank), e, got[e], ref[e])
 			}
 		}
 		w.Endpoint.DropResult(k)
@@ -71,18 +77,30 @@ func (g *tensorGen) variant(job, rank, v int) []float32 {
 }
 
 // tensors returns worker rank of job (from 0)'s all-reduces, one per
-// iteration (all-reduce ids 1, 2, ...; they wrap at 65535).
+// bucket of each iteration (all-reduce ids 1, 2, ...; they wrap at
+// 65535): bucket b of iteration i is the bucket's part of variant i mod 2.
 func (g *tensorGen) tensors(ji, rank int) []host.Tensor {
 	p := g.plans[ji]
-	ts := make([]host.Tensor, p.Iterations)
+	nb := len(p.Buckets)
+	ts := make([]host.Tensor, p.AllReduces())
 	for k := range ts {
-		ts[k] = host.Tensor{AllReduce: uint16(k%0xFFFF + 1), Data: g.variant(ji, rank, k%2)}
+		b := p.Buckets[k%nb]
+		ts[k] = host.Tensor{AllReduce: uint16(k%0xFFFF + 1), Data: g.variant(ji, rank, (k/nb)%2)[b.Offset : b.Offset+b.Elements]}
 	}
 	return ts
 }
 
+// reference is the sum job's all-reduce k must give.
 func (g *tensorGen) reference(job, k int) []int32 {
-	key := [2]int{job, k % 2}
+	p := g.plans[job]
+	nb := len(p.Buckets)
+	b := p.Buckets[k%nb]
+	return g.whole(job, (k/nb)%2)[b.Offset : b.Offset+b.Elements]
+}
+
+// whole is the sum of variant v of every worker's whole gradient.
+func (g *tensorGen) whole(job, v int) []int32 {
+	key := [2]int{job, v}
 	if r, ok := g.ref[key]; ok {
 		return r
 	}
@@ -91,7 +109,7 @@ func (g *tensorGen) reference(job, k int) []int32 {
 	sum := make([]int64, p.Elements)
 	buf := make([]int32, p.Elements)
 	for rank := 0; rank < p.Workers; rank++ {
-		q.Quantize(buf, g.variant(job, rank, k%2), 0)
+		q.Quantize(buf, g.variant(job, rank, v), 0)
 		for i, v := range buf {
 			sum[i] += int64(v)
 		}

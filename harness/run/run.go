@@ -97,6 +97,13 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	if step <= 0 {
 		step = 100 * time.Microsecond
 	}
+	if seed != s.Seed {
+		// a generated cluster is drawn again for the seed
+		var err error
+		if s, err = s.WithSeed(seed, models); err != nil {
+			return nil, err
+		}
+	}
 	plans := s.Plan(models)
 	gen := newTensorGen(seed, s, plans)
 	tb, err := testbed.Build(testbedSpec(s, policy, seed, plans, opts.Realtime), policy, gen.tensors)
@@ -321,14 +328,15 @@ func (r *runner) sample(now time.Duration) error {
 			continue
 		}
 		ws := r.tb.Workers[i]
+		nb := len(p.Buckets)
 		for {
-			k := r.fed[i]
+			k := r.fed[i] // iteration; its all-reduces are k·nb … k·nb+nb−1
 			if k >= p.Iterations {
 				break
 			}
 			ready := true
 			for _, w := range ws {
-				if w.Endpoint.Finished() <= k {
+				if w.Endpoint.Finished() < (k+1)*nb {
 					ready = false
 					break
 				}
@@ -336,28 +344,43 @@ func (r *runner) sample(now time.Duration) error {
 			if !ready {
 				break
 			}
-			if err := r.check(i, k, ws); err != nil {
-				return err
-			}
-			var arStart, arEnd time.Duration = -1, 0
-			for _, w := range ws {
-				s, e := span(w.Endpoint, k)
-				if arStart < 0 || s < arStart {
-					arStart = s
+			for b := range nb {
+				if err := r.check(i, k*nb+b, ws); err != nil {
+					return err
 				}
-				arEnd = max(arEnd, e)
+			}
+			// spans[b]: bucket b's all-reduce, from its first worker's start to
+			// its last worker's end
+			spans := make([][2]time.Duration, nb)
+			for b := range nb {
+				var s0, e0 time.Duration = -1, 0
+				for _, w := range ws {
+					s, e := span(w.Endpoint, k*nb+b)
+					if s0 < 0 || s < s0 {
+						s0 = s
+					}
+					e0 = max(e0, e)
+				}
+				spans[b] = [2]time.Duration{s0, e0}
 			}
 			start := p.Arrival
 			if k > 0 {
 				for _, w := range ws {
-					_, e := span(w.Endpoint, k-1)
+					_, e := span(w.Endpoint, k*nb-1)
 					start = max(start, e)
 				}
 			}
-			arStart = max(arStart, start)
+			arStart := max(spans[0][0], start)
+			arEnd := spans[nb-1][1]
 			r.col.IterationStart(start, p.Name, k)
 			r.col.AllReduceStart(arStart, p.Name, k)
-			r.col.AllReduceEnd(arEnd, p.Name, k, p.Bytes, p.Elements)
+			if nb == 1 {
+				r.col.AllReduceEnd(arEnd, p.Name, k, p.Bytes, p.Elements)
+			} else {
+				for b, bk := range p.Buckets {
+					r.col.Bucket(max(spans[b][0], start), spans[b][1], p.Name, k, 4*bk.Elements, bk.Elements)
+				}
+			}
 			r.col.IterationEnd(arEnd, p.Name, k)
 			r.fed[i]++
 			if r.fed[i] == p.Iterations {

@@ -53,8 +53,13 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 		sp.INAPath = host.PathTrim
 	}
 	for _, p := range plans {
-		sp.Jobs = append(sp.Jobs, testbed.JobSpec{Workers: p.Workers, Arrival: p.Arrival, Compute: p.Compute,
-			Priority: uint8(p.Priority), AllReduces: p.Iterations, GradientBytes: p.Bytes})
+		// DynaINA's profile is per all-reduce: with buckets, each bucket's
+		// mean size, and the iteration's compute shared among them.
+		nb := int64(len(p.Buckets))
+		p := p
+		sp.Jobs = append(sp.Jobs, testbed.JobSpec{Workers: p.Workers, Arrival: p.Arrival, Compute: p.Compute / time.Duration(nb),
+			Priority: uint8(p.Priority), AllReduces: p.AllReduces(), GradientBytes: p.Bytes / nb,
+			Timeline: func(rank int) host.Timeline { return p.Timeline(seed, rank) }})
 	}
 	sp.Timers = testbed.ScaledTimers(sp.LinkBitsPerSecond, sp.LinkDelay)
 	// Every FreeINA all-reduce asks for the window that keeps a worker link

@@ -13,8 +13,10 @@ import (
 )
 
 // Model is one model profile: the gradient one worker all-reduces per
-// iteration and the compute time (forward + backward) of one iteration.
-// A training job alternates compute ("on": no traffic) and an all-reduce of
+// iteration and the compute time (forward + backward) of one iteration,
+// and optionally the same per layer (group), which lets a job reduce its
+// gradient in buckets during the backward pass (Job.BucketMiB). Without
+// buckets a job alternates compute ("on": no traffic) and an all-reduce of
 // the whole gradient ("off").
 type Model struct {
 	Name        string  `yaml:"name" json:"name"`
@@ -22,6 +24,79 @@ type Model struct {
 	GradientMiB float64 `yaml:"gradient_mib" json:"gradient_mib"` // fp32 gradient, MiB
 	ComputeMs   float64 `yaml:"compute_ms" json:"compute_ms"`     // fwd+bwd per iteration, ms
 	Source      string  `yaml:"source" json:"source"`
+	// Layers are the model's layers (or layer groups) in forward order:
+	// input first. When given, their parameters must add up to params_m
+	// and gradient_mib and their times to compute_ms.
+	Layers []Layer `yaml:"layers,omitempty" json:"-"`
+}
+
+// Layer is one layer (group) of a model profile: its parameters and its
+// forward and backward compute time on one worker.
+type Layer struct {
+	Params     int64   `yaml:"params" json:"params"`
+	ForwardUs  float64 `yaml:"forward_us" json:"forward_us"`
+	BackwardUs float64 `yaml:"backward_us" json:"backward_us"`
+}
+
+// Bucket is one all-reduce of a bucketed iteration: Params gradient
+// elements, ready Backward after the previous bucket (or the forward
+// pass's end).
+type Bucket struct {
+	Params   int64
+	Backward time.Duration
+}
+
+// BackwardShare is the share of an iteration's compute spent in the
+// backward pass for a model without layers (the median of the profiled
+// models' backward/(forward+backward), testdata/models/models.yaml: 0.67,
+// the common "backward ≈ 2× forward").
+const BackwardShare = 2.0 / 3
+
+// Buckets splits one iteration of m into all-reduces of at least capBytes
+// of fp32 gradient each, as data-parallel frameworks bucket gradients
+// (PyTorch DDP's bucket_cap_mb): layers are taken in reverse order (the
+// backward pass computes the last layer's gradient first) and a bucket is
+// closed once it holds capBytes or more, so a layer larger than capBytes is
+// a bucket of its own; the last bucket holds what is left. It returns the
+// forward pass and the buckets in the order they become ready. A model
+// without layers is cut into ⌈gradient / capBytes⌉ equal buckets, its
+// backward time (BackwardShare of compute_ms) split by size. capBytes ≤ 0
+// gives one bucket: the whole gradient after the whole compute.
+func (m Model) Buckets(capBytes int64) (forward time.Duration, buckets []Bucket) {
+	ms := func(x float64) time.Duration { return time.Duration(math.Round(x * float64(time.Millisecond))) }
+	us := func(x float64) time.Duration { return time.Duration(math.Round(x * float64(time.Microsecond))) }
+	if capBytes <= 0 {
+		return m.Compute(), []Bucket{{Params: m.Elements()}}
+	}
+	if len(m.Layers) == 0 {
+		total := m.Elements()
+		n := max((4*total+capBytes-1)/capBytes, 1)
+		bwd := ms(m.ComputeMs * BackwardShare)
+		forward = m.Compute() - bwd
+		var doneP int64
+		var doneB time.Duration
+		for i := int64(1); i <= n; i++ {
+			p := total * i / n
+			b := time.Duration(float64(bwd) * float64(p) / float64(total))
+			buckets = append(buckets, Bucket{Params: p - doneP, Backward: b - doneB})
+			doneP, doneB = p, b
+		}
+		return forward, buckets
+	}
+	for _, l := range m.Layers {
+		forward += us(l.ForwardUs)
+	}
+	var cur Bucket
+	for i := len(m.Layers) - 1; i >= 0; i-- {
+		l := m.Layers[i]
+		cur.Params += l.Params
+		cur.Backward += us(l.BackwardUs)
+		if 4*cur.Params >= capBytes || i == 0 {
+			buckets = append(buckets, cur)
+			cur = Bucket{}
+		}
+	}
+	return forward, buckets
 }
 
 // GradientBytes is the size of the fp32 gradient in bytes.
@@ -106,6 +181,8 @@ func ParseModels(file string, data []byte) (Models, error) {
 			bad = fmt.Sprintf("compute_ms: %v: must be > 0", m.ComputeMs)
 		case m.ParamsM < 0:
 			bad = fmt.Sprintf("params_m: %v: must be ≥ 0", m.ParamsM)
+		default:
+			bad = m.checkLayers()
 		}
 		if bad != "" {
 			return nil, fmt.Errorf("%s: models[%d].%s", file, i, bad)
@@ -113,6 +190,38 @@ func ParseModels(file string, data []byte) (Models, error) {
 		ms[m.Name] = m
 	}
 	return ms, nil
+}
+
+// checkLayers names the first layer field that is invalid or that does
+// not add up to the model's totals, or returns "".
+func (m Model) checkLayers() string {
+	if len(m.Layers) == 0 {
+		return ""
+	}
+	var params int64
+	var us float64
+	for i, l := range m.Layers {
+		switch {
+		case l.Params <= 0:
+			return fmt.Sprintf("layers[%d].params: %d: must be > 0", i, l.Params)
+		case !(l.ForwardUs >= 0) || math.IsInf(l.ForwardUs, 0):
+			return fmt.Sprintf("layers[%d].forward_us: %v: must be ≥ 0", i, l.ForwardUs)
+		case !(l.BackwardUs >= 0) || math.IsInf(l.BackwardUs, 0):
+			return fmt.Sprintf("layers[%d].backward_us: %v: must be ≥ 0", i, l.BackwardUs)
+		}
+		params += l.Params
+		us += l.ForwardUs + l.BackwardUs
+	}
+	mib := float64(4*params) / (1 << 20)
+	switch {
+	case math.Abs(mib-m.GradientMiB) > 1:
+		return fmt.Sprintf("gradient_mib: %v: the layers hold %d parameters (%.1f MiB of fp32)", m.GradientMiB, params, mib)
+	case m.ParamsM > 0 && math.Abs(float64(params)/1e6-m.ParamsM) > 0.1:
+		return fmt.Sprintf("params_m: %v: the layers hold %.2f M parameters", m.ParamsM, float64(params)/1e6)
+	case math.Abs(us/1000-m.ComputeMs) > 0.5:
+		return fmt.Sprintf("compute_ms: %v: the layers' forward and backward times add up to %.1f ms", m.ComputeMs, us/1000)
+	}
+	return ""
 }
 
 var defaultModels = func() Models {

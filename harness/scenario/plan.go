@@ -30,7 +30,26 @@ type JobPlan struct {
 	// INA headers; CommRatio is CommIdeal / Compute.
 	CommIdeal time.Duration
 	CommRatio float64
+	// Forward is the forward pass of an iteration and Buckets its
+	// all-reduces in the order they become ready (one, of the whole
+	// gradient after the whole compute, without bucket_mib): Compute is
+	// Forward plus the buckets' Backward.
+	Forward time.Duration
+	Buckets []BucketPlan
+	// ComputeVar is how the workers' compute varies (nil: not at all).
+	ComputeVar *Compute
 }
+
+// BucketPlan is one all-reduce of an iteration, after tensor_scale: the
+// gradient elements [Offset, Offset+Elements) in Packets INA packets,
+// ready Backward after the previous bucket (or the forward pass).
+type BucketPlan struct {
+	Offset, Elements, Packets int64
+	Backward                  time.Duration
+}
+
+// AllReduces is the number of all-reduces of the job's run.
+func (p *JobPlan) AllReduces() int { return p.Iterations * len(p.Buckets) }
 
 // Plan resolves every job. The scenario must be valid for models.
 // Worker placement: with topology.hosts 0 each worker has its own host,
@@ -49,7 +68,21 @@ func (s *Scenario) Plan(models Models) []JobPlan {
 		elems := max(int64(math.Ceil(float64(m.Elements())*s.Scaling.TensorScale)), 1)
 		p := JobPlan{Index: i, Name: j.Name, Model: m, Workers: j.Workers, Iterations: j.Iterations,
 			Arrival: j.Arrival.D(), Priority: j.Priority, PS: "ps" + strconv.Itoa(s.PSOf(i)),
-			Elements: elems, Bytes: 4 * elems, Packets: (elems + vpp - 1) / vpp, Compute: m.Compute()}
+			Elements: elems, Bytes: 4 * elems, Packets: (elems + vpp - 1) / vpp, Compute: m.Compute(),
+			Forward: m.Compute(), Buckets: []BucketPlan{{Elements: elems, Packets: (elems + vpp - 1) / vpp}}, ComputeVar: s.ComputeOf(i)}
+		if j.BucketMiB > 0 {
+			fwd, bs := m.Buckets(int64(math.Round(j.BucketMiB * (1 << 20))))
+			p.Forward, p.Compute, p.Elements, p.Packets, p.Buckets = fwd, fwd, 0, 0, nil
+			for _, b := range bs {
+				e := max(int64(math.Ceil(float64(b.Params)*s.Scaling.TensorScale)), 1)
+				bp := BucketPlan{Offset: p.Elements, Elements: e, Packets: (e + vpp - 1) / vpp, Backward: b.Backward}
+				p.Buckets = append(p.Buckets, bp)
+				p.Elements += e
+				p.Packets += bp.Packets
+				p.Compute += b.Backward
+			}
+			p.Bytes = 4 * p.Elements
+		}
 		for w := 0; w < j.Workers; w++ {
 			p.Hosts = append(p.Hosts, hosts[(off+w)%len(hosts)])
 		}
@@ -58,7 +91,20 @@ func (s *Scenario) Plan(models Models) []JobPlan {
 			p.CommIdeal = time.Duration(math.Round(float64(p.Bytes) * 8 / (rate * eff) * 1e9))
 		}
 		if j.CommRatio > 0 {
-			p.Compute = time.Duration(math.Round(float64(p.CommIdeal) / j.CommRatio))
+			c := time.Duration(math.Round(float64(p.CommIdeal) / j.CommRatio))
+			if old := p.Compute; old > 0 && j.BucketMiB > 0 {
+				f := float64(c) / float64(old)
+				stretch := func(d time.Duration) time.Duration { return time.Duration(math.Round(float64(d) * f)) }
+				p.Forward = stretch(p.Forward)
+				c = p.Forward
+				for k := range p.Buckets {
+					p.Buckets[k].Backward = stretch(p.Buckets[k].Backward)
+					c += p.Buckets[k].Backward
+				}
+			} else {
+				p.Forward = c
+			}
+			p.Compute = c
 		}
 		if p.Compute > 0 {
 			p.CommRatio = float64(p.CommIdeal) / float64(p.Compute)
@@ -85,7 +131,12 @@ func (s *Scenario) Estimate(models Models) Estimate {
 	var e Estimate
 	for _, p := range s.Plan(models) {
 		e.WorkerPackets += p.Packets * int64(p.Workers) * int64(p.Iterations)
-		e.VirtualTime = max(e.VirtualTime, p.Arrival+time.Duration(p.Iterations)*(p.Compute+p.CommIdeal))
+		// With buckets the last one's all-reduce is what overlaps no compute.
+		comm := p.CommIdeal
+		if n := len(p.Buckets); n > 1 {
+			comm = time.Duration(float64(p.CommIdeal) * float64(p.Buckets[n-1].Packets) / float64(max(p.Packets, 1)))
+		}
+		e.VirtualTime = max(e.VirtualTime, p.Arrival+time.Duration(p.Iterations)*(p.Compute+comm))
 	}
 	return e
 }
@@ -112,13 +163,18 @@ func (s *Scenario) Warnings(models Models) []string {
 		if p.CommIdeal <= 0 {
 			continue
 		}
-		share := float64(fixed) / float64(p.CommIdeal)
+		// Every bucket pays the fixed latencies: the smallest weighs most.
+		ideal := p.CommIdeal
+		for _, b := range p.Buckets {
+			ideal = min(ideal, time.Duration(float64(p.CommIdeal)*float64(b.Packets)/float64(max(p.Packets, 1))))
+		}
+		share := float64(fixed) / float64(max(ideal, 1))
 		if share <= LatencyShareWarn {
 			continue
 		}
 		w := fmt.Sprintf("topology.link_delay: %v: %d link traversals (%v) are %.0f %% of job %s's ideal all-reduce (%v); "+
 			"fixed latencies weigh far more on policies with more round trips than at true scale",
-			s.Topology.LinkDelay, FixedTraversals, fixed, 100*share, p.Name, p.CommIdeal.Round(time.Microsecond))
+			s.Topology.LinkDelay, FixedTraversals, fixed, 100*share, p.Name, ideal.Round(time.Microsecond))
 		if rs := s.Scaling.RateScale; rs < 1 {
 			w += fmt.Sprintf(" (%.2g %% there if the delay was stretched by 1/rate_scale)", 100*share*rs)
 		}

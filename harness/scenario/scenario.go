@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,15 +117,24 @@ type Scenario struct {
 	// ATP configures the atp and esa baselines.
 	ATP ATP `yaml:"atp,omitempty" json:"atp,omitempty"`
 	// ESA configures the esa baseline's choice its paper leaves open.
-	ESA         ESA              `yaml:"esa,omitempty" json:"esa,omitempty"`
-	Scaling     Scaling          `yaml:"scaling" json:"scaling"`
-	Topology    Topology         `yaml:"topology" json:"topology"`
-	Jobs        []Job            `yaml:"jobs" json:"jobs"`
+	ESA      ESA      `yaml:"esa,omitempty" json:"esa,omitempty"`
+	Scaling  Scaling  `yaml:"scaling" json:"scaling"`
+	Topology Topology `yaml:"topology" json:"topology"`
+	Jobs     []Job    `yaml:"jobs" json:"jobs"`
+	// Compute is every job's compute variation unless the job sets its
+	// own [none: every worker exactly its profile].
+	Compute *Compute `yaml:"compute,omitempty" json:"compute,omitempty"`
+	// Arrivals generates more jobs (a Poisson process or a trace).
+	Arrivals    *Arrivals        `yaml:"arrivals,omitempty" json:"arrivals,omitempty"`
 	Faults      []Fault          `yaml:"faults,omitempty" json:"faults,omitempty"`
 	Impairments []LinkImpairment `yaml:"impairments,omitempty" json:"impairments,omitempty"`
 
 	file  string
 	index *nodeIndex
+	// listed is how many of Jobs the file lists (the rest come from
+	// Arrivals); read reads a file relative to the scenario's directory.
+	listed int
+	read   func(string) ([]byte, error)
 }
 
 // Scaling shrinks an experiment so it runs in minutes on 2 cores.
@@ -255,7 +265,73 @@ type Job struct {
 	// CommRatio, if > 0, overrides the model's compute time so that ideal
 	// all-reduce time / compute time equals it.
 	CommRatio float64 `yaml:"comm_ratio,omitempty" json:"comm_ratio,omitempty"`
+	// BucketMiB, if > 0, reduces each iteration's gradient in buckets of
+	// at least this many MiB during the backward pass (Model.Buckets; DDP's
+	// default is 25); 0: one all-reduce of the whole gradient after the
+	// iteration's compute.
+	BucketMiB float64 `yaml:"bucket_mib,omitempty" json:"bucket_mib,omitempty"`
+	// Compute is how the job's workers' compute times vary [the
+	// scenario's compute].
+	Compute *Compute `yaml:"compute,omitempty" json:"compute,omitempty"`
 }
+
+// Compute is how a job's workers' compute times vary: every worker's
+// iteration i takes its profile's compute times × the draw X_i (mean 1,
+// coefficient of variation cv, independent per worker and iteration) ×
+// its straggler factor × (with probability slow_probability) slow_factor.
+// Each worker also starts its first iteration a uniform draw in
+// [0, start_offset] after the job's arrival. Every draw derives from the
+// run's seed.
+type Compute struct {
+	// Distribution is normal (truncated at 0.05) or lognormal [none].
+	Distribution string  `yaml:"distribution,omitempty" json:"distribution,omitempty"`
+	CV           float64 `yaml:"cv,omitempty" json:"cv,omitempty"`
+	// StartOffset bounds each worker's start after the job's arrival.
+	StartOffset Duration `yaml:"start_offset,omitempty" json:"start_offset,omitempty"`
+	// Stragglers are persistently slow workers.
+	Stragglers []Straggler `yaml:"stragglers,omitempty" json:"stragglers,omitempty"`
+	// SlowProbability is the chance that one worker's iteration is
+	// slow_factor times slower (an occasional hiccup).
+	SlowProbability float64 `yaml:"slow_probability,omitempty" json:"slow_probability,omitempty"`
+	SlowFactor      float64 `yaml:"slow_factor,omitempty" json:"slow_factor,omitempty"`
+}
+
+// Straggler is a worker (by rank) whose compute is Slow times slower.
+type Straggler struct {
+	Rank int     `yaml:"rank" json:"rank"`
+	Slow float64 `yaml:"slow" json:"slow"`
+}
+
+// Arrivals generates jobs beyond the listed ones: Jobs jobs arriving as a
+// Poisson process of mean interarrival MeanInterarrival (process poisson),
+// each drawing its model, workers and iterations uniformly from the
+// lists; or one job per row of a CSV trace (process trace). Generated jobs
+// are named Prefix + a number from 0 and take BucketMiB and Compute; they
+// derive from the run's seed, so --seed draws another cluster.
+type Arrivals struct {
+	Process          string   `yaml:"process" json:"process"`
+	Jobs             int      `yaml:"jobs,omitempty" json:"jobs,omitempty"`
+	MeanInterarrival Duration `yaml:"mean_interarrival,omitempty" json:"mean_interarrival,omitempty"`
+	// Start is the earliest arrival [0].
+	Start      Duration `yaml:"start,omitempty" json:"start,omitempty"`
+	Models     []string `yaml:"models,omitempty" json:"models,omitempty"`
+	Workers    []int    `yaml:"workers,omitempty" json:"workers,omitempty"`
+	Iterations []int    `yaml:"iterations,omitempty" json:"iterations,omitempty"`
+	// Trace is a CSV file (process trace), relative to the scenario's
+	// directory: a header naming the columns arrival, model, workers,
+	// iterations and optionally priority and bucket_mib, then one job per
+	// row (arrival a Go duration).
+	Trace     string   `yaml:"trace,omitempty" json:"trace,omitempty"`
+	Prefix    string   `yaml:"prefix,omitempty" json:"prefix,omitempty"`
+	BucketMiB float64  `yaml:"bucket_mib,omitempty" json:"bucket_mib,omitempty"`
+	Compute   *Compute `yaml:"compute,omitempty" json:"compute,omitempty"`
+}
+
+// The arrival processes (arrivals.process).
+const (
+	ArrivalsPoisson = "poisson"
+	ArrivalsTrace   = "trace"
+)
 
 // Fault is one injected fault; see Scenario for the kinds.
 type Fault struct {
@@ -374,13 +450,37 @@ func Load(file string) (*Scenario, error) {
 }
 
 // Embedded loads testdata/scenarios/<name> (e.g. "freeina-single.yaml")
-// from the embedded copy.
+// from the embedded copy; a trace it names is read from there too.
 func Embedded(name string) (*Scenario, error) {
 	data, err := fs.ReadFile(testdata.Scenarios, path.Join("scenarios", name))
 	if err != nil {
 		return nil, err
 	}
-	return Parse(name, data, defaultModels)
+	read := func(f string) ([]byte, error) {
+		return fs.ReadFile(testdata.Scenarios, path.Join("scenarios", path.Dir(name), f))
+	}
+	return parse(name, data, defaultModels, read)
+}
+
+// diskReader reads regular files of at most MaxTraceBytes relative to the
+// directory of file.
+func diskReader(file string) func(string) ([]byte, error) {
+	return func(f string) ([]byte, error) {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(file), f)
+		}
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, err
+		}
+		defer fh.Close()
+		if st, err := fh.Stat(); err != nil {
+			return nil, err
+		} else if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s: not a regular file", f)
+		}
+		return io.ReadAll(io.LimitReader(fh, MaxTraceBytes+1))
+	}
 }
 
 // EmbeddedNames lists the valid embedded scenarios.
@@ -403,6 +503,10 @@ const DefaultName = "default.yaml"
 // and validates it against models. file names the source in errors. A
 // returned error is an *Error unless the YAML is not well-formed.
 func Parse(file string, data []byte, models Models) (*Scenario, error) {
+	return parse(file, data, models, diskReader(file))
+}
+
+func parse(file string, data []byte, models Models, read func(string) ([]byte, error)) (*Scenario, error) {
 	one := func(line int, path, rule string) error {
 		return &Error{Errs: []*FieldError{{File: file, Line: line, Path: path, Rule: rule}}}
 	}
@@ -417,7 +521,7 @@ func Parse(file string, data []byte, models Models) (*Scenario, error) {
 	if idx.over != "" {
 		return nil, one(idx.line(idx.over), idx.over, idx.why)
 	}
-	s := &Scenario{file: file, index: idx}
+	s := &Scenario{file: file, index: idx, read: read}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(s); err != nil {
@@ -437,6 +541,14 @@ func Parse(file string, data []byte, models Models) (*Scenario, error) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if err := idx.strictInts(file, s); err != nil {
+		return nil, err
+	}
+	s.listed = len(s.Jobs)
+	seed := uint64(DefaultSeed)
+	if s.has("seed") {
+		seed = s.Seed
+	}
+	if err := s.expandArrivals(seed, models, read); err != nil {
 		return nil, err
 	}
 	s.fillDefaults(file)
@@ -553,6 +665,28 @@ func (s *Scenario) LinkBitsPerSecond() int64 {
 // PSLinkBitsPerSecond is the PS link rate after rate_scale.
 func (s *Scenario) PSLinkBitsPerSecond() int64 {
 	return int64(math.Round(s.Topology.PS.LinkGbps * 1e9 * s.Scaling.RateScale))
+}
+
+// WithSeed returns a copy of s with another seed: the jobs its arrivals
+// generate are drawn again (a trace's stay), validated against models.
+func (s *Scenario) WithSeed(seed uint64, models Models) (*Scenario, error) {
+	c, err := s.WithPolicy(s.Policy, models)
+	if err != nil {
+		return nil, err
+	}
+	c.Seed = seed
+	if c.Arrivals != nil && c.Arrivals.Process == ArrivalsPoisson {
+		if err := c.expandArrivals(seed, models, s.read); err != nil {
+			return nil, err
+		}
+		if !c.has("topology.ps.count") && c.Topology.PS.Placement != PlacementShared {
+			c.Topology.PS.Count = len(c.Jobs)
+		}
+		if err := c.Validate(models); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // WithPolicy returns a copy of s under another policy (for `compare` and

@@ -20,6 +20,9 @@ func TestInvalidScenarios(t *testing.T) {
 		t.Fatalf("invalid scenarios: %d, %v", len(ents), err)
 	}
 	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".yaml") {
+			continue // a trace one of them names
+		}
 		t.Run(e.Name(), func(t *testing.T) {
 			data, err := fs.ReadFile(testdata.Scenarios, "scenarios/invalid/"+e.Name())
 			if err != nil {
@@ -30,7 +33,7 @@ func TestInvalidScenarios(t *testing.T) {
 			if !ok {
 				t.Fatalf("first line %q is not a '# want: ' comment", first)
 			}
-			_, err = Parse(e.Name(), data, DefaultModels())
+			_, err = Embedded("invalid/" + e.Name())
 			if err == nil {
 				t.Fatal("accepted")
 			}

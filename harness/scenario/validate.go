@@ -114,6 +114,14 @@ func (s *Scenario) Validate(models Models) error {
 		if s.has(p + "comm_ratio") {
 			v.check(p+"comm_ratio", j.CommRatio, j.CommRatio >= MinCommRatio && j.CommRatio <= 1000, fmt.Sprintf("must be in [%g, 1000]", MinCommRatio))
 		}
+		v.check(p+"bucket_mib", j.BucketMiB, j.BucketMiB >= 0 && j.BucketMiB <= MaxBucketMiB, fmt.Sprintf("must be in [0, %d] (0: no buckets)", MaxBucketMiB))
+		if i < s.listed || s.index == nil {
+			v.checkCompute(p+"compute.", j.Compute, j.Workers, s.TimeLimit)
+		}
+	}
+	v.checkCompute("compute.", s.Compute, 0, s.TimeLimit)
+	if a := s.Arrivals; a != nil {
+		v.checkCompute("arrivals.compute.", a.Compute, 0, s.TimeLimit)
 	}
 
 	links := map[string]bool{}

@@ -1,0 +1,55 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzParseTrace: any trace either parses into jobs every field of which
+// is in range, or fails with an error naming a line or the whole file.
+func FuzzParseTrace(f *testing.F) {
+	f.Add([]byte("arrival,model,workers,iterations\n0s,resnet50,4,10\n100ms,vgg16,8,3\n"))
+	f.Add([]byte("model,iterations,arrival,workers,priority,bucket_mib\n# c\nvgg16,2,0,2,7,25\n"))
+	f.Add([]byte("arrival,model,workers,iterations\n1s,resnet50,4,10\n0s,vgg16,8,3\n"))
+	f.Add([]byte("arrival,model\n\"unterminated\n"))
+	ms := DefaultModels()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		jobs, err := parseTrace(data, ms)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		if len(jobs) == 0 || len(jobs) > MaxGeneratedJobs {
+			t.Fatalf("%d jobs", len(jobs))
+		}
+		for i, j := range jobs {
+			if _, ok := ms[j.Model]; !ok || j.Workers < 1 || j.Workers > MaxJobWorkers || j.Iterations < 1 ||
+				j.Iterations > MaxIterations || j.Arrival < 0 || j.Priority < 0 || j.Priority > 255 || j.BucketMiB < 0 ||
+				(i > 0 && j.Arrival < jobs[i-1].Arrival) {
+				t.Fatalf("job %d out of range: %+v", i, j)
+			}
+		}
+	})
+}
+
+func TestTraceErrors(t *testing.T) {
+	ms := DefaultModels()
+	for _, c := range []struct{ in, want string }{
+		{"", "empty"},
+		{"arrival,model,workers\n", `no "iterations" column`},
+		{"arrival,model,workers,iterations,gpu\n", `column "gpu": unknown`},
+		{"arrival,model,workers,iterations\n", "no jobs"},
+		{"arrival,model,workers,iterations\n5,resnet50,2,2\n", `line 2: arrival: "5": want a Go duration`},
+		{"arrival,model,workers,iterations\n1s,resnet50,2,2\n0s,resnet50,2,2\n", "line 3: arrival"},
+		{"arrival,model,workers,iterations\n0s,resnet5,2,2\n", `line 2: model: "resnet5": unknown model`},
+		{"arrival,model,workers,iterations\n0s,resnet50,2,2.5\n", `line 2: iterations: "2.5": must be an integer`},
+		{"arrival,model,workers,iterations\n0s,resnet50,2\n", "wrong number of fields"},
+	} {
+		_, err := parseTrace([]byte(c.in), ms)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want it to contain %q", c.in, err, c.want)
+		}
+	}
+}
