@@ -26,9 +26,13 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
 	only := fs.String("policies", "", "comma-separated subset of policies to run (default: all)")
 	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
+	nSeeds := fs.Int("seeds", 1, "run every policy for this many seeds (the scenario's or --seed's, then the next ones) and print means with 95% confidence intervals")
 	file, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
+	}
+	if *nSeeds < 1 || *nSeeds > 1000 {
+		return usageError{fmt.Sprintf("compare: --seeds %d: must be between 1 and 1000", *nSeeds)}
 	}
 	s, err := loadScenario(file)
 	if err != nil {
@@ -48,6 +52,13 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	// Ctrl-C stops the policy running now; the table has the ones done.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *nSeeds > 1 {
+		base := s.Seed
+		if *seed != 0 {
+			base = *seed
+		}
+		return compareSeeds(ctx, s.Name, file, base, *nSeeds, want, *asJSON, *force, stdout, stderr)
+	}
 	for _, p := range want {
 		prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
 		r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog, Context: ctx})
@@ -81,6 +92,53 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("compare: %d of %d policies failed: %s", len(failed), len(failed)+len(results), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// compareSeeds runs every policy in want for seeds base … base+n−1 and
+// writes the repeated comparison (means with confidence intervals).
+func compareSeeds(ctx context.Context, name, file string, base uint64, n int, want []string, asJSON, force bool, stdout, stderr io.Writer) error {
+	seeds := make([]uint64, n)
+	runs := make([][]*report.Results, n)
+	var failed []string
+	total := 0
+	for i := range seeds {
+		seeds[i] = base + uint64(i)
+		runs[i] = make([]*report.Results, len(want))
+	}
+loop:
+	for i, sd := range seeds {
+		s, err := loadScenario(file)
+		if err != nil {
+			return err
+		}
+		for p, pol := range want {
+			prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s seed %d", name, pol, sd), progressEnabled(stderr, force))
+			r, err := run.Run(s, run.Options{Seed: sd, Policy: pol, Progress: prog, Context: ctx})
+			total++
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s seed %d: %v", pol, sd, err))
+				if errors.Is(err, run.ErrInterrupted) {
+					break loop
+				}
+				continue
+			}
+			runs[i][p] = r
+		}
+	}
+	rp := report.CompareSeeds(name, seeds, want, runs, failed)
+	var err error
+	if asJSON {
+		err = rp.WriteJSON(stdout)
+	} else {
+		err = rp.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("compare: %d of %d runs failed: %s", len(failed), total, strings.Join(failed, "; "))
 	}
 	return nil
 }

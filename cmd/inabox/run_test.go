@@ -101,6 +101,7 @@ func TestRunErrors(t *testing.T) {
 		"--seed 0":                {"run", f, "--seed", "0"},
 		"jobs[0].workers: 0":      {"compare", bad},
 		"flag provided but not d": {"compare", "--bogus"},
+		"--seeds 0":               {"compare", "--seeds", "0", f},
 	}
 	for want, args := range cases {
 		var out, errb bytes.Buffer
@@ -108,6 +109,32 @@ func TestRunErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: error %v, want %q", args, err, want)
 		}
+	}
+}
+
+// TestCompareSeeds: --seeds N runs every policy N times and prints means
+// with confidence intervals; --json parses with N samples per value.
+func TestCompareSeeds(t *testing.T) {
+	f := tinyFile(t)
+	var out, errb bytes.Buffer
+	if err := runCLI([]string{"compare", "--seeds", "2", "--seed", "5", "--policies", "atp,freeina", f}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"2 seeds (5 6)", "±", "vs atp"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := runCLI([]string{"compare", "--json", "--seeds", "2", "--policies", "freeina", f}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	var rp report.Repeated
+	if err := json.Unmarshal(out.Bytes(), &rp); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(rp.Seeds) != 2 || len(rp.Rows) == 0 || len(rp.Rows[0].Values["freeina"].Samples) != 2 {
+		t.Errorf("repeated comparison %+v", rp)
 	}
 }
 
