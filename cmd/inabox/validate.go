@@ -71,9 +71,16 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 			if len(p.Buckets) < 2 {
 				continue
 			}
-			sizes := make([]string, len(p.Buckets))
+			var sizes []string
 			for i, b := range p.Buckets {
-				sizes[i] = fmt.Sprintf("%.3g", float64(b.Elements)*4/(1<<20))
+				if i == 6 && len(p.Buckets) > 8 {
+					sizes = append(sizes, fmt.Sprintf("… %d more …", len(p.Buckets)-7))
+					continue
+				}
+				if i > 6 && i < len(p.Buckets)-1 {
+					continue
+				}
+				sizes = append(sizes, fmt.Sprintf("%.3g", float64(b.Elements)*4/(1<<20)))
 			}
 			fmt.Fprintf(stdout, "  job %s: %d buckets per iteration (MiB after tensor_scale, in the order they are ready: %s); forward %v, compute %v\n",
 				p.Name, len(p.Buckets), strings.Join(sizes, " "), p.Forward.Round(time.Microsecond), p.Compute.Round(time.Microsecond))

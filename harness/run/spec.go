@@ -49,6 +49,10 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 	}
 	sp.ATPWindow, sp.ATPBudget = s.ATP.Window, s.ATP.Budget
 	sp.ESAReclaimHeld = s.ESA.ReclaimHeld
+	sp.Scheduler.MinSlots = s.DynaINA.MinSlots
+	if sp.Scheduler.MinSlots == 0 && sp.Aggregators < 64 {
+		sp.Scheduler.MinSlots = sp.Aggregators // the default 64, capped
+	}
 	if s.FreeINAPath == "trim" {
 		sp.INAPath = host.PathTrim
 	}

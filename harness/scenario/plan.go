@@ -147,17 +147,28 @@ func (s *Scenario) Estimate(models Models) Estimate {
 // (../shared review: SwitchML 2, ATP 4, FreeINA 8).
 const FixedTraversals = 8
 
+// TrueDelayMax is the longest link delay Warnings takes for a true one (a
+// link within a data-centre row, plus its switch); a longer one in a scaled
+// scenario is taken as stretched by 1/rate_scale.
+const TrueDelayMax = 5 * time.Microsecond
+
 // LatencyShareWarn is the share of a job's ideal all-reduce that fixed
 // latencies may take before Warnings says so.
 const LatencyShareWarn = 0.05
 
 // Warnings are what makes the scenario's comparisons suspect though it is
 // valid: fixed per-all-reduce latencies (FixedTraversals link delays) that
-// are a large share of a job's ideal all-reduce, as when link delays are
-// stretched by 1/rate_scale to keep the bandwidth-delay product while the
+// are a large share of a job's ideal all-reduce (its smallest bucket's)
+// because link delays are stretched (longer than TrueDelayMax in a scaled
+// scenario) by 1/rate_scale to keep the bandwidth-delay product while the
 // transfer keeps its length. Each names the field, the job and the share.
 func (s *Scenario) Warnings(models Models) []string {
 	var out []string
+	// True delays at a scaled rate are no distortion: with equal scales
+	// the transfer keeps its true length, and so do the delays.
+	if s.Scaling.RateScale >= 1 || s.Topology.LinkDelay.D() <= TrueDelayMax {
+		return nil
+	}
 	fixed := time.Duration(FixedTraversals) * s.Topology.LinkDelay.D()
 	for _, p := range s.Plan(models) {
 		if p.CommIdeal <= 0 {

@@ -117,7 +117,9 @@ type Scenario struct {
 	// ATP configures the atp and esa baselines.
 	ATP ATP `yaml:"atp,omitempty" json:"atp,omitempty"`
 	// ESA configures the esa baseline's choice its paper leaves open.
-	ESA      ESA      `yaml:"esa,omitempty" json:"esa,omitempty"`
+	ESA ESA `yaml:"esa,omitempty" json:"esa,omitempty"`
+	// DynaINA configures the dynaina scheduler.
+	DynaINA  DynaINA  `yaml:"dynaina,omitempty" json:"dynaina,omitempty"`
 	Scaling  Scaling  `yaml:"scaling" json:"scaling"`
 	Topology Topology `yaml:"topology" json:"topology"`
 	Jobs     []Job    `yaml:"jobs" json:"jobs"`
@@ -214,6 +216,14 @@ type ATP struct {
 // ATP's.
 type ESA struct {
 	ReclaimHeld bool `yaml:"reclaim_held,omitempty" json:"reclaim_held,omitempty"`
+}
+
+// DynaINA configures the DynaINA scheduler (switch/dynaina.Config).
+// MinSlots is the smallest pool it creates, in aggregators [64, or all
+// of the switch's if fewer]: a scenario with true link delays at a scaled
+// rate has windows of a few aggregators and needs a smaller one.
+type DynaINA struct {
+	MinSlots int `yaml:"min_slots,omitempty" json:"min_slots,omitempty"`
 }
 
 // SoftwareStack is a host's software stack: at most Gbps (before

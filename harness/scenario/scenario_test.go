@@ -343,6 +343,15 @@ func TestWarnings(t *testing.T) {
 	if w := s.Warnings(DefaultModels()); len(w) != 0 {
 		t.Errorf("true scale warned: %q", w)
 	}
+	// True delays at a scaled rate, small buckets: the share is the same at
+	// true scale, no distortion.
+	s, err = Parse("x.yaml", []byte("scaling: {tensor_scale: 0.001, rate_scale: 0.001}\njobs:\n  - {name: i, model: inception-v3, workers: 2, iterations: 1, bucket_mib: 25}\n"), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Warnings(DefaultModels()); len(w) != 0 {
+		t.Errorf("true delays warned: %q", w)
+	}
 }
 
 // TestScenarioDocComplete: docs/scenarios.md has a row for every field of

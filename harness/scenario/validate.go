@@ -28,6 +28,7 @@ func (s *Scenario) Validate(models Models) error {
 	v.check("policy", s.Policy, slices.Contains(testbed.Names(), s.Policy), "must be one of "+strings.Join(testbed.Names(), ", "))
 	v.check("atp.window", s.ATP.Window, s.ATP.Window >= 0 && s.ATP.Window <= 1<<20, "must be 0 (no cap) or a window of chunks up to 1048576")
 	v.check("atp.budget", s.ATP.Budget, s.ATP.Budget >= 0, "must be 0 (no budget: the whole pool) or a number of aggregators")
+	v.check("dynaina.min_slots", s.DynaINA.MinSlots, s.DynaINA.MinSlots >= 0, "must be ≥ 1 (0: the default)")
 	v.check("freeina_path", s.FreeINAPath, s.FreeINAPath == "uc" || s.FreeINAPath == "trim", "must be uc or trim")
 	v.check("scaling.tensor_scale", s.Scaling.TensorScale, s.Scaling.TensorScale > 0 && s.Scaling.TensorScale <= 1, "must be in (0, 1]")
 	v.check("scaling.rate_scale", s.Scaling.RateScale, s.Scaling.RateScale > 0 && s.Scaling.RateScale <= 1, "must be in (0, 1]")
@@ -58,6 +59,11 @@ func (s *Scenario) Validate(models Models) error {
 		fmt.Sprintf("must be between 1 and %d", inahdr.MaxValues))
 	v.check("topology.switch.pass_time", t.Switch.PassTime, t.Switch.PassTime >= 0 && t.Switch.PassTime.D() <= time.Millisecond, "must be in [0, 1ms]")
 	v.check("topology.switch.latency", t.Switch.Latency, t.Switch.Latency >= 0 && t.Switch.Latency.D() <= time.Millisecond, "must be in [0, 1ms]")
+	if m := s.DynaINA.MinSlots; m > 0 && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
+		stride := (t.Switch.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+		aggs := max(t.Switch.Slots/stride, 1)
+		v.check("dynaina.min_slots", m, m <= aggs, fmt.Sprintf("must be at most the switch's %d aggregators", aggs))
+	}
 	if s.ATP.Budget > 0 && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
 		stride := (t.Switch.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
 		aggs := max(t.Switch.Slots/stride, 1)
