@@ -120,7 +120,12 @@ func (s *Scenario) Validate(models Models) error {
 		if s.has(p + "comm_ratio") {
 			v.check(p+"comm_ratio", j.CommRatio, j.CommRatio >= MinCommRatio && j.CommRatio <= 1000, fmt.Sprintf("must be in [%g, 1000]", MinCommRatio))
 		}
-		v.check(p+"bucket_mib", j.BucketMiB, j.BucketMiB >= 0 && j.BucketMiB <= MaxBucketMiB, fmt.Sprintf("must be in [0, %d] (0: no buckets)", MaxBucketMiB))
+		if v.check(p+"bucket_mib", j.BucketMiB, j.BucketMiB >= 0 && j.BucketMiB <= MaxBucketMiB, fmt.Sprintf("must be in [0, %d] (0: no buckets)", MaxBucketMiB)) &&
+			j.BucketMiB > 0 && known && j.Iterations >= 1 {
+			_, bs := models[j.Model].Buckets(int64(math.Round(j.BucketMiB * (1 << 20))))
+			v.check(p+"iterations", j.Iterations, int64(j.Iterations)*int64(len(bs)) <= MaxIterations,
+				fmt.Sprintf("× %d buckets is more than %d all-reduces", len(bs), MaxIterations))
+		}
 		if i < s.listed || s.index == nil {
 			v.checkCompute(p+"compute.", j.Compute, j.Workers, s.TimeLimit)
 		}

@@ -492,7 +492,7 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 		out.Done = prep.WorkerDone(me.Job, me.Rank)
 		out.Iterations = prep.CheckWorker(me.Job, me.Rank)
 		if err == nil && !out.Done {
-			err = fmt.Errorf("stopped after %d of %d iterations", len(out.Iterations), prep.Plans()[me.Job].Iterations)
+			err = fmt.Errorf("stopped after %d of %d all-reduces", len(out.Iterations), prep.Plans()[me.Job].AllReduces())
 		}
 	case "ps":
 		if ps, ok := node.(*host.PS); ok {

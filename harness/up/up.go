@@ -586,17 +586,19 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		}
 		pl := plans[pe.Job]
 		wr := WorkerResult{ProcResult: r.procResult(p, hr.Report), Job: pl.Name, Rank: pe.Rank, Iterations: hr.Iterations}
-		wr.Exact = hr.Done && len(hr.Iterations) == pl.Iterations
+		wr.Exact = hr.Done && len(hr.Iterations) == pl.AllReduces()
 		var busy time.Duration
+		var elems int64
 		for _, it := range hr.Iterations {
 			wr.Exact = wr.Exact && it.Exact
 			busy += it.End - it.Start
+			elems += it.Elements
 		}
 		if n := len(hr.Iterations); n > 0 {
 			jobs[pe.Job].JCT = max(jobs[pe.Job].JCT, hr.Iterations[n-1].End-pl.Arrival)
 		}
 		if busy > 0 {
-			wr.Gbps = float64(pl.Bytes) * float64(len(hr.Iterations)) * 8 / busy.Seconds() / 1e9
+			wr.Gbps = float64(4*elems) * 8 / busy.Seconds() / 1e9
 		}
 		jobs[pe.Job].Exact = jobs[pe.Job].Exact && wr.Exact
 		if i == 0 || hr.StartUnixNano < firstStart {
@@ -623,8 +625,8 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 					bad = append(bad, fmt.Sprintf("iteration %d: %d of %d values differ", it.Iteration, it.Mismatches, it.Elements))
 				}
 			}
-			if len(wr.Iterations) < plans[workerPeers[i].Job].Iterations && len(bad) == 0 {
-				bad = append(bad, fmt.Sprintf("%d iterations finished", len(wr.Iterations)))
+			if len(wr.Iterations) < plans[workerPeers[i].Job].AllReduces() && len(bad) == 0 {
+				bad = append(bad, fmt.Sprintf("%d all-reduces finished", len(wr.Iterations)))
 			}
 			return fmt.Errorf("up: %s (job %s rank %d) does not hold the reference sum: %s", wr.Name, wr.Job, wr.Rank, strings.Join(bad, "; "))
 		}
