@@ -52,6 +52,21 @@ type Config struct {
 	// Alpha is the weight of a new measurement in the moving averages of
 	// phase times (default 0.3).
 	Alpha float64
+
+	// Ablation switches: each turns one part of DynaINA off; the zero value
+	// is the full scheduler. Dynamic pools alone are NoSharing+NoPriority;
+	// adding contention-aware scheduling is NoPriority alone.
+
+	// NoSharing turns contention-aware scheduling off: no two jobs are ever
+	// placed in one pool (no sharing by time, no merging), and no job
+	// queues for its pool: a job whose pool is busy, or that has none,
+	// takes the PS path.
+	NoSharing bool
+	// NoPriority turns the priority of communication-intensive jobs off:
+	// jobs short of memory are served in arrival order, no pool is shrunk to
+	// make room for a more intensive job, and queued all-reduces are granted
+	// first come, first served.
+	NoPriority bool
 }
 
 func (c *Config) defaults() error {
@@ -166,6 +181,7 @@ type JobInfo struct {
 
 type job struct {
 	prof      JobProfile
+	seq       int // arrival order
 	demand    int
 	comm      float64 // ns, EWMA
 	compute   float64 // ns, EWMA
@@ -197,6 +213,9 @@ type pool struct {
 	want int
 }
 
+// busy reports whether an all-reduce holds the pool's slots.
+func (p *pool) busy() bool { return p.holder != nil }
+
 // Scheduler is the DynaINA state machine. Its methods take the current time
 // and return decisions; it never reads a clock.
 type Scheduler struct {
@@ -205,6 +224,7 @@ type Scheduler struct {
 	pools  []*pool
 	jobs   map[uint16]*job
 	nextID int
+	seq    int
 	// Ops counts pool operations by kind: create, grow, shrink, split,
 	// merge, free.
 	Ops map[string]int
@@ -236,7 +256,8 @@ func (s *Scheduler) Register(now time.Duration, p JobProfile) (JobInfo, error) {
 	case p.Compute < 0:
 		return JobInfo{}, fmt.Errorf("dynaina: job %d: Compute = %v: must be ≥ 0", p.ID, p.Compute)
 	}
-	j := &job{prof: p}
+	s.seq++
+	j := &job{prof: p, seq: s.seq}
 	// Predicted all-reduce time at line rate with INA: each worker sends
 	// and receives one copy of the gradient (plus header overhead).
 	slotBytes := 4 * s.cfg.ValuesPerSlot
@@ -270,21 +291,23 @@ func (s *Scheduler) place(j *job) {
 	if s.takeLargest(j) {
 		return
 	}
-	if p := s.bestShare(j, true); p != nil {
-		s.join(p, j)
-		return
+	if !s.cfg.NoSharing {
+		if p := s.bestShare(j, true); p != nil {
+			s.join(p, j)
+			return
+		}
 	}
 	// Take memory from the least intensive exclusive pool that is less
 	// intensive than j: shrink it, down to MinSlots.
 	var victim *pool
 	for _, p := range s.pools {
-		if len(p.jobs) == 1 && p.jobs[0].intensity() < j.intensity() && p.rng.Slots > s.cfg.MinSlots {
+		if !s.cfg.NoPriority && len(p.jobs) == 1 && p.jobs[0].intensity() < j.intensity() && p.rng.Slots > s.cfg.MinSlots {
 			if victim == nil || p.jobs[0].intensity() < victim.jobs[0].intensity() {
 				victim = p
 			}
 		}
 	}
-	if victim != nil && victim.holder == nil {
+	if victim != nil && !victim.busy() {
 		give := min(victim.rng.Slots-s.cfg.MinSlots, j.demand)
 		s.resize(victim, victim.rng.Slots-give)
 		if r, ok := s.free.take(min(j.demand, s.free.largest())); ok && r.Slots >= s.cfg.MinSlots {
@@ -294,7 +317,7 @@ func (s *Scheduler) place(j *job) {
 			s.free.give(r)
 		}
 	}
-	if s.takeLargest(j) {
+	if s.takeLargest(j) || s.cfg.NoSharing {
 		return
 	}
 	// Merge two idle pools whose jobs rarely overlap, to free memory for a
@@ -372,7 +395,7 @@ func (s *Scheduler) join(p *pool, j *job) {
 // resize grows a pool in place when the slots after it are free, or shrinks
 // it by returning its tail. A leased pool is resized when its lease ends.
 func (s *Scheduler) resize(p *pool, slots int) {
-	if p.holder != nil {
+	if p.busy() {
 		p.want = slots
 		return
 	}
@@ -430,7 +453,7 @@ func (s *Scheduler) Unregister(now time.Duration, id uint16) ([]Decision, error)
 // dropPool returns an idle pool's memory; it does nothing for a leased pool
 // (release drops it later) or one already dropped.
 func (s *Scheduler) dropPool(p *pool) {
-	if p.holder != nil {
+	if p.busy() {
 		return
 	}
 	for i, q := range s.pools {
@@ -464,7 +487,7 @@ func (s *Scheduler) rebalance() {
 		switch {
 		case p == nil:
 			s.place(j)
-		case len(p.jobs) > 1 && p.holder == nil && overlap(withoutJob(p, j), j) > s.cfg.ShareOverlap &&
+		case len(p.jobs) > 1 && !p.busy() && overlap(withoutJob(p, j), j) > s.cfg.ShareOverlap &&
 			s.free.largest() >= min(j.demand, max(s.cfg.MinSlots, p.rng.Slots/2)):
 			if r, ok := s.free.take(min(j.demand, s.free.largest())); ok {
 				p.jobs = remove(p.jobs, j)
@@ -475,7 +498,7 @@ func (s *Scheduler) rebalance() {
 				s.pools = append(s.pools, np)
 				s.join(np, j)
 			}
-		case p.rng.Slots < j.demand && p.holder == nil:
+		case p.rng.Slots < j.demand && !p.busy():
 			s.resize(p, j.demand)
 		}
 	}
@@ -499,7 +522,7 @@ func (s *Scheduler) mergeForRoom() bool {
 	best := math.Inf(1)
 	for i, p := range s.pools {
 		for _, q := range s.pools[i+1:] {
-			if p.holder != nil || q.holder != nil {
+			if p.busy() || q.busy() {
 				continue
 			}
 			ov := 0.0
@@ -528,12 +551,18 @@ func (s *Scheduler) mergeForRoom() bool {
 	return true
 }
 
+// byIntensity returns the jobs in the order they are served: most
+// communication-intensive first (ties by ID), or in arrival order with
+// NoPriority.
 func (s *Scheduler) byIntensity() []*job {
 	js := make([]*job, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		js = append(js, j)
 	}
 	sort.Slice(js, func(a, b int) bool {
+		if s.cfg.NoPriority {
+			return js[a].seq < js[b].seq
+		}
 		if ia, ib := js[a].intensity(), js[b].intensity(); ia != ib {
 			return ia > ib
 		}
@@ -557,9 +586,11 @@ func (s *Scheduler) PhaseStart(now time.Duration, id uint16, ar uint32) (Decisio
 	switch {
 	case p == nil:
 		d.Action = PSPath
-	case p.holder == nil:
+	case !p.busy():
 		d.Action, d.Range = Grant, p.rng
 		p.holder = j
+	case s.cfg.NoSharing:
+		d.Action = PSPath
 	default:
 		h := p.holder
 		left := time.Duration(h.comm) - (now - h.phaseAt)
@@ -628,7 +659,9 @@ func (s *Scheduler) release(now time.Duration, p *pool) []Decision {
 	if len(p.queue) == 0 {
 		return nil
 	}
-	sort.SliceStable(p.queue, func(a, b int) bool { return p.queue[a].intensity() > p.queue[b].intensity() })
+	if !s.cfg.NoPriority {
+		sort.SliceStable(p.queue, func(a, b int) bool { return p.queue[a].intensity() > p.queue[b].intensity() })
+	}
 	next := p.queue[0]
 	p.queue = p.queue[1:]
 	next.queued = false
@@ -646,8 +679,7 @@ func (s *Scheduler) Expire(now time.Duration) []Decision {
 	for _, p := range s.pools {
 		keep := p.queue[:0]
 		for _, j := range p.queue {
-			h := p.holder
-			if h != nil && now-j.queuedAt > time.Duration(s.cfg.MaxWaitFraction*j.comm)+s.cfg.RTT {
+			if p.busy() && now-j.queuedAt > time.Duration(s.cfg.MaxWaitFraction*j.comm)+s.cfg.RTT {
 				j.queued = false
 				j.info.PSPaths++
 				j.info.Waited += now - j.queuedAt
@@ -736,6 +768,14 @@ func (s *Scheduler) Check() error {
 		}
 		if p.holder != nil && p.holder.pool != p {
 			return fmt.Errorf("pool %d held by job %d of another pool", p.id, p.holder.prof.ID)
+		}
+		for _, j := range p.queue {
+			if j.pool != p {
+				return fmt.Errorf("job %d queued for pool %d but not waiting for it", j.prof.ID, p.id)
+			}
+		}
+		if len(p.queue) > 0 && !p.busy() {
+			return fmt.Errorf("pool %d is idle with %d all-reduces queued for it", p.id, len(p.queue))
 		}
 	}
 	sort.Slice(all, func(a, b int) bool { return all[a].Base < all[b].Base })
