@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -67,6 +68,19 @@ type Config struct {
 	// make room for a more intensive job, and queued all-reduces are granted
 	// first come, first served.
 	NoPriority bool
+
+	// Lend makes idle pools work-conserving: a job whose pool is busy,
+	// smaller than its demand, or absent may be granted one contiguous
+	// range of another, idle pool whose jobs are predicted not to need it
+	// before the borrower's all-reduce ends; the loan ends with that
+	// all-reduce, and a job that finds its own pool lent queues for the
+	// loan's end (docs/dynaina.md, "Lending").
+	Lend bool
+	// LendMargin is a loan's safety margin, as a fraction of the borrower's
+	// all-reduce time Ta (default 0.5): a pool is lent only if each of its
+	// jobs is predicted to start its next all-reduce no sooner than
+	// (1+LendMargin)·Ta + RTT from now.
+	LendMargin float64
 }
 
 func (c *Config) defaults() error {
@@ -94,6 +108,9 @@ func (c *Config) defaults() error {
 	if c.Alpha == 0 {
 		c.Alpha = 0.3
 	}
+	if c.LendMargin == 0 {
+		c.LendMargin = 0.5
+	}
 	switch {
 	case c.ValuesPerSlot < 0:
 		return fmt.Errorf("dynaina: ValuesPerSlot = %d: must be > 0", c.ValuesPerSlot)
@@ -107,6 +124,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("dynaina: ShareOverlap = %v: must be in [0, 1]", c.ShareOverlap)
 	case c.Alpha < 0 || c.Alpha > 1:
 		return fmt.Errorf("dynaina: Alpha = %v: must be in [0, 1]", c.Alpha)
+	case c.LendMargin < 0:
+		return fmt.Errorf("dynaina: LendMargin = %v: must be ≥ 0", c.LendMargin)
 	}
 	return nil
 }
@@ -152,6 +171,9 @@ type Decision struct {
 	AllReduce uint32
 	Action    Action
 	Range     Range // for Grant
+	// Lender, for a Grant out of another job's pool (a loan, with
+	// Config.Lend): that pool's ID; 0 for the job's own pool.
+	Lender int
 	// Deadline, for Queue: if not granted by then, Expire turns it into
 	// PSPath.
 	Deadline time.Duration
@@ -162,8 +184,13 @@ type PoolInfo struct {
 	ID     int
 	Range  Range
 	Jobs   []uint16
-	Leased bool   // an all-reduce holds it now
+	Leased bool   // an all-reduce of one of its jobs holds it now
 	Holder uint16 // the job holding it, if Leased
+	// Lent: Loan, part of the pool, is lent to Borrower, a job of another
+	// pool, for its current all-reduce (Config.Lend).
+	Lent     bool
+	Borrower uint16
+	Loan     Range
 }
 
 // JobInfo describes a job's standing.
@@ -177,6 +204,22 @@ type JobInfo struct {
 	// Counts of decisions.
 	Grants, Queued, PSPaths int
 	Waited                  time.Duration
+	// Borrowed counts the job's grants out of another job's pool (loans,
+	// included in Grants); Lent, the loans made out of the job's pool.
+	Borrowed, Lent int
+}
+
+// Loan is a range of an idle pool granted to a job of another pool for one
+// all-reduce (Config.Lend).
+type Loan struct {
+	Borrower uint16
+	Pool     int      // the lending pool
+	Owners   []uint16 // the lending pool's jobs
+	Range    Range
+	At       time.Duration // when it was granted
+	// Return is the owners' earliest predicted next all-reduce start, as
+	// predicted when the loan was granted.
+	Return time.Duration
 }
 
 type job struct {
@@ -195,6 +238,7 @@ type job struct {
 	queuedAt  time.Duration
 	queuedFor uint32
 	queued    bool
+	loan      *loan // held by the job's current all-reduce
 }
 
 // duty is the fraction of time the job spends in all-reduce.
@@ -211,10 +255,20 @@ type pool struct {
 	queue  []*job
 	// want is a resize deferred until the pool is free.
 	want int
+	loan *loan // lent out
 }
 
-// busy reports whether an all-reduce holds the pool's slots.
-func (p *pool) busy() bool { return p.holder != nil }
+// busy reports whether an all-reduce holds the pool's slots, its own job's
+// or a borrower's.
+func (p *pool) busy() bool { return p.holder != nil || p.loan != nil }
+
+// loan is a range of pool from lent to job to for one all-reduce.
+type loan struct {
+	from     *pool
+	to       *job
+	rng      Range
+	at, back time.Duration
+}
 
 // Scheduler is the DynaINA state machine. Its methods take the current time
 // and return decisions; it never reads a clock.
@@ -427,7 +481,7 @@ func (s *Scheduler) Unregister(now time.Duration, id uint16) ([]Decision, error)
 		return nil, ErrUnknownJob
 	}
 	delete(s.jobs, id)
-	var out []Decision
+	out := s.endLoan(now, j)
 	if p := j.pool; p != nil {
 		p.jobs = remove(p.jobs, j)
 		p.queue = remove(p.queue, j)
@@ -584,11 +638,22 @@ func (s *Scheduler) PhaseStart(now time.Duration, id uint16, ar uint32) (Decisio
 	d := Decision{Job: id, AllReduce: ar}
 	p := j.pool
 	switch {
+	case p != nil && !p.busy() && (!s.cfg.Lend || p.rng.Slots >= j.demand):
+		d.Action, d.Range = Grant, p.rng
+		p.holder = j
+	case s.cfg.Lend && s.lend(now, j, &d):
 	case p == nil:
 		d.Action = PSPath
 	case !p.busy():
 		d.Action, d.Range = Grant, p.rng
 		p.holder = j
+	case p.loan != nil:
+		// The pool is lent: its job comes first at the loan's end, and
+		// waits no longer than Expire allows.
+		d.Action = Queue
+		d.Deadline = now + time.Duration(s.cfg.MaxWaitFraction*j.comm) + s.cfg.RTT
+		j.queued, j.queuedAt, j.queuedFor = true, now, ar
+		p.queue = append(p.queue, j)
 	case s.cfg.NoSharing:
 		d.Action = PSPath
 	default:
@@ -621,6 +686,90 @@ func (s *Scheduler) count(j *job, d Decision) {
 	}
 }
 
+// lend grants j, whose all-reduce starts now, a loan out of an idle pool
+// of other jobs, if one serves it better than its own pool can now and
+// its jobs are predicted to stay away until the loan's end with the
+// margin; it reports whether it did. Of the candidates it takes the one
+// giving most slots (up to j's demand), then the smallest pool, then the
+// one whose jobs return latest, then the oldest.
+func (s *Scheduler) lend(now time.Duration, j *job, d *Decision) bool {
+	own := j.pool
+	if j.loan != nil || j.queued || (own != nil && own.holder == j) {
+		return false
+	}
+	need := min(j.demand, s.cfg.MinSlots)
+	if own != nil {
+		have := min(own.rng.Slots, j.demand)
+		if !own.busy() {
+			have++ // only a loan larger than the idle pool of its own
+		}
+		need = max(need, have)
+	}
+	end := now + time.Duration((1+s.cfg.LendMargin)*j.comm) + s.cfg.RTT
+	var best *pool
+	var bestBack time.Duration
+	for _, p := range s.pools {
+		if p == own || p.busy() || len(p.jobs) == 0 || min(p.rng.Slots, j.demand) < need {
+			continue
+		}
+		back, ok := returnAt(p)
+		if !ok || back < end {
+			continue
+		}
+		if best != nil {
+			gb, gp := min(best.rng.Slots, j.demand), min(p.rng.Slots, j.demand)
+			if gp < gb || gp == gb && (p.rng.Slots > best.rng.Slots || p.rng.Slots == best.rng.Slots && back <= bestBack) {
+				continue
+			}
+		}
+		best, bestBack = p, back
+	}
+	if best == nil {
+		return false
+	}
+	ln := &loan{from: best, to: j, rng: Range{best.rng.Base, min(best.rng.Slots, j.demand)}, at: now, back: bestBack}
+	best.loan, j.loan = ln, ln
+	j.info.Borrowed++
+	for _, k := range best.jobs {
+		k.info.Lent++
+	}
+	d.Action, d.Range, d.Lender = Grant, ln.rng, best.id
+	return true
+}
+
+// returnAt is the earliest predicted start of the next all-reduce of p's
+// jobs: a job's last all-reduce end (or, during an all-reduce elsewhere,
+// its start plus its all-reduce time) plus its compute time. A job never
+// seen ending an all-reduce has no prediction: ok is false.
+func returnAt(p *pool) (at time.Duration, ok bool) {
+	for i, k := range p.jobs {
+		var t time.Duration
+		switch {
+		case k.inPhase:
+			t = k.phaseAt + time.Duration(k.comm+k.compute)
+		case k.ended:
+			t = k.lastEnd + time.Duration(k.compute)
+		default:
+			return 0, false
+		}
+		if i == 0 || t < at {
+			at = t
+		}
+	}
+	return at, len(p.jobs) > 0
+}
+
+// endLoan ends j's loan, if any, and hands the lending pool to its queued
+// job.
+func (s *Scheduler) endLoan(now time.Duration, j *job) []Decision {
+	ln := j.loan
+	if ln == nil {
+		return nil
+	}
+	j.loan, ln.from.loan = nil, nil
+	return s.release(now, ln.from)
+}
+
 // PhaseEnd is called when a job's all-reduce has finished. It returns the
 // grants this frees for queued jobs.
 func (s *Scheduler) PhaseEnd(now time.Duration, id uint16) ([]Decision, error) {
@@ -632,15 +781,20 @@ func (s *Scheduler) PhaseEnd(now time.Duration, id uint16) ([]Decision, error) {
 		s.observe(&j.comm, float64(now-j.phaseAt))
 	}
 	j.inPhase, j.ended, j.lastEnd = false, true, now
+	lent := j.loan != nil
+	out := s.endLoan(now, j)
 	p := j.pool
 	if p == nil || p.holder != j {
 		if p != nil && j.queued {
 			p.queue = remove(p.queue, j)
 			j.queued = false
 		}
-		return nil, nil
+		if lent {
+			s.rebalance()
+		}
+		return out, nil
 	}
-	out := s.release(now, p)
+	out = append(out, s.release(now, p)...)
 	s.rebalance()
 	return out, nil
 }
@@ -708,6 +862,9 @@ func (s *Scheduler) Pools() []PoolInfo {
 		if p.holder != nil {
 			pi.Holder = p.holder.prof.ID
 		}
+		if ln := p.loan; ln != nil {
+			pi.Lent, pi.Borrower, pi.Loan = true, ln.to.prof.ID, ln.rng
+		}
 		for _, j := range p.jobs {
 			pi.Jobs = append(pi.Jobs, j.prof.ID)
 		}
@@ -734,6 +891,33 @@ func (s *Scheduler) JobInfo(id uint16) JobInfo {
 	return in
 }
 
+// Loans describes the loans in force, in pool creation order.
+func (s *Scheduler) Loans() []Loan {
+	var out []Loan
+	for _, p := range s.pools {
+		if p.loan != nil {
+			out = append(out, p.loan.info())
+		}
+	}
+	return out
+}
+
+// LoanOf returns the loan job's current all-reduce holds, if any.
+func (s *Scheduler) LoanOf(id uint16) (Loan, bool) {
+	if j := s.jobs[id]; j != nil && j.loan != nil {
+		return j.loan.info(), true
+	}
+	return Loan{}, false
+}
+
+func (ln *loan) info() Loan {
+	l := Loan{Borrower: ln.to.prof.ID, Pool: ln.from.id, Range: ln.rng, At: ln.at, Return: ln.back}
+	for _, k := range ln.from.jobs {
+		l.Owners = append(l.Owners, k.prof.ID)
+	}
+	return l
+}
+
 // FreeSlots returns the memory in no pool.
 func (s *Scheduler) FreeSlots() int { return s.free.total() }
 
@@ -744,19 +928,29 @@ func (s *Scheduler) LeasedSlots() int {
 		if p.holder != nil {
 			n += p.rng.Slots
 		}
+		if p.loan != nil {
+			n += p.loan.rng.Slots
+		}
 	}
 	return n
 }
 
 // Check verifies the scheduler's invariants: pools and free ranges tile the
-// memory without overlap, every job is in the pool it thinks it is in, and
-// a holder belongs to its pool.
+// memory without overlap; every job is in the pool it thinks it is in; a
+// holder belongs to its pool; a queued job waits for a busy pool of its own;
+// a pool is held by one of its jobs or lent, not both; a loan lies in the
+// lending pool, is held by a job of another pool that is in an all-reduce,
+// and is that job's only loan; and no two active grants (holders' pools,
+// loans) overlap.
 func (s *Scheduler) Check() error {
 	if err := s.free.check(s.cfg.TotalSlots); err != nil {
 		return err
 	}
 	all := append([]Range{}, s.free.r...)
+	var leases []Range
+	inPools := map[*pool]bool{}
 	for _, p := range s.pools {
+		inPools[p] = true
 		if p.rng.Slots <= 0 {
 			return fmt.Errorf("pool %d has %d slots", p.id, p.rng.Slots)
 		}
@@ -769,6 +963,9 @@ func (s *Scheduler) Check() error {
 		if p.holder != nil && p.holder.pool != p {
 			return fmt.Errorf("pool %d held by job %d of another pool", p.id, p.holder.prof.ID)
 		}
+		if p.holder != nil {
+			leases = append(leases, p.rng)
+		}
 		for _, j := range p.queue {
 			if j.pool != p {
 				return fmt.Errorf("job %d queued for pool %d but not waiting for it", j.prof.ID, p.id)
@@ -777,18 +974,62 @@ func (s *Scheduler) Check() error {
 		if len(p.queue) > 0 && !p.busy() {
 			return fmt.Errorf("pool %d is idle with %d all-reduces queued for it", p.id, len(p.queue))
 		}
-	}
-	sort.Slice(all, func(a, b int) bool { return all[a].Base < all[b].Base })
-	next, sum := 0, 0
-	for _, r := range all {
-		if r.Base < next {
-			return fmt.Errorf("range %+v overlaps the previous one", r)
+		ln := p.loan
+		if ln == nil {
+			continue
 		}
-		next = r.End()
+		b := ln.to
+		switch {
+		case p.holder != nil:
+			return fmt.Errorf("pool %d is both held by job %d and lent to job %d", p.id, p.holder.prof.ID, b.prof.ID)
+		case ln.from != p:
+			return fmt.Errorf("pool %d holds a loan of another pool", p.id)
+		case s.jobs[b.prof.ID] != b:
+			return fmt.Errorf("pool %d lent to job %d, which left", p.id, b.prof.ID)
+		case b.loan != ln:
+			return fmt.Errorf("pool %d lent to job %d, which does not hold the loan", p.id, b.prof.ID)
+		case b.pool == p:
+			return fmt.Errorf("pool %d lent to its own job %d", p.id, b.prof.ID)
+		case !b.inPhase:
+			return fmt.Errorf("pool %d lent to job %d, which is in no all-reduce", p.id, b.prof.ID)
+		case ln.rng.Slots <= 0 || ln.rng.Base < p.rng.Base || ln.rng.End() > p.rng.End():
+			return fmt.Errorf("loan %+v of pool %d lies outside the pool %+v", ln.rng, p.id, p.rng)
+		}
+		leases = append(leases, ln.rng)
+	}
+	for _, j := range s.byIntensity() {
+		if j.pool != nil && (!inPools[j.pool] || !slices.Contains(j.pool.jobs, j)) {
+			return fmt.Errorf("job %d placed in pool %d, which does not list it", j.prof.ID, j.pool.id)
+		}
+		if ln := j.loan; ln != nil && (ln.to != j || !inPools[ln.from] || ln.from.loan != ln) {
+			return fmt.Errorf("job %d holds a loan no pool made", j.prof.ID)
+		}
+	}
+	if err := disjoint(leases); err != nil {
+		return fmt.Errorf("grants: %w", err)
+	}
+	if err := disjoint(all); err != nil {
+		return err
+	}
+	sum := 0
+	for _, r := range all {
 		sum += r.Slots
 	}
 	if sum != s.cfg.TotalSlots {
 		return fmt.Errorf("pools and free ranges cover %d of %d slots", sum, s.cfg.TotalSlots)
+	}
+	return nil
+}
+
+// disjoint sorts rs by base and reports the first overlap.
+func disjoint(rs []Range) error {
+	sort.Slice(rs, func(a, b int) bool { return rs[a].Base < rs[b].Base })
+	next := 0
+	for _, r := range rs {
+		if r.Base < next {
+			return fmt.Errorf("range %+v overlaps the previous one", r)
+		}
+		next = r.End()
 	}
 	return nil
 }
