@@ -81,6 +81,19 @@ type Config struct {
 	// jobs is predicted to start its next all-reduce no sooner than
 	// (1+LendMargin)·Ta + RTT from now.
 	LendMargin float64
+
+	// MeasuredOverlap lets observed collisions override the overlap
+	// predictor, which assumes independent phases (and so fails for
+	// phase-locked jobs, which always overlap): two jobs sharing a pool are
+	// phase-locked once one has found the other in its all-reduce at
+	// LockAfter consecutive all-reduce starts, and from then on, while both
+	// are registered, their overlap counts as 1: they split into separate
+	// pools when memory allows and are not put together again while
+	// another choice is left.
+	MeasuredOverlap bool
+	// LockAfter is the consecutive collisions that make two jobs
+	// phase-locked (default 4).
+	LockAfter int
 }
 
 func (c *Config) defaults() error {
@@ -111,6 +124,9 @@ func (c *Config) defaults() error {
 	if c.LendMargin == 0 {
 		c.LendMargin = 0.5
 	}
+	if c.LockAfter == 0 {
+		c.LockAfter = 4
+	}
 	switch {
 	case c.ValuesPerSlot < 0:
 		return fmt.Errorf("dynaina: ValuesPerSlot = %d: must be > 0", c.ValuesPerSlot)
@@ -126,6 +142,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("dynaina: Alpha = %v: must be in [0, 1]", c.Alpha)
 	case c.LendMargin < 0:
 		return fmt.Errorf("dynaina: LendMargin = %v: must be ≥ 0", c.LendMargin)
+	case c.LockAfter < 0:
+		return fmt.Errorf("dynaina: LockAfter = %d: must be ≥ 1", c.LockAfter)
 	}
 	return nil
 }
@@ -207,6 +225,12 @@ type JobInfo struct {
 	// Borrowed counts the job's grants out of another job's pool (loans,
 	// included in Grants); Lent, the loans made out of the job's pool.
 	Borrowed, Lent int
+	// Collisions counts the job's all-reduce starts that found a job it
+	// shares its pool with in its all-reduce.
+	Collisions int
+	// PhaseLocked lists, in ID order, the jobs it is phase-locked with
+	// (Config.MeasuredOverlap).
+	PhaseLocked []uint16
 }
 
 // Loan is a range of an idle pool granted to a job of another pool for one
@@ -239,6 +263,11 @@ type job struct {
 	queuedFor uint32
 	queued    bool
 	loan      *loan // held by the job's current all-reduce
+	// run counts, per job sharing its pool, the consecutive all-reduce
+	// starts that found that job in its all-reduce; locked marks the jobs
+	// it is phase-locked with (Config.MeasuredOverlap).
+	run    map[uint16]int
+	locked map[uint16]bool
 }
 
 // duty is the fraction of time the job spends in all-reduce.
@@ -395,6 +424,19 @@ func (s *Scheduler) takeLargest(j *job) bool {
 	return true
 }
 
+// overlap is overlap(p, j), or 1 with MeasuredOverlap if j is
+// phase-locked with one of p's jobs.
+func (s *Scheduler) overlap(p *pool, j *job) float64 {
+	if s.cfg.MeasuredOverlap {
+		for _, k := range p.jobs {
+			if k != j && j.locked[k.prof.ID] {
+				return 1
+			}
+		}
+	}
+	return overlap(p, j)
+}
+
 // overlap is the predicted probability that j's all-reduce finds one of p's
 // jobs in its own all-reduce, with independent phases.
 func overlap(p *pool, j *job) float64 {
@@ -411,7 +453,7 @@ func (s *Scheduler) bestShare(j *job, strict bool) *pool {
 	var best *pool
 	bestOv := math.Inf(1)
 	for _, p := range s.pools {
-		ov := overlap(p, j)
+		ov := s.overlap(p, j)
 		if strict {
 			sum := j.duty()
 			for _, k := range p.jobs {
@@ -481,6 +523,10 @@ func (s *Scheduler) Unregister(now time.Duration, id uint16) ([]Decision, error)
 		return nil, ErrUnknownJob
 	}
 	delete(s.jobs, id)
+	for _, k := range s.jobs {
+		delete(k.run, id)
+		delete(k.locked, id)
+	}
 	out := s.endLoan(now, j)
 	if p := j.pool; p != nil {
 		p.jobs = remove(p.jobs, j)
@@ -541,7 +587,7 @@ func (s *Scheduler) rebalance() {
 		switch {
 		case p == nil:
 			s.place(j)
-		case len(p.jobs) > 1 && !p.busy() && overlap(withoutJob(p, j), j) > s.cfg.ShareOverlap &&
+		case len(p.jobs) > 1 && !p.busy() && s.overlap(withoutJob(p, j), j) > s.cfg.ShareOverlap &&
 			s.free.largest() >= min(j.demand, max(s.cfg.MinSlots, p.rng.Slots/2)):
 			if r, ok := s.free.take(min(j.demand, s.free.largest())); ok {
 				p.jobs = remove(p.jobs, j)
@@ -581,7 +627,7 @@ func (s *Scheduler) mergeForRoom() bool {
 			}
 			ov := 0.0
 			for _, k := range q.jobs {
-				ov = math.Max(ov, overlap(p, k))
+				ov = math.Max(ov, s.overlap(p, k))
 			}
 			if ov <= s.cfg.ShareOverlap && ov < best {
 				a, b, best = p, q, ov
@@ -635,6 +681,7 @@ func (s *Scheduler) PhaseStart(now time.Duration, id uint16, ar uint32) (Decisio
 		s.observe(&j.compute, float64(now-j.lastEnd))
 	}
 	j.inPhase, j.phaseAt, j.phaseAR = true, now, ar
+	s.collisions(j)
 	d := Decision{Job: id, AllReduce: ar}
 	p := j.pool
 	switch {
@@ -673,6 +720,48 @@ func (s *Scheduler) PhaseStart(now time.Duration, id uint16, ar uint32) (Decisio
 	}
 	s.count(j, d)
 	return d, nil
+}
+
+// collisions records, at the start of j's all-reduce, which of the jobs
+// sharing its pool are in their all-reduce, and locks j with one found
+// there at LockAfter consecutive starts (MeasuredOverlap).
+func (s *Scheduler) collisions(j *job) {
+	p := j.pool
+	if p == nil || len(p.jobs) < 2 {
+		return
+	}
+	hit := false
+	for _, k := range p.jobs {
+		if k == j {
+			continue
+		}
+		hit = hit || k.inPhase
+		if !s.cfg.MeasuredOverlap {
+			continue
+		}
+		if !k.inPhase {
+			delete(j.run, k.prof.ID)
+			continue
+		}
+		if j.run == nil {
+			j.run = map[uint16]int{}
+		}
+		j.run[k.prof.ID]++
+		if j.run[k.prof.ID] >= s.cfg.LockAfter {
+			lock(j, k)
+			lock(k, j)
+		}
+	}
+	if hit {
+		j.info.Collisions++
+	}
+}
+
+func lock(j, k *job) {
+	if j.locked == nil {
+		j.locked = map[uint16]bool{}
+	}
+	j.locked[k.prof.ID] = true
 }
 
 func (s *Scheduler) count(j *job, d Decision) {
@@ -883,6 +972,11 @@ func (s *Scheduler) JobInfo(id uint16) JobInfo {
 	in.Intensity = j.intensity()
 	in.Comm, in.Compute = time.Duration(j.comm), time.Duration(j.compute)
 	in.Demand = j.demand
+	in.PhaseLocked = nil
+	for id := range j.locked {
+		in.PhaseLocked = append(in.PhaseLocked, id)
+	}
+	slices.Sort(in.PhaseLocked)
 	if j.pool == nil {
 		in.Pool = -1
 	} else {

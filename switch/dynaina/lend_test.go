@@ -261,21 +261,21 @@ type lendOp struct {
 }
 
 // Random sequences of Register/PhaseStart/PhaseEnd/Expire/Unregister with
-// Lend on and random ablation switches keep the invariants after every
-// step: Check holds; every grant lies in the job's pool, or is a recorded
-// loan out of another pool that was idle just before; no job's grant
-// changes while its all-reduce lasts; no two grants overlap; a lent pool's
-// jobs hold nothing overlapping the loan; with NoSharing no pool has two
-// jobs and the only queueing is for a lent pool. The sequences follow the
-// control plane's protocol: an all-reduce start of a job still in one ends
-// that one first.
+// Lend on and random ablation switches and MeasuredOverlap keep the
+// invariants after every step: Check holds; every grant lies in the job's
+// pool, or is a recorded loan out of another pool that was idle just
+// before; no job's grant changes while its all-reduce lasts; no two grants
+// overlap; a lent pool's jobs hold nothing overlapping the loan; with
+// NoSharing no pool has two jobs and the only queueing is for a lent pool.
+// The sequences follow the control plane's protocol: an all-reduce start of
+// a job still in one ends that one first.
 func TestRandomOpsWithLending(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	profiles := []JobProfile{vgg16, bert, resnet50, incept, warm, hot}
 	var loans, ownerQueued, expiredOwner int
 	for trial := 0; trial < 60; trial++ {
 		cfg := Config{TotalSlots: 64 + rng.IntN(3000), RTT: 20 * time.Microsecond, Lend: true,
-			NoSharing: rng.IntN(2) == 0, NoPriority: rng.IntN(2) == 0}
+			NoSharing: rng.IntN(2) == 0, NoPriority: rng.IntN(2) == 0, MeasuredOverlap: rng.IntN(2) == 0}
 		if rng.IntN(3) == 0 {
 			cfg.MinSlots = 1 + rng.IntN(cfg.TotalSlots)
 		}
