@@ -309,7 +309,7 @@ type Scheduler struct {
 	nextID int
 	seq    int
 	// Ops counts pool operations by kind: create, grow, shrink, split,
-	// merge, free.
+	// merge, move, free.
 	Ops map[string]int
 }
 
@@ -599,8 +599,39 @@ func (s *Scheduler) rebalance() {
 				s.join(np, j)
 			}
 		case p.rng.Slots < j.demand && !p.busy():
-			s.resize(p, j.demand)
+			s.regrow(p, j.demand)
 		}
+	}
+}
+
+// regrow grows an idle pool smaller than need towards need: in place, into
+// the free memory after it and then before it; or, if that run of free
+// memory and the pool together hold less than need, by moving the pool to
+// the best-fitting free range of need slots, else to the largest free
+// range if that is larger than the run.
+func (s *Scheduler) regrow(p *pool, need int) {
+	old := p.rng
+	s.free.give(old)
+	var run Range
+	for _, r := range s.free.r {
+		if r.Base <= old.Base && old.End() <= r.End() {
+			run = r
+		}
+	}
+	got := run
+	switch {
+	case run.Slots >= need:
+		got = Range{min(old.Base, run.End()-need), need}
+	case s.free.largest() > run.Slots:
+		got, _ = s.free.take(min(need, s.free.largest()))
+		p.rng = got
+		s.Ops["move"]++
+		return
+	}
+	s.free.takeAt(got.Base, got.Slots)
+	p.rng = got
+	if got != old {
+		s.Ops["grow"]++
 	}
 }
 

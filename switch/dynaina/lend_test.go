@@ -240,8 +240,10 @@ func TestLendAndLeave(t *testing.T) {
 	}
 	s.PhaseEnd(70*ms, 2)
 	mustCheck(t, s)
-	if p := s.Pools(); len(p) != 1 || p[0].Jobs[0] != 2 {
-		t.Errorf("after the loan: pools %+v, want the lender's freed", p)
+	// The lender's pool is freed, and the borrower's undersized pool grows
+	// into it.
+	if p := s.Pools(); len(p) != 1 || p[0].Jobs[0] != 2 || p[0].Range != (Range{138, 282}) {
+		t.Errorf("after the loan: pools %+v, want the lender's freed and job 2's pool grown to [138,420)", p)
 	}
 
 	s = reviewCase(t, true)
