@@ -6,8 +6,10 @@
 //
 //   - Spatial compatibility: switch memory is divided into pools, contiguous
 //     slot ranges; a job lives in exactly one pool and is only ever granted
-//     slots inside it. Pools are created, grown, shrunk, split and merged as
-//     jobs arrive and leave, never while a lease on them is active.
+//     slots inside it, or (Config.Lend) a recorded loan out of another
+//     pool that is idle. Pools are created, grown, shrunk, moved, split and
+//     merged as jobs arrive and leave, never while a lease on them is
+//     active.
 //   - Temporal compatibility: jobs whose all-reduce phases rarely overlap
 //     (predicted from their profiles, then measured) share one pool; a job
 //     that finds its pool busy waits for it when the wait is short (which
@@ -480,7 +482,7 @@ func (s *Scheduler) newPool(r Range, j *job) {
 
 func (s *Scheduler) join(p *pool, j *job) {
 	p.jobs = append(p.jobs, j)
-	j.pool = p
+	j.pool, j.run = p, nil
 	j.info.Pool = p.id
 	// A shared pool grows towards the largest demand among its jobs.
 	if want := j.demand; want > p.rng.Slots {
@@ -673,7 +675,7 @@ func (s *Scheduler) mergeForRoom() bool {
 	}
 	for _, k := range b.jobs {
 		a.jobs = append(a.jobs, k)
-		k.pool = a
+		k.pool, k.run = a, nil
 		k.info.Pool = a.id
 	}
 	b.jobs = nil
@@ -1003,7 +1005,6 @@ func (s *Scheduler) JobInfo(id uint16) JobInfo {
 	in.Intensity = j.intensity()
 	in.Comm, in.Compute = time.Duration(j.comm), time.Duration(j.compute)
 	in.Demand = j.demand
-	in.PhaseLocked = nil
 	for id := range j.locked {
 		in.PhaseLocked = append(in.PhaseLocked, id)
 	}

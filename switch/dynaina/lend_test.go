@@ -256,12 +256,6 @@ func TestLendAndLeave(t *testing.T) {
 	mustCheck(t, s)
 }
 
-// lendOp is one step of a random sequence.
-type lendOp struct {
-	kind string
-	id   uint16
-}
-
 // Random sequences of Register/PhaseStart/PhaseEnd/Expire/Unregister with
 // Lend on and random ablation switches and MeasuredOverlap keep the
 // invariants after every step: Check holds; every grant lies in the job's
