@@ -17,7 +17,9 @@ import (
 //
 //   - Grant(range): a lease over the job's pool (range ∩ chunks), installed
 //     in the lease table exactly where the scheduler put it
-//     (FreeINA.Install), so every grant is inside the job's pool;
+//     (FreeINA.Install), so every grant is inside the job's pool, or, with
+//     dynaina.Config.Lend, inside the loan the scheduler recorded for the
+//     job's all-reduce out of another, idle pool;
 //   - Queue: no answer yet (the PS keeps re-sending its ALLOC, which is
 //     idempotent); the GRANT is sent when the holder's PhaseEnd hands the
 //     pool over, or a GRANT of 0 when Expire turns the wait into the PS path;
@@ -33,8 +35,13 @@ import (
 // DynaINAStats are the control plane's counters.
 type DynaINAStats struct {
 	Allocs, Grants, Queued, PSPath, Expired, Frees, IdleFrees, Registered, Unregistered uint64
-	// Outside counts grants that would have fallen outside the job's pool
-	// or onto slots in use (refused; must stay 0).
+	// Loans counts the grants (included in Grants) installed over a loan:
+	// slots of another job's idle pool lent for one all-reduce
+	// (dynaina.Config.Lend).
+	Loans uint64
+	// Outside counts grants that would have fallen outside both the job's
+	// pool and its recorded loan, or onto slots in use (refused; must stay
+	// 0).
 	Outside uint64
 }
 
@@ -276,6 +283,9 @@ func (d *DynaINAControl) apply(now time.Duration, dec dynaina.Decision) {
 		if l, ok := d.install(now, dec.Job, st.ar, st.chunks, dec.Range); ok {
 			st.lease, st.rng = true, dec.Range
 			d.stats.Grants++
+			if dec.Lender != 0 {
+				d.stats.Loans++
+			}
 			d.emit(l)
 			return
 		}
@@ -293,21 +303,29 @@ func (d *DynaINAControl) apply(now time.Duration, dec dynaina.Decision) {
 }
 
 // install puts a lease over r (clipped to the all-reduce's chunks) into the
-// lease table. It refuses a range outside the job's pool or over
-// aggregators in use.
+// lease table. It refuses a range outside both the job's pool and the loan
+// its all-reduce holds, or over aggregators in use.
 func (d *DynaINAControl) install(now time.Duration, job, ar uint16, chunks uint32, r dynaina.Range) (Lease, bool) {
 	info := d.sched.JobInfo(job)
 	inPool := false
 	for _, p := range d.sched.Pools() {
-		if p.ID == info.Pool && r.Base >= p.Range.Base && r.End() <= p.Range.End() {
+		if p.ID == info.Pool && rangeWithin(r, p.Range) {
 			inPool = true
 		}
+	}
+	if ln, ok := d.sched.LoanOf(job); ok && rangeWithin(r, ln.Range) {
+		inPool = true
 	}
 	if !inPool {
 		return Lease{}, false
 	}
 	n := min(r.Slots, int(min(chunks, uint32(d.f.Aggregators()))))
 	return d.f.Install(now, job, ar, chunks, r.Base, n)
+}
+
+// rangeWithin reports whether r is a non-empty part of p.
+func rangeWithin(r, p dynaina.Range) bool {
+	return r.Slots > 0 && r.Base >= p.Base && r.End() <= p.End()
 }
 
 func (d *DynaINAControl) free(now time.Duration, job, ar uint16) {

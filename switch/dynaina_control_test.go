@@ -163,10 +163,26 @@ func TestDynaINAArrivalMemoryFullAndLeave(t *testing.T) {
 }
 
 // TestDynaINARandomGrantsInPool: random ALLOC/FREE/time sequences over four
-// jobs and little memory: every grant lies in the job's pool, no two live
+// jobs and little memory, without and with Lend: every grant lies in the
+// job's pool or (with Lend) in the loan its all-reduce holds, no two live
 // leases overlap, and the scheduler's invariants hold.
 func TestDynaINARandomGrantsInPool(t *testing.T) {
-	for seed := uint64(1); seed <= 30; seed++ {
+	for _, lend := range []bool{false, true} {
+		loans := uint64(0)
+		for seed := uint64(1); seed <= 60; seed++ {
+			if lend || seed <= 30 {
+				loans += randomGrants(t, seed, lend)
+			}
+		}
+		if lend && loans < 10 {
+			t.Errorf("with Lend: %d loans in 60 sequences, a weak test", loans)
+		}
+		t.Logf("Lend %v: %d loans", lend, loans)
+	}
+}
+
+func randomGrants(t *testing.T, seed uint64, lend bool) (loans uint64) {
+	{
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var jobs []dynaJob
 		for id := uint16(1); id <= 4; id++ {
@@ -176,12 +192,22 @@ func TestDynaINARandomGrantsInPool(t *testing.T) {
 		}
 		sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].arrival < jobs[b].arrival })
 		d, f := newDynaControl(t)
+		if lend {
+			var err error
+			rtt := time.Duration(50 * 2688 * 1e9 / 100e9)
+			if d, err = NewDynaINAControl(f, dynaina.Config{RTT: rtt, MinSlots: 20, Lend: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		ar := map[uint16]uint16{}
 		now := time.Duration(0)
 		check := func(g []Lease) {
 			for _, l := range g {
-				if l.Slots > 0 && !inRange(l, poolOf(t, d, l.Job)) {
-					t.Fatalf("seed %d: grant %+v outside pool %+v", seed, l, poolOf(t, d, l.Job))
+				if l.Slots == 0 || d.JobPool(l.Job) >= 0 && inRange(l, poolOf(t, d, l.Job)) {
+					continue
+				}
+				if ln, ok := d.Scheduler().LoanOf(l.Job); !lend || !ok || !inRange(l, ln.Range) {
+					t.Fatalf("seed %d: grant %+v to job %d outside its pool (%s) and loan %+v", seed, l, l.Job, d, ln)
 				}
 			}
 			ls := f.Leases()
@@ -215,6 +241,86 @@ func TestDynaINARandomGrantsInPool(t *testing.T) {
 		}
 		if d.Stats().Outside != 0 {
 			t.Fatalf("seed %d: %+v", seed, d.Stats())
+		}
+		return d.Stats().Loans
+	}
+}
+
+// TestDynaINALoanInstalled: with Lend, a job in an undersized pool (20 of
+// its 50 slots) whose ALLOC finds another job's full pool idle, that job
+// being predicted away for long, is granted the idle pool: the lease is
+// installed over the loan, counted in Loans and not in Outside. The owner's
+// ALLOC during the loan is queued and granted its pool by the borrower's
+// FREE. Without Lend the job gets its own 20 slots. A grant over another
+// pool without a loan is still refused and counted in Outside.
+func TestDynaINALoanInstalled(t *testing.T) {
+	ms := time.Millisecond
+	us := time.Microsecond
+	for _, lend := range []bool{false, true} {
+		_, f := newFreeINASwitch(t, 2, 70)
+		rtt := time.Duration(50 * 2688 * 1e9 / 100e9)
+		d, err := NewDynaINAControl(f, dynaina.Config{RTT: rtt, MinSlots: 20, Lend: lend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []dynaina.JobProfile{
+			{ID: 1, Workers: 2, GradientBytes: gradFor(ms / 10), Compute: 100 * ms},
+			{ID: 2, Workers: 2, GradientBytes: gradFor(ms / 2), Compute: ms},
+		} {
+			if err := d.Register(0, p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p1, p2 := poolOf(t, d, 1), poolOf(t, d, 2)
+		if p1 != (dynaina.Range{Base: 0, Slots: 50}) || p2 != (dynaina.Range{Base: 50, Slots: 20}) {
+			t.Fatalf("pools %s: want [0,50) and an undersized [50,70)", d)
+		}
+		// Job 1's all-reduce: its next one is predicted 100 ms after its end.
+		if g := d.Alloc(0, 1, 1, 5000, 50, false); len(g) != 1 || !inRange(g[0], p1) {
+			t.Fatalf("job 1: %+v", g)
+		}
+		d.Free(100*us, 1, 1)
+		g := d.Alloc(200*us, 2, 1, 5000, 50, false)
+		if len(g) != 1 || g[0].Job != 2 {
+			t.Fatalf("job 2: %+v", g)
+		}
+		if !lend {
+			if !inRange(g[0], p2) || d.Stats().Loans != 0 {
+				t.Fatalf("without Lend job 2 got %+v (stats %+v), want its own pool %+v", g[0], d.Stats(), p2)
+			}
+			continue
+		}
+		if g[0].Base != 0 || g[0].Slots != 50 || d.Stats().Loans != 1 || d.Stats().Outside != 0 {
+			t.Fatalf("with Lend job 2 got %+v (stats %+v), want a lease over job 1's pool [0,50)", g[0], d.Stats())
+		}
+		if ls := f.Leases(); len(ls) != 1 || ls[0].Job != 2 || ls[0].Base != 0 || ls[0].Slots != 50 {
+			t.Fatalf("lease table %+v", ls)
+		}
+		if g := d.Alloc(300*us, 2, 1, 5000, 50, false); len(g) != 1 || g[0].Base != 0 || g[0].Slots != 50 {
+			t.Fatalf("retransmitted ALLOC of the borrower: %+v", g)
+		}
+		// Job 1 is back early: queued for the loan's end.
+		if g := d.Alloc(400*us, 1, 2, 5000, 50, false); len(g) != 0 {
+			t.Fatalf("owner's ALLOC during the loan answered: %+v", g)
+		}
+		g = d.Free(600*us, 2, 1)
+		if len(g) != 1 || g[0].Job != 1 || !inRange(g[0], p1) {
+			t.Fatalf("borrower's FREE: %+v, want job 1 granted its pool", g)
+		}
+		if err := d.Err(); err != nil {
+			t.Fatal(err)
+		}
+		// A grant of job 1's pool to job 2, which holds no loan now, is
+		// outside: refused.
+		if l := d.Alloc(700*us, 2, 2, 5000, 50, false); len(l) != 1 || !inRange(l[0], p2) {
+			t.Fatalf("job 2's next all-reduce: %+v, want its own pool (job 1 holds its pool)", l)
+		}
+		if _, ok := d.install(700*us, 2, 2, 5000, p1); ok {
+			t.Fatal("installed a range of job 1's pool for job 2 without a loan")
+		}
+		d.apply(700*us, dynaina.Decision{Job: 2, AllReduce: 2, Action: dynaina.Grant, Range: p1})
+		if st := d.Stats(); st.Outside != 1 || st.Loans != 1 {
+			t.Fatalf("stats %+v: want the forged grant counted in Outside", st)
 		}
 	}
 }

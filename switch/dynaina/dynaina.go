@@ -6,8 +6,10 @@
 //
 //   - Spatial compatibility: switch memory is divided into pools, contiguous
 //     slot ranges; a job lives in exactly one pool and is only ever granted
-//     slots inside it. Pools are created, grown, shrunk, split and merged as
-//     jobs arrive and leave, never while a lease on them is active.
+//     slots inside it, or (Config.Lend) a recorded loan out of another
+//     pool that is idle. Pools are created, grown, shrunk, moved, split and
+//     merged as jobs arrive and leave, never while a lease on them is
+//     active.
 //   - Temporal compatibility: jobs whose all-reduce phases rarely overlap
 //     (predicted from their profiles, then measured) share one pool; a job
 //     that finds its pool busy waits for it when the wait is short (which
@@ -23,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -52,6 +55,47 @@ type Config struct {
 	// Alpha is the weight of a new measurement in the moving averages of
 	// phase times (default 0.3).
 	Alpha float64
+
+	// Ablation switches: each turns one part of DynaINA off; the zero value
+	// is the full scheduler. Dynamic pools alone are NoSharing+NoPriority;
+	// adding contention-aware scheduling is NoPriority alone.
+
+	// NoSharing turns contention-aware scheduling off: no two jobs are ever
+	// placed in one pool (no sharing by time, no merging), and no job
+	// queues for its pool: a job whose pool is busy, or that has none,
+	// takes the PS path.
+	NoSharing bool
+	// NoPriority turns the priority of communication-intensive jobs off:
+	// jobs short of memory are served in arrival order, no pool is shrunk to
+	// make room for a more intensive job, and queued all-reduces are granted
+	// first come, first served.
+	NoPriority bool
+
+	// Lend makes idle pools work-conserving: a job whose pool is busy,
+	// smaller than its demand, or absent may be granted one contiguous
+	// range of another, idle pool whose jobs are predicted not to need it
+	// before the borrower's all-reduce ends; the loan ends with that
+	// all-reduce, and a job that finds its own pool lent queues for the
+	// loan's end (docs/dynaina.md, "Lending").
+	Lend bool
+	// LendMargin is a loan's safety margin, as a fraction of the borrower's
+	// all-reduce time Ta (default 0.5): a pool is lent only if each of its
+	// jobs is predicted to start its next all-reduce no sooner than
+	// (1+LendMargin)·Ta + RTT from now.
+	LendMargin float64
+
+	// MeasuredOverlap lets observed collisions override the overlap
+	// predictor, which assumes independent phases (and so fails for
+	// phase-locked jobs, which always overlap): two jobs sharing a pool are
+	// phase-locked once one has found the other in its all-reduce at
+	// LockAfter consecutive all-reduce starts, and from then on, while both
+	// are registered, their overlap counts as 1: they split into separate
+	// pools when memory allows and are not put together again while
+	// another choice is left.
+	MeasuredOverlap bool
+	// LockAfter is the consecutive collisions that make two jobs
+	// phase-locked (default 4).
+	LockAfter int
 }
 
 func (c *Config) defaults() error {
@@ -79,6 +123,12 @@ func (c *Config) defaults() error {
 	if c.Alpha == 0 {
 		c.Alpha = 0.3
 	}
+	if c.LendMargin == 0 {
+		c.LendMargin = 0.5
+	}
+	if c.LockAfter == 0 {
+		c.LockAfter = 4
+	}
 	switch {
 	case c.ValuesPerSlot < 0:
 		return fmt.Errorf("dynaina: ValuesPerSlot = %d: must be > 0", c.ValuesPerSlot)
@@ -92,6 +142,10 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("dynaina: ShareOverlap = %v: must be in [0, 1]", c.ShareOverlap)
 	case c.Alpha < 0 || c.Alpha > 1:
 		return fmt.Errorf("dynaina: Alpha = %v: must be in [0, 1]", c.Alpha)
+	case c.LendMargin < 0:
+		return fmt.Errorf("dynaina: LendMargin = %v: must be ≥ 0", c.LendMargin)
+	case c.LockAfter < 0:
+		return fmt.Errorf("dynaina: LockAfter = %d: must be ≥ 1", c.LockAfter)
 	}
 	return nil
 }
@@ -137,6 +191,9 @@ type Decision struct {
 	AllReduce uint32
 	Action    Action
 	Range     Range // for Grant
+	// Lender, for a Grant out of another job's pool (a loan, with
+	// Config.Lend): that pool's ID; 0 for the job's own pool.
+	Lender int
 	// Deadline, for Queue: if not granted by then, Expire turns it into
 	// PSPath.
 	Deadline time.Duration
@@ -147,8 +204,13 @@ type PoolInfo struct {
 	ID     int
 	Range  Range
 	Jobs   []uint16
-	Leased bool   // an all-reduce holds it now
+	Leased bool   // an all-reduce of one of its jobs holds it now
 	Holder uint16 // the job holding it, if Leased
+	// Lent: Loan, part of the pool, is lent to Borrower, a job of another
+	// pool, for its current all-reduce (Config.Lend).
+	Lent     bool
+	Borrower uint16
+	Loan     Range
 }
 
 // JobInfo describes a job's standing.
@@ -162,10 +224,33 @@ type JobInfo struct {
 	// Counts of decisions.
 	Grants, Queued, PSPaths int
 	Waited                  time.Duration
+	// Borrowed counts the job's grants out of another job's pool (loans,
+	// included in Grants); Lent, the loans made out of the job's pool.
+	Borrowed, Lent int
+	// Collisions counts the job's all-reduce starts that found a job it
+	// shares its pool with in its all-reduce.
+	Collisions int
+	// PhaseLocked lists, in ID order, the jobs it is phase-locked with
+	// (Config.MeasuredOverlap).
+	PhaseLocked []uint16
+}
+
+// Loan is a range of an idle pool granted to a job of another pool for one
+// all-reduce (Config.Lend).
+type Loan struct {
+	Borrower uint16
+	Pool     int      // the lending pool
+	Owners   []uint16 // the lending pool's jobs
+	Range    Range
+	At       time.Duration // when it was granted
+	// Return is the owners' earliest predicted next all-reduce start, as
+	// predicted when the loan was granted.
+	Return time.Duration
 }
 
 type job struct {
 	prof      JobProfile
+	seq       int // arrival order
 	demand    int
 	comm      float64 // ns, EWMA
 	compute   float64 // ns, EWMA
@@ -179,6 +264,12 @@ type job struct {
 	queuedAt  time.Duration
 	queuedFor uint32
 	queued    bool
+	loan      *loan // held by the job's current all-reduce
+	// run counts, per job sharing its pool, the consecutive all-reduce
+	// starts that found that job in its all-reduce; locked marks the jobs
+	// it is phase-locked with (Config.MeasuredOverlap).
+	run    map[uint16]int
+	locked map[uint16]bool
 }
 
 // duty is the fraction of time the job spends in all-reduce.
@@ -195,6 +286,19 @@ type pool struct {
 	queue  []*job
 	// want is a resize deferred until the pool is free.
 	want int
+	loan *loan // lent out
+}
+
+// busy reports whether an all-reduce holds the pool's slots, its own job's
+// or a borrower's.
+func (p *pool) busy() bool { return p.holder != nil || p.loan != nil }
+
+// loan is a range of pool from lent to job to for one all-reduce.
+type loan struct {
+	from     *pool
+	to       *job
+	rng      Range
+	at, back time.Duration
 }
 
 // Scheduler is the DynaINA state machine. Its methods take the current time
@@ -205,8 +309,9 @@ type Scheduler struct {
 	pools  []*pool
 	jobs   map[uint16]*job
 	nextID int
+	seq    int
 	// Ops counts pool operations by kind: create, grow, shrink, split,
-	// merge, free.
+	// merge, move, free.
 	Ops map[string]int
 }
 
@@ -236,7 +341,8 @@ func (s *Scheduler) Register(now time.Duration, p JobProfile) (JobInfo, error) {
 	case p.Compute < 0:
 		return JobInfo{}, fmt.Errorf("dynaina: job %d: Compute = %v: must be ≥ 0", p.ID, p.Compute)
 	}
-	j := &job{prof: p}
+	s.seq++
+	j := &job{prof: p, seq: s.seq}
 	// Predicted all-reduce time at line rate with INA: each worker sends
 	// and receives one copy of the gradient (plus header overhead).
 	slotBytes := 4 * s.cfg.ValuesPerSlot
@@ -270,21 +376,23 @@ func (s *Scheduler) place(j *job) {
 	if s.takeLargest(j) {
 		return
 	}
-	if p := s.bestShare(j, true); p != nil {
-		s.join(p, j)
-		return
+	if !s.cfg.NoSharing {
+		if p := s.bestShare(j, true); p != nil {
+			s.join(p, j)
+			return
+		}
 	}
 	// Take memory from the least intensive exclusive pool that is less
 	// intensive than j: shrink it, down to MinSlots.
 	var victim *pool
 	for _, p := range s.pools {
-		if len(p.jobs) == 1 && p.jobs[0].intensity() < j.intensity() && p.rng.Slots > s.cfg.MinSlots {
+		if !s.cfg.NoPriority && len(p.jobs) == 1 && p.jobs[0].intensity() < j.intensity() && p.rng.Slots > s.cfg.MinSlots {
 			if victim == nil || p.jobs[0].intensity() < victim.jobs[0].intensity() {
 				victim = p
 			}
 		}
 	}
-	if victim != nil && victim.holder == nil {
+	if victim != nil && !victim.busy() {
 		give := min(victim.rng.Slots-s.cfg.MinSlots, j.demand)
 		s.resize(victim, victim.rng.Slots-give)
 		if r, ok := s.free.take(min(j.demand, s.free.largest())); ok && r.Slots >= s.cfg.MinSlots {
@@ -294,7 +402,7 @@ func (s *Scheduler) place(j *job) {
 			s.free.give(r)
 		}
 	}
-	if s.takeLargest(j) {
+	if s.takeLargest(j) || s.cfg.NoSharing {
 		return
 	}
 	// Merge two idle pools whose jobs rarely overlap, to free memory for a
@@ -318,6 +426,19 @@ func (s *Scheduler) takeLargest(j *job) bool {
 	return true
 }
 
+// overlap is overlap(p, j), or 1 with MeasuredOverlap if j is
+// phase-locked with one of p's jobs.
+func (s *Scheduler) overlap(p *pool, j *job) float64 {
+	if s.cfg.MeasuredOverlap {
+		for _, k := range p.jobs {
+			if k != j && j.locked[k.prof.ID] {
+				return 1
+			}
+		}
+	}
+	return overlap(p, j)
+}
+
 // overlap is the predicted probability that j's all-reduce finds one of p's
 // jobs in its own all-reduce, with independent phases.
 func overlap(p *pool, j *job) float64 {
@@ -334,7 +455,7 @@ func (s *Scheduler) bestShare(j *job, strict bool) *pool {
 	var best *pool
 	bestOv := math.Inf(1)
 	for _, p := range s.pools {
-		ov := overlap(p, j)
+		ov := s.overlap(p, j)
 		if strict {
 			sum := j.duty()
 			for _, k := range p.jobs {
@@ -361,7 +482,7 @@ func (s *Scheduler) newPool(r Range, j *job) {
 
 func (s *Scheduler) join(p *pool, j *job) {
 	p.jobs = append(p.jobs, j)
-	j.pool = p
+	j.pool, j.run = p, nil
 	j.info.Pool = p.id
 	// A shared pool grows towards the largest demand among its jobs.
 	if want := j.demand; want > p.rng.Slots {
@@ -372,7 +493,7 @@ func (s *Scheduler) join(p *pool, j *job) {
 // resize grows a pool in place when the slots after it are free, or shrinks
 // it by returning its tail. A leased pool is resized when its lease ends.
 func (s *Scheduler) resize(p *pool, slots int) {
-	if p.holder != nil {
+	if p.busy() {
 		p.want = slots
 		return
 	}
@@ -404,7 +525,11 @@ func (s *Scheduler) Unregister(now time.Duration, id uint16) ([]Decision, error)
 		return nil, ErrUnknownJob
 	}
 	delete(s.jobs, id)
-	var out []Decision
+	for _, k := range s.jobs {
+		delete(k.run, id)
+		delete(k.locked, id)
+	}
+	out := s.endLoan(now, j)
 	if p := j.pool; p != nil {
 		p.jobs = remove(p.jobs, j)
 		p.queue = remove(p.queue, j)
@@ -430,7 +555,7 @@ func (s *Scheduler) Unregister(now time.Duration, id uint16) ([]Decision, error)
 // dropPool returns an idle pool's memory; it does nothing for a leased pool
 // (release drops it later) or one already dropped.
 func (s *Scheduler) dropPool(p *pool) {
-	if p.holder != nil {
+	if p.busy() {
 		return
 	}
 	for i, q := range s.pools {
@@ -464,7 +589,7 @@ func (s *Scheduler) rebalance() {
 		switch {
 		case p == nil:
 			s.place(j)
-		case len(p.jobs) > 1 && p.holder == nil && overlap(withoutJob(p, j), j) > s.cfg.ShareOverlap &&
+		case len(p.jobs) > 1 && !p.busy() && s.overlap(withoutJob(p, j), j) > s.cfg.ShareOverlap &&
 			s.free.largest() >= min(j.demand, max(s.cfg.MinSlots, p.rng.Slots/2)):
 			if r, ok := s.free.take(min(j.demand, s.free.largest())); ok {
 				p.jobs = remove(p.jobs, j)
@@ -475,9 +600,40 @@ func (s *Scheduler) rebalance() {
 				s.pools = append(s.pools, np)
 				s.join(np, j)
 			}
-		case p.rng.Slots < j.demand && p.holder == nil:
-			s.resize(p, j.demand)
+		case p.rng.Slots < j.demand && !p.busy():
+			s.regrow(p, j.demand)
 		}
+	}
+}
+
+// regrow grows an idle pool smaller than need towards need: in place, into
+// the free memory after it and then before it; or, if that run of free
+// memory and the pool together hold less than need, by moving the pool to
+// the best-fitting free range of need slots, else to the largest free
+// range if that is larger than the run.
+func (s *Scheduler) regrow(p *pool, need int) {
+	old := p.rng
+	s.free.give(old)
+	var run Range
+	for _, r := range s.free.r {
+		if r.Base <= old.Base && old.End() <= r.End() {
+			run = r
+		}
+	}
+	got := run
+	switch {
+	case run.Slots >= need:
+		got = Range{min(old.Base, run.End()-need), need}
+	case s.free.largest() > run.Slots:
+		got, _ = s.free.take(min(need, s.free.largest()))
+		p.rng = got
+		s.Ops["move"]++
+		return
+	}
+	s.free.takeAt(got.Base, got.Slots)
+	p.rng = got
+	if got != old {
+		s.Ops["grow"]++
 	}
 }
 
@@ -499,12 +655,12 @@ func (s *Scheduler) mergeForRoom() bool {
 	best := math.Inf(1)
 	for i, p := range s.pools {
 		for _, q := range s.pools[i+1:] {
-			if p.holder != nil || q.holder != nil {
+			if p.busy() || q.busy() {
 				continue
 			}
 			ov := 0.0
 			for _, k := range q.jobs {
-				ov = math.Max(ov, overlap(p, k))
+				ov = math.Max(ov, s.overlap(p, k))
 			}
 			if ov <= s.cfg.ShareOverlap && ov < best {
 				a, b, best = p, q, ov
@@ -519,7 +675,7 @@ func (s *Scheduler) mergeForRoom() bool {
 	}
 	for _, k := range b.jobs {
 		a.jobs = append(a.jobs, k)
-		k.pool = a
+		k.pool, k.run = a, nil
 		k.info.Pool = a.id
 	}
 	b.jobs = nil
@@ -528,12 +684,18 @@ func (s *Scheduler) mergeForRoom() bool {
 	return true
 }
 
+// byIntensity returns the jobs in the order they are served: most
+// communication-intensive first (ties by ID), or in arrival order with
+// NoPriority.
 func (s *Scheduler) byIntensity() []*job {
 	js := make([]*job, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		js = append(js, j)
 	}
 	sort.Slice(js, func(a, b int) bool {
+		if s.cfg.NoPriority {
+			return js[a].seq < js[b].seq
+		}
 		if ia, ib := js[a].intensity(), js[b].intensity(); ia != ib {
 			return ia > ib
 		}
@@ -552,14 +714,28 @@ func (s *Scheduler) PhaseStart(now time.Duration, id uint16, ar uint32) (Decisio
 		s.observe(&j.compute, float64(now-j.lastEnd))
 	}
 	j.inPhase, j.phaseAt, j.phaseAR = true, now, ar
+	s.collisions(j)
 	d := Decision{Job: id, AllReduce: ar}
 	p := j.pool
 	switch {
-	case p == nil:
-		d.Action = PSPath
-	case p.holder == nil:
+	case p != nil && !p.busy() && (!s.cfg.Lend || p.rng.Slots >= j.demand):
 		d.Action, d.Range = Grant, p.rng
 		p.holder = j
+	case s.cfg.Lend && s.lend(now, j, &d):
+	case p == nil:
+		d.Action = PSPath
+	case !p.busy():
+		d.Action, d.Range = Grant, p.rng
+		p.holder = j
+	case p.loan != nil:
+		// The pool is lent: its job comes first at the loan's end, and
+		// waits no longer than Expire allows.
+		d.Action = Queue
+		d.Deadline = now + time.Duration(s.cfg.MaxWaitFraction*j.comm) + s.cfg.RTT
+		j.queued, j.queuedAt, j.queuedFor = true, now, ar
+		p.queue = append(p.queue, j)
+	case s.cfg.NoSharing:
+		d.Action = PSPath
 	default:
 		h := p.holder
 		left := time.Duration(h.comm) - (now - h.phaseAt)
@@ -579,6 +755,48 @@ func (s *Scheduler) PhaseStart(now time.Duration, id uint16, ar uint32) (Decisio
 	return d, nil
 }
 
+// collisions records, at the start of j's all-reduce, which of the jobs
+// sharing its pool are in their all-reduce, and locks j with one found
+// there at LockAfter consecutive starts (MeasuredOverlap).
+func (s *Scheduler) collisions(j *job) {
+	p := j.pool
+	if p == nil || len(p.jobs) < 2 {
+		return
+	}
+	hit := false
+	for _, k := range p.jobs {
+		if k == j {
+			continue
+		}
+		hit = hit || k.inPhase
+		if !s.cfg.MeasuredOverlap {
+			continue
+		}
+		if !k.inPhase {
+			delete(j.run, k.prof.ID)
+			continue
+		}
+		if j.run == nil {
+			j.run = map[uint16]int{}
+		}
+		j.run[k.prof.ID]++
+		if j.run[k.prof.ID] >= s.cfg.LockAfter {
+			lock(j, k)
+			lock(k, j)
+		}
+	}
+	if hit {
+		j.info.Collisions++
+	}
+}
+
+func lock(j, k *job) {
+	if j.locked == nil {
+		j.locked = map[uint16]bool{}
+	}
+	j.locked[k.prof.ID] = true
+}
+
 func (s *Scheduler) count(j *job, d Decision) {
 	switch d.Action {
 	case Grant:
@@ -588,6 +806,90 @@ func (s *Scheduler) count(j *job, d Decision) {
 	case PSPath:
 		j.info.PSPaths++
 	}
+}
+
+// lend grants j, whose all-reduce starts now, a loan out of an idle pool
+// of other jobs, if one serves it better than its own pool can now and
+// its jobs are predicted to stay away until the loan's end with the
+// margin; it reports whether it did. Of the candidates it takes the one
+// giving most slots (up to j's demand), then the smallest pool, then the
+// one whose jobs return latest, then the oldest.
+func (s *Scheduler) lend(now time.Duration, j *job, d *Decision) bool {
+	own := j.pool
+	if j.loan != nil || j.queued || (own != nil && own.holder == j) {
+		return false
+	}
+	need := min(j.demand, s.cfg.MinSlots)
+	if own != nil {
+		have := min(own.rng.Slots, j.demand)
+		if !own.busy() {
+			have++ // only a loan larger than the idle pool of its own
+		}
+		need = max(need, have)
+	}
+	end := now + time.Duration((1+s.cfg.LendMargin)*j.comm) + s.cfg.RTT
+	var best *pool
+	var bestBack time.Duration
+	for _, p := range s.pools {
+		if p == own || p.busy() || len(p.jobs) == 0 || min(p.rng.Slots, j.demand) < need {
+			continue
+		}
+		back, ok := returnAt(p)
+		if !ok || back < end {
+			continue
+		}
+		if best != nil {
+			gb, gp := min(best.rng.Slots, j.demand), min(p.rng.Slots, j.demand)
+			if gp < gb || gp == gb && (p.rng.Slots > best.rng.Slots || p.rng.Slots == best.rng.Slots && back <= bestBack) {
+				continue
+			}
+		}
+		best, bestBack = p, back
+	}
+	if best == nil {
+		return false
+	}
+	ln := &loan{from: best, to: j, rng: Range{best.rng.Base, min(best.rng.Slots, j.demand)}, at: now, back: bestBack}
+	best.loan, j.loan = ln, ln
+	j.info.Borrowed++
+	for _, k := range best.jobs {
+		k.info.Lent++
+	}
+	d.Action, d.Range, d.Lender = Grant, ln.rng, best.id
+	return true
+}
+
+// returnAt is the earliest predicted start of the next all-reduce of p's
+// jobs: a job's last all-reduce end (or, during an all-reduce elsewhere,
+// its start plus its all-reduce time) plus its compute time. A job never
+// seen ending an all-reduce has no prediction: ok is false.
+func returnAt(p *pool) (at time.Duration, ok bool) {
+	for i, k := range p.jobs {
+		var t time.Duration
+		switch {
+		case k.inPhase:
+			t = k.phaseAt + time.Duration(k.comm+k.compute)
+		case k.ended:
+			t = k.lastEnd + time.Duration(k.compute)
+		default:
+			return 0, false
+		}
+		if i == 0 || t < at {
+			at = t
+		}
+	}
+	return at, len(p.jobs) > 0
+}
+
+// endLoan ends j's loan, if any, and hands the lending pool to its queued
+// job.
+func (s *Scheduler) endLoan(now time.Duration, j *job) []Decision {
+	ln := j.loan
+	if ln == nil {
+		return nil
+	}
+	j.loan, ln.from.loan = nil, nil
+	return s.release(now, ln.from)
 }
 
 // PhaseEnd is called when a job's all-reduce has finished. It returns the
@@ -601,15 +903,20 @@ func (s *Scheduler) PhaseEnd(now time.Duration, id uint16) ([]Decision, error) {
 		s.observe(&j.comm, float64(now-j.phaseAt))
 	}
 	j.inPhase, j.ended, j.lastEnd = false, true, now
+	lent := j.loan != nil
+	out := s.endLoan(now, j)
 	p := j.pool
 	if p == nil || p.holder != j {
 		if p != nil && j.queued {
 			p.queue = remove(p.queue, j)
 			j.queued = false
 		}
-		return nil, nil
+		if lent {
+			s.rebalance()
+		}
+		return out, nil
 	}
-	out := s.release(now, p)
+	out = append(out, s.release(now, p)...)
 	s.rebalance()
 	return out, nil
 }
@@ -628,7 +935,9 @@ func (s *Scheduler) release(now time.Duration, p *pool) []Decision {
 	if len(p.queue) == 0 {
 		return nil
 	}
-	sort.SliceStable(p.queue, func(a, b int) bool { return p.queue[a].intensity() > p.queue[b].intensity() })
+	if !s.cfg.NoPriority {
+		sort.SliceStable(p.queue, func(a, b int) bool { return p.queue[a].intensity() > p.queue[b].intensity() })
+	}
 	next := p.queue[0]
 	p.queue = p.queue[1:]
 	next.queued = false
@@ -646,8 +955,7 @@ func (s *Scheduler) Expire(now time.Duration) []Decision {
 	for _, p := range s.pools {
 		keep := p.queue[:0]
 		for _, j := range p.queue {
-			h := p.holder
-			if h != nil && now-j.queuedAt > time.Duration(s.cfg.MaxWaitFraction*j.comm)+s.cfg.RTT {
+			if p.busy() && now-j.queuedAt > time.Duration(s.cfg.MaxWaitFraction*j.comm)+s.cfg.RTT {
 				j.queued = false
 				j.info.PSPaths++
 				j.info.Waited += now - j.queuedAt
@@ -676,6 +984,9 @@ func (s *Scheduler) Pools() []PoolInfo {
 		if p.holder != nil {
 			pi.Holder = p.holder.prof.ID
 		}
+		if ln := p.loan; ln != nil {
+			pi.Lent, pi.Borrower, pi.Loan = true, ln.to.prof.ID, ln.rng
+		}
 		for _, j := range p.jobs {
 			pi.Jobs = append(pi.Jobs, j.prof.ID)
 		}
@@ -694,12 +1005,43 @@ func (s *Scheduler) JobInfo(id uint16) JobInfo {
 	in.Intensity = j.intensity()
 	in.Comm, in.Compute = time.Duration(j.comm), time.Duration(j.compute)
 	in.Demand = j.demand
+	for id := range j.locked {
+		in.PhaseLocked = append(in.PhaseLocked, id)
+	}
+	slices.Sort(in.PhaseLocked)
 	if j.pool == nil {
 		in.Pool = -1
 	} else {
 		in.Pool = j.pool.id
 	}
 	return in
+}
+
+// Loans describes the loans in force, in pool creation order.
+func (s *Scheduler) Loans() []Loan {
+	var out []Loan
+	for _, p := range s.pools {
+		if p.loan != nil {
+			out = append(out, p.loan.info())
+		}
+	}
+	return out
+}
+
+// LoanOf returns the loan job's current all-reduce holds, if any.
+func (s *Scheduler) LoanOf(id uint16) (Loan, bool) {
+	if j := s.jobs[id]; j != nil && j.loan != nil {
+		return j.loan.info(), true
+	}
+	return Loan{}, false
+}
+
+func (ln *loan) info() Loan {
+	l := Loan{Borrower: ln.to.prof.ID, Pool: ln.from.id, Range: ln.rng, At: ln.at, Return: ln.back}
+	for _, k := range ln.from.jobs {
+		l.Owners = append(l.Owners, k.prof.ID)
+	}
+	return l
 }
 
 // FreeSlots returns the memory in no pool.
@@ -712,19 +1054,29 @@ func (s *Scheduler) LeasedSlots() int {
 		if p.holder != nil {
 			n += p.rng.Slots
 		}
+		if p.loan != nil {
+			n += p.loan.rng.Slots
+		}
 	}
 	return n
 }
 
 // Check verifies the scheduler's invariants: pools and free ranges tile the
-// memory without overlap, every job is in the pool it thinks it is in, and
-// a holder belongs to its pool.
+// memory without overlap; every job is in the pool it thinks it is in; a
+// holder belongs to its pool; a queued job waits for a busy pool of its own;
+// a pool is held by one of its jobs or lent, not both; a loan lies in the
+// lending pool, is held by a job of another pool that is in an all-reduce,
+// and is that job's only loan; and no two active grants (holders' pools,
+// loans) overlap.
 func (s *Scheduler) Check() error {
 	if err := s.free.check(s.cfg.TotalSlots); err != nil {
 		return err
 	}
 	all := append([]Range{}, s.free.r...)
+	var leases []Range
+	inPools := map[*pool]bool{}
 	for _, p := range s.pools {
+		inPools[p] = true
 		if p.rng.Slots <= 0 {
 			return fmt.Errorf("pool %d has %d slots", p.id, p.rng.Slots)
 		}
@@ -737,18 +1089,73 @@ func (s *Scheduler) Check() error {
 		if p.holder != nil && p.holder.pool != p {
 			return fmt.Errorf("pool %d held by job %d of another pool", p.id, p.holder.prof.ID)
 		}
-	}
-	sort.Slice(all, func(a, b int) bool { return all[a].Base < all[b].Base })
-	next, sum := 0, 0
-	for _, r := range all {
-		if r.Base < next {
-			return fmt.Errorf("range %+v overlaps the previous one", r)
+		if p.holder != nil {
+			leases = append(leases, p.rng)
 		}
-		next = r.End()
+		for _, j := range p.queue {
+			if j.pool != p {
+				return fmt.Errorf("job %d queued for pool %d but not waiting for it", j.prof.ID, p.id)
+			}
+		}
+		if len(p.queue) > 0 && !p.busy() {
+			return fmt.Errorf("pool %d is idle with %d all-reduces queued for it", p.id, len(p.queue))
+		}
+		ln := p.loan
+		if ln == nil {
+			continue
+		}
+		b := ln.to
+		switch {
+		case p.holder != nil:
+			return fmt.Errorf("pool %d is both held by job %d and lent to job %d", p.id, p.holder.prof.ID, b.prof.ID)
+		case ln.from != p:
+			return fmt.Errorf("pool %d holds a loan of another pool", p.id)
+		case s.jobs[b.prof.ID] != b:
+			return fmt.Errorf("pool %d lent to job %d, which left", p.id, b.prof.ID)
+		case b.loan != ln:
+			return fmt.Errorf("pool %d lent to job %d, which does not hold the loan", p.id, b.prof.ID)
+		case b.pool == p:
+			return fmt.Errorf("pool %d lent to its own job %d", p.id, b.prof.ID)
+		case !b.inPhase:
+			return fmt.Errorf("pool %d lent to job %d, which is in no all-reduce", p.id, b.prof.ID)
+		case ln.rng.Slots <= 0 || ln.rng.Base < p.rng.Base || ln.rng.End() > p.rng.End():
+			return fmt.Errorf("loan %+v of pool %d lies outside the pool %+v", ln.rng, p.id, p.rng)
+		}
+		leases = append(leases, ln.rng)
+	}
+	for _, j := range s.byIntensity() {
+		if j.pool != nil && (!inPools[j.pool] || !slices.Contains(j.pool.jobs, j)) {
+			return fmt.Errorf("job %d placed in pool %d, which does not list it", j.prof.ID, j.pool.id)
+		}
+		if ln := j.loan; ln != nil && (ln.to != j || !inPools[ln.from] || ln.from.loan != ln) {
+			return fmt.Errorf("job %d holds a loan no pool made", j.prof.ID)
+		}
+	}
+	if err := disjoint(leases); err != nil {
+		return fmt.Errorf("grants: %w", err)
+	}
+	if err := disjoint(all); err != nil {
+		return err
+	}
+	sum := 0
+	for _, r := range all {
 		sum += r.Slots
 	}
 	if sum != s.cfg.TotalSlots {
 		return fmt.Errorf("pools and free ranges cover %d of %d slots", sum, s.cfg.TotalSlots)
+	}
+	return nil
+}
+
+// disjoint sorts rs by base and reports the first overlap.
+func disjoint(rs []Range) error {
+	sort.Slice(rs, func(a, b int) bool { return rs[a].Base < rs[b].Base })
+	next := 0
+	for _, r := range rs {
+		if r.Base < next {
+			return fmt.Errorf("range %+v overlaps the previous one", r)
+		}
+		next = r.End()
 	}
 	return nil
 }
