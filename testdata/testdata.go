@@ -15,5 +15,5 @@ var Models []byte
 // scenarios/*.yaml and the invalid examples (and the traces they name) at
 // scenarios/invalid.
 //
-//go:embed scenarios/*.yaml scenarios/invalid/*.yaml scenarios/invalid/*.csv
+//go:embed scenarios/*.yaml scenarios/*.csv scenarios/invalid/*.yaml scenarios/invalid/*.csv
 var Scenarios embed.FS

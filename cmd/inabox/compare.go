@@ -43,7 +43,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		want = strings.Split(*only, ",")
 		for _, p := range want {
 			if _, ok := testbed.Lookup(p); !ok {
-				return usageError{fmt.Sprintf("compare: --policies: %q is not a policy (policies: %s)", p, strings.Join(testbed.Names(), ", "))}
+				return usageError{fmt.Sprintf("compare: --policies: %q is not a policy (policies: %s; variants: %s)", p, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
 			}
 		}
 	}

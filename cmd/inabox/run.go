@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -85,14 +84,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "write results.json, CSV and SVG plots into `DIR`")
 	pcap := fs.String("pcap", "", "write one pcap per link into `DIR`")
 	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
-	policy := fs.String("policy", "", "replace the scenario's policy: "+strings.Join(testbed.Names(), ", "))
+	policy := fs.String("policy", "", "replace the scenario's policy: "+strings.Join(testbed.Names(), ", ")+" (variants: "+strings.Join(testbed.Variants(), ", ")+")")
 	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	file, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	if *policy != "" && !slices.Contains(testbed.Names(), *policy) {
-		return usageError{fmt.Sprintf("run: --policy %q: must be one of %s", *policy, strings.Join(testbed.Names(), ", "))}
+	if _, ok := testbed.Lookup(*policy); *policy != "" && !ok {
+		return usageError{fmt.Sprintf("run: --policy %q: must be one of %s (variants: %s)", *policy, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
 	}
 	if *seed == 0 && flagSet(fs, "seed") {
 		return usageError{"run: --seed 0: must be ≥ 1"}

@@ -84,7 +84,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	policies := strings.Split(*only, ",")
 	for _, p := range policies {
 		if _, ok := testbed.Lookup(p); !ok {
-			return usageError{fmt.Sprintf("sweep: --policies: %q is not a policy (policies: %s)", p, strings.Join(testbed.Names(), ", "))}
+			return usageError{fmt.Sprintf("sweep: --policies: %q is not a policy (policies: %s; variants: %s)", p, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
 		}
 	}
 	if err := writableDir(*out); err != nil {

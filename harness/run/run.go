@@ -83,7 +83,7 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 		policy = opts.Policy
 	}
 	if _, ok := testbed.Lookup(policy); !ok {
-		return nil, fmt.Errorf("policy %q: must be one of %s", policy, strings.Join(testbed.Names(), ", "))
+		return nil, fmt.Errorf("policy %q: must be one of %s (or a variant: %s)", policy, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))
 	}
 	seed := s.Seed
 	if opts.Seed != 0 {

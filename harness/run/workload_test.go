@@ -34,7 +34,7 @@ jobs:
 // the worker's previous all-reduce; iteration i+1 starts when iteration
 // i's last bucket ended; the reference sums are checked by the run.
 func TestBucketTimeline(t *testing.T) {
-	for _, policy := range testbed.Names() {
+	for _, policy := range append(testbed.Names(), testbed.Variants()...) {
 		t.Run(policy, func(t *testing.T) {
 			s, err := scenario.Parse("buckets.yaml", []byte(bucketScenario), scenario.DefaultModels())
 			if err != nil {

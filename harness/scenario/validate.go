@@ -25,7 +25,8 @@ func (s *Scenario) Validate(models Models) error {
 	v := validator{s: s}
 	v.check("name", s.Name, namePattern.MatchString(s.Name), "must match [A-Za-z0-9_.-]+")
 	v.check("time_limit", s.TimeLimit, s.TimeLimit > 0, "must be > 0")
-	v.check("policy", s.Policy, slices.Contains(testbed.Names(), s.Policy), "must be one of "+strings.Join(testbed.Names(), ", "))
+	_, known := testbed.Lookup(s.Policy)
+	v.check("policy", s.Policy, known, "must be one of "+strings.Join(testbed.Names(), ", ")+" (or a variant: "+strings.Join(testbed.Variants(), ", ")+")")
 	v.check("atp.window", s.ATP.Window, s.ATP.Window >= 0 && s.ATP.Window <= 1<<20, "must be 0 (no cap) or a window of chunks up to 1048576")
 	v.check("atp.budget", s.ATP.Budget, s.ATP.Budget >= 0, "must be 0 (no budget: the whole pool) or a number of aggregators")
 	v.check("dynaina.min_slots", s.DynaINA.MinSlots, s.DynaINA.MinSlots >= 0, "must be ≥ 1 (0: the default)")

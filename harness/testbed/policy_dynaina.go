@@ -23,6 +23,18 @@ import (
 type dynainaPolicy struct {
 	freeinaPolicy
 	dyn *sw.DynaINAControl
+	// variant changes the scheduler's configuration (an ablation).
+	variant func(*dynaina.Config)
+}
+
+// dynainaVariant returns the constructor of the DynaINA variant name,
+// whose scheduler configuration variant changes.
+func dynainaVariant(name string, variant func(*dynaina.Config)) func() Policy {
+	return func() Policy {
+		p := newDynaINA().(*dynainaPolicy)
+		p.name, p.variant = name, variant
+		return p
+	}
 }
 
 func newDynaINA() Policy {
@@ -38,6 +50,9 @@ func newDynaINA() Policy {
 func (p *dynainaPolicy) newControl(t *Testbed) (leaseControl, error) {
 	s := &t.Spec
 	sc := s.Scheduler
+	if p.variant != nil {
+		p.variant(&sc)
+	}
 	if sc.LinkBitsPerSecond == 0 {
 		sc.LinkBitsPerSecond = s.LinkBitsPerSecond
 	}

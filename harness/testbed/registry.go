@@ -3,6 +3,8 @@ package testbed
 import (
 	"slices"
 
+	"github.com/inabox/inabox/switch/dynaina"
+
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
 )
@@ -64,6 +66,11 @@ type Entry struct {
 	// StackSource says where it comes from (docs/costs.md).
 	Stack       SoftwareStack
 	StackSource string
+	// Variant marks an ablation of another policy (a design with one of
+	// its mechanisms off or an option on): it can be named (--policy,
+	// --policies) but is left out of Names, so `compare` and the golden
+	// outputs run only the policies themselves.
+	Variant bool
 	// New returns a fresh policy for one testbed.
 	New func() Policy
 }
@@ -81,6 +88,13 @@ var registry = []Entry{
 		Stack: atpStack, StackSource: atpStackSource + " (ESA runs on ATP's hosts)", New: newESA},
 	{Name: "freeina", Summary: "FreeINA: per-all-reduce leases, host-driven INA and RC paths", PSPath: true, New: newFreeINA},
 	{Name: "dynaina", Summary: "DynaINA: FreeINA's paths with dynamic pools and contention-aware scheduling", PSPath: true, New: newDynaINA},
+	// DynaINA's ablation (docs/dynaina.md): each mechanism on in turn.
+	{Name: "dynaina-pools", Summary: "DynaINA ablation: dynamic pools only (no sharing by time, no queueing, no priority)", PSPath: true, Variant: true,
+		New: dynainaVariant("dynaina-pools", func(c *dynaina.Config) { c.NoSharing, c.NoPriority = true, true })},
+	{Name: "dynaina-sched", Summary: "DynaINA ablation: dynamic pools and contention-aware scheduling, no priority", PSPath: true, Variant: true,
+		New: dynainaVariant("dynaina-sched", func(c *dynaina.Config) { c.NoPriority = true })},
+	{Name: "dynaina-lend", Summary: "DynaINA with idle pools lent and measured overlap (phase-locked jobs split)", PSPath: true, Variant: true,
+		New: dynainaVariant("dynaina-lend", func(c *dynaina.Config) { c.Lend, c.MeasuredOverlap = true, true })},
 }
 
 // atpStack is ATP's user-space stack: its code notes it runs at about 46
@@ -92,11 +106,25 @@ const atpStackSource = "in-ATP/ATP common/window_manager.h: \"the performance wi
 // Entries returns every registered policy, in registry order.
 func Entries() []Entry { return slices.Clone(registry) }
 
-// Names returns the registered policy names, in registry order.
+// Names returns the registered policy names but the variants, in
+// registry order.
 func Names() []string {
-	out := make([]string, len(registry))
-	for i, e := range registry {
-		out[i] = e.Name
+	var out []string
+	for _, e := range registry {
+		if !e.Variant {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+// Variants returns the names of the ablation variants, in registry order.
+func Variants() []string {
+	var out []string
+	for _, e := range registry {
+		if e.Variant {
+			out = append(out, e.Name)
+		}
 	}
 	return out
 }

@@ -85,3 +85,24 @@ func TestRegistry(t *testing.T) {
 		t.Error("Lookup found an unregistered policy")
 	}
 }
+
+// TestVariants: the ablation variants can be looked up and built, are not
+// in Names (so compare and the golden outputs leave them out), and each
+// builds the DynaINA control plane with its mechanism switched.
+func TestVariants(t *testing.T) {
+	vs := Variants()
+	if len(vs) < 3 {
+		t.Fatalf("variants %v", vs)
+	}
+	for _, v := range vs {
+		e, ok := Lookup(v)
+		if !ok || !e.Variant || e.New().Name() != v {
+			t.Errorf("%s: %+v", v, e)
+		}
+		for _, n := range Names() {
+			if n == v {
+				t.Errorf("%s is in Names", v)
+			}
+		}
+	}
+}
