@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -26,6 +27,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
 	only := fs.String("policies", "", "comma-separated subset of policies to run (default: all)")
 	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
+	outDir := fs.String("out", "", "with --seeds: write compare.json and jct.svg (JCT mean and p95 per policy, 95% CIs) into this directory")
 	nSeeds := fs.Int("seeds", 1, "run every policy for this many seeds (the scenario's or --seed's, then the next ones) and print means with 95% confidence intervals")
 	file, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -57,7 +59,10 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		if *seed != 0 {
 			base = *seed
 		}
-		return compareSeeds(ctx, s.Name, file, base, *nSeeds, want, *asJSON, *force, stdout, stderr)
+		return compareSeeds(ctx, s.Name, file, base, *nSeeds, want, *asJSON, *force, *outDir, stdout, stderr)
+	}
+	if *outDir != "" {
+		return usageError{"compare: --out needs --seeds N (N ≥ 2)"}
 	}
 	for _, p := range want {
 		prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
@@ -98,7 +103,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 
 // compareSeeds runs every policy in want for seeds base … base+n−1 and
 // writes the repeated comparison (means with confidence intervals).
-func compareSeeds(ctx context.Context, name, file string, base uint64, n int, want []string, asJSON, force bool, stdout, stderr io.Writer) error {
+func compareSeeds(ctx context.Context, name, file string, base uint64, n int, want []string, asJSON, force bool, outDir string, stdout, stderr io.Writer) error {
 	seeds := make([]uint64, n)
 	runs := make([][]*report.Results, n)
 	var failed []string
@@ -137,8 +142,34 @@ loop:
 	if err != nil {
 		return err
 	}
+	if outDir != "" {
+		if err := writeRepeated(outDir, rp); err != nil {
+			return err
+		}
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("compare: %d of %d runs failed: %s", len(failed), total, strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// writeRepeated writes rp's compare.json and jct.svg into dir.
+func writeRepeated(dir string, rp *report.Repeated) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{"compare.json": rp.WriteJSON, "jct.svg": rp.JCTBars().WriteSVG} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := write(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package report
 
 import (
 	"bytes"
+	"encoding/xml"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -62,5 +64,45 @@ func TestCompareSeeds(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestJCTBars: the bar chart is well-formed SVG with a bar per policy and
+// series and an error bar where the interval is defined.
+func TestJCTBars(t *testing.T) {
+	mk := func(policy string, jct float64) *Results {
+		r := &Results{Policy: policy}
+		r.Summary.JCTMean, r.Summary.JCTP95 = Num(jct), Num(2*jct)
+		return r
+	}
+	rp := CompareSeeds("s", []uint64{1, 2}, []string{"atp", "freeina"},
+		[][]*Results{{mk("atp", 2), mk("freeina", 1)}, {mk("atp", 3), mk("freeina", 1)}}, nil)
+	var b bytes.Buffer
+	if err := rp.JCTBars().WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&b)
+	rects, paths := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "rect":
+				rects++
+			case "path":
+				paths++
+			}
+		}
+	}
+	// background + 4 bars + 2 legend swatches; axes + error bars of atp's
+	// two series (freeina's interval is 0: none drawn)
+	if rects != 7 || paths != 3 {
+		t.Errorf("%d rects, %d paths; want 7 and 3", rects, paths)
 	}
 }
