@@ -137,6 +137,15 @@ type Worker struct {
 	// postFails counts RC posts refused; postErr is the first reason.
 	postFails int
 	postErr   error
+	// early are the PS's pulls of an all-reduce the worker has not begun
+	// (its gradient is not computed yet), answered when it begins.
+	early []earlyPull
+}
+
+// earlyPull is a pull of chunk of tensor the worker has not begun.
+type earlyPull struct {
+	tensor int
+	chunk  uint32
 }
 
 type arState struct {
@@ -254,6 +263,16 @@ func (w *Worker) begin(env *emu.Env) {
 	if p, ok := w.plans[t.AllReduce]; ok {
 		w.setPlan(p)
 	}
+	n := 0
+	for _, e := range w.early {
+		if e.tensor == w.cur {
+			w.pullChunk(w.cur, e.chunk)
+		} else {
+			w.early[n] = e
+			n++
+		}
+	}
+	w.early = w.early[:n]
 }
 
 func (w *Worker) setPlan(p Plan) {
@@ -572,20 +591,32 @@ func (w *Worker) message(env *emu.Env, data []byte) {
 	}
 }
 
-// pull resends chunk k of all-reduce ar raw on the RC path.
+// pull resends chunk k of all-reduce ar raw on the RC path, once the
+// worker has begun ar: before, its gradient is not computed (the worker is
+// a straggler, or its previous all-reduce has not ended), and the pull
+// waits for begin.
 func (w *Worker) pull(ar uint16, k uint32) {
 	for i := 0; i < w.Len(); i++ {
 		t := w.Tensor(i)
 		if t.AllReduce != ar || int(k)*w.cfg.Values >= len(t.Data) {
 			continue
 		}
-		buf := make([]byte, inahdr.Len+4*w.cfg.Values)
-		n := w.EncodeChunk(buf, i, k, k, inahdr.FlagBypass|inahdr.FlagResend, nil)
-		w.post(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
-		if w.st != nil && w.st.ar == ar {
-			w.st.rep.Pulls++
+		if i > w.cur || (i == w.cur && w.st == nil) {
+			w.early = append(w.early, earlyPull{tensor: i, chunk: k})
+			return
 		}
+		w.pullChunk(i, k)
 		return
+	}
+}
+
+// pullChunk sends chunk k of tensor i raw on the RC path.
+func (w *Worker) pullChunk(i int, k uint32) {
+	buf := make([]byte, inahdr.Len+4*w.cfg.Values)
+	n := w.EncodeChunk(buf, i, k, k, inahdr.FlagBypass|inahdr.FlagResend, nil)
+	w.post(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
+	if w.st != nil && w.st.ar == w.Tensor(i).AllReduce {
+		w.st.rep.Pulls++
 	}
 }
 
