@@ -61,9 +61,16 @@ type WorkerConfig struct {
 	// the testbed derives it from the RC ACK timeout, see
 	// testbed.UCRetries: a short fallback delay makes one slow RC-path
 	// chunk stall every window and fall back the next ones, measured in
-	// docs/freeina.md §11).
+	// docs/freeina.md §11). Until the worker holds a result of the
+	// all-reduce, a peer may not have begun it: the wait after a chunk's
+	// k-th timeout is then UCTimeout·2^(k−1), at most UCMaxWait (0:
+	// UCTimeout·2^MaxBackoff; the testbed keeps it under half the switch's
+	// lease idle timeout: a waiting chunk's resends keep its lease), and
+	// the first result brings every wait in to UCTimeout from then
+	// (docs/freeina.md, "Timeouts and stragglers").
 	UCTimeout time.Duration
 	UCRetries int
+	UCMaxWait time.Duration
 	// AdaptUCTimeout (PathUC) lets the UC timeout grow with measured
 	// round trips (ucRTO). For real time, where a round trip includes how
 	// late each process runs; in virtual time the link-derived UCTimeout
@@ -102,6 +109,9 @@ func (c *WorkerConfig) fill() {
 	if c.UCRetries == 0 {
 		c.UCRetries = 16
 	}
+	if c.UCMaxWait == 0 {
+		c.UCMaxWait = c.UCTimeout << MaxBackoff
+	}
 	c.UCRetries = min(c.UCRetries, maxUCRetries)
 }
 
@@ -131,12 +141,22 @@ type Worker struct {
 	rttOK        bool
 	// Until the first sample, each expiry that resends doubles the
 	// timeout (Karn: a resent chunk gives no sample, so a timeout below
-	// the round trip would otherwise never learn it).
+	// the round trip would otherwise never learn it); expiries before the
+	// all-reduce's first result do not (their chunks back off already).
 	backoff int
 	now     time.Duration
 	// postFails counts RC posts refused; postErr is the first reason.
 	postFails int
 	postErr   error
+	// early are the PS's pulls of an all-reduce the worker has not begun
+	// (its gradient is not computed yet), answered when it begins.
+	early []earlyPull
+}
+
+// earlyPull is a pull of chunk of tensor the worker has not begun.
+type earlyPull struct {
+	tensor int
+	chunk  uint32
 }
 
 type arState struct {
@@ -158,7 +178,7 @@ type arState struct {
 	dlHead   int
 	ucTries  []uint16        // PathUC: timeouts per chunk
 	ucSent   []time.Duration // PathUC: when the chunk was first sent
-	ucDL     []Deadline      // PathUC: retransmission deadlines, in time order
+	ucDL     []Deadline      // PathUC: retransmission deadlines (one behind a later one waits: none fires early)
 	ucHead   int
 	rep      *Report
 }
@@ -254,6 +274,16 @@ func (w *Worker) begin(env *emu.Env) {
 	if p, ok := w.plans[t.AllReduce]; ok {
 		w.setPlan(p)
 	}
+	n := 0
+	for _, e := range w.early {
+		if e.tensor == w.cur {
+			w.pullChunk(w.cur, e.chunk)
+		} else {
+			w.early[n] = e
+			n++
+		}
+	}
+	w.early = w.early[:n]
 }
 
 func (w *Worker) setPlan(p Plan) {
@@ -365,6 +395,23 @@ func (w *Worker) ucRTO() time.Duration {
 	return max(w.cfg.UCTimeout, w.srtt+max(4*w.rttvar, w.srtt/2))
 }
 
+// ucWait is how long a UC contribution resent after its tries-th timeout
+// (tries ≥ 1) waits for its result: ucRTO once the worker holds a result
+// of the all-reduce (begun: every peer has contributed to it, so has begun
+// it); before, ucRTO·2^(tries−1), at most UCMaxWait (and at least ucRTO),
+// so the k-th timeout comes ucRTO·2^(k−1) after the chunk was sent. A
+// result held up by a late peer is not a loss: the backoff bounds the
+// resends of a chunk waiting d to ⌊log₂(d/ucRTO)⌋ + 1, where a fixed
+// timeout resends it d/ucRTO times; a peer less than 2·ucRTO late costs
+// what it did with the fixed timeout.
+func (w *Worker) ucWait(tries uint16, begun bool) time.Duration {
+	rto := w.ucRTO()
+	if begun || tries <= 1 {
+		return rto
+	}
+	return max(min(rto<<min(tries-1, MaxBackoff), w.cfg.UCMaxWait), rto)
+}
+
 // rttSample folds one contribution-to-result round trip into the estimate
 // (RFC 6298's gains, 1/8 and 1/4).
 func (w *Worker) rttSample(r time.Duration) {
@@ -411,9 +458,13 @@ func (w *Worker) expireUC(env *emu.Env) {
 	if st == nil || st.ucTries == nil {
 		return
 	}
+	// Before the all-reduce's first result, a missing result may be a
+	// peer that has not begun it (a straggler), not a loss: each chunk's
+	// waits double instead (ucWait).
+	begun := st.nHave > 0
 	resent := false
 	defer func() {
-		if resent && w.cfg.AdaptUCTimeout && !w.rttOK && w.backoff < 10 {
+		if resent && begun && w.cfg.AdaptUCTimeout && !w.rttOK && w.backoff < 10 {
 			w.backoff++
 		}
 	}()
@@ -434,9 +485,25 @@ func (w *Worker) expireUC(env *emu.Env) {
 		st.rep.Retransmits++
 		resent = true
 		w.sendUC(env, k)
-		st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucRTO(), Chunk: k})
+		st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucWait(st.ucTries[k], begun), Chunk: k})
 	}
 	st.ucDL, st.ucHead = Compact(st.ucDL, st.ucHead)
+}
+
+// MaxBackoff bounds a retransmission timer's exponential backoff: a
+// chunk's wait is at most its timeout × 2^MaxBackoff.
+const MaxBackoff = 6
+
+// Clamp brings every deadline of q[head:] later than at in to at (a queue
+// in time order stays in time order). It reports whether it moved any.
+func Clamp(q []Deadline, head int, at time.Duration) bool {
+	moved := false
+	for i := head; i < len(q); i++ {
+		if q[i].At > at {
+			q[i].At, moved = at, true
+		}
+	}
+	return moved
 }
 
 // Compact drops the consumed head q[:head] of a queue held in one slice:
@@ -505,6 +572,11 @@ func (w *Worker) result(h inahdr.Header, uc bool) {
 	}
 	st.have[k] = true
 	st.nHave++
+	if st.nHave == 1 && Clamp(st.ucDL, st.ucHead, w.now+w.ucRTO()) {
+		// Every peer has begun the all-reduce: a result still missing
+		// UCTimeout from now is lost, however long its chunk waited.
+		w.armedUC = false
+	}
 	if uc {
 		st.rep.SwitchResults++
 		if w.cfg.INAPath != PathUC {
@@ -572,20 +644,32 @@ func (w *Worker) message(env *emu.Env, data []byte) {
 	}
 }
 
-// pull resends chunk k of all-reduce ar raw on the RC path.
+// pull resends chunk k of all-reduce ar raw on the RC path, once the
+// worker has begun ar: before, its gradient is not computed (the worker is
+// a straggler, or its previous all-reduce has not ended), and the pull
+// waits for begin.
 func (w *Worker) pull(ar uint16, k uint32) {
 	for i := 0; i < w.Len(); i++ {
 		t := w.Tensor(i)
 		if t.AllReduce != ar || int(k)*w.cfg.Values >= len(t.Data) {
 			continue
 		}
-		buf := make([]byte, inahdr.Len+4*w.cfg.Values)
-		n := w.EncodeChunk(buf, i, k, k, inahdr.FlagBypass|inahdr.FlagResend, nil)
-		w.post(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
-		if w.st != nil && w.st.ar == ar {
-			w.st.rep.Pulls++
+		if i > w.cur || (i == w.cur && w.st == nil) {
+			w.early = append(w.early, earlyPull{tensor: i, chunk: k})
+			return
 		}
+		w.pullChunk(i, k)
 		return
+	}
+}
+
+// pullChunk sends chunk k of tensor i raw on the RC path.
+func (w *Worker) pullChunk(i int, k uint32) {
+	buf := make([]byte, inahdr.Len+4*w.cfg.Values)
+	n := w.EncodeChunk(buf, i, k, k, inahdr.FlagBypass|inahdr.FlagResend, nil)
+	w.post(rdma.WorkRequest{Op: rdma.WRSend, Data: buf[:n]})
+	if w.st != nil && w.st.ar == w.Tensor(i).AllReduce {
+		w.st.rep.Pulls++
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/inabox/inabox/host"
 	"github.com/inabox/inabox/rdma"
 )
 
@@ -124,12 +125,27 @@ const maxUCRetries = 1<<16 - 1
 // path while it is stalled: they hold every worker's window, the next
 // chunks time out and fall back too, and the all-reduce ends on the PS
 // path (measured in docs/freeina.md §11.4: two timeouts' worth still
-// cascaded at 5 % loss, four did not).
+// cascaded at 5 % loss, four did not). The span holds once the worker has
+// a result of the all-reduce; before, its timeouts back off (a peer may
+// not have begun: UCMaxWait), and the same count spans far longer.
 func UCRetries(ucTimeout, ackTimeout time.Duration) int {
 	if ucTimeout <= 0 {
 		return 16
 	}
 	return min(maxUCRetries, max(16, int((4*ackTimeout+ucTimeout-1)/ucTimeout)))
+}
+
+// UCMaxWait is the longest a FreeINA worker's UC timeout backs off to
+// while no result of the all-reduce has come back (a peer that has not
+// begun it, host.WorkerConfig.UCMaxWait): ucTimeout·2^host.MaxBackoff, at
+// most half the switch's lease idle timeout leaseIdle (0: the switch's
+// default, 2 ms) — a waiting chunk's resends are what keeps its lease
+// from expiring idle while the peer is late — and at least ucTimeout.
+func UCMaxWait(ucTimeout, leaseIdle time.Duration) time.Duration {
+	if leaseIdle == 0 {
+		leaseIdle = 2 * time.Millisecond
+	}
+	return max(min(ucTimeout<<host.MaxBackoff, leaseIdle/2), ucTimeout)
 }
 
 // DemandRTT is the RTT that makes DynaINA's demand B·RTT/(8·(4V+80)) equal

@@ -148,6 +148,9 @@ func (p *freeinaPolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, 
 	if wc.UCRetries == 0 && wc.INAPath == host.PathUC && wc.QP.Timeout != 0 {
 		wc.UCRetries = UCRetries(wc.UCTimeout, rdma.LocalACKTimeout(wc.QP.Timeout))
 	}
+	if wc.UCMaxWait == 0 && wc.INAPath == host.PathUC {
+		wc.UCMaxWait = UCMaxWait(wc.UCTimeout, s.Timers.LeaseIdle)
+	}
 	w, err := host.NewWorker(wc, ts...)
 	if err != nil {
 		return nil, err

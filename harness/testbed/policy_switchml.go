@@ -12,7 +12,8 @@ import (
 // switchml: SwitchML's static partition. Each job owns a pool of 2 ×
 // window aggregators for its whole run (the static slot stage: chunk
 // sequence mod pool, the two halves acting as shadow copies); workers keep
-// a self-clocked window and retransmit per chunk. The job's PS is the
+// a self-clocked window and retransmit per chunk (backing off until they
+// hold a result of the all-reduce: a late peer is not a loss). The job's PS is the
 // fallback for a contribution whose aggregator another chunk holds (it
 // happens only after a reboot or under loss).
 

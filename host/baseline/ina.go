@@ -42,7 +42,7 @@ type INAConfig struct {
 	// from anywhere).
 	Switch rdma.Endpoint
 	// Window bounds chunks in flight; RTO is the per-chunk retransmission
-	// timeout.
+	// timeout (backed off: INAWorker.backoff).
 	Window   int
 	RTO      time.Duration
 	Timeline host.Timeline
@@ -87,18 +87,25 @@ type nudge struct {
 	tries uint8
 }
 
-// maxBackoff bounds the ATP/ESA retransmission backoff: a chunk's k-th
-// timeout waits RTO·2^min(k, maxBackoff). ATP's code retries at a fixed
-// interval; with it, a PS slower than the window drains livelocks (the
-// repeats keep its queue full: measured, a 0.3 s job unfinished after 8 s).
-const maxBackoff = 6
+// maxBackoff bounds the retransmission backoff: a chunk's k-th timeout
+// waits at most RTO·2^maxBackoff. ATP's code retries at a fixed interval;
+// with it, a PS slower than the window drains livelocks (the repeats keep
+// its queue full: measured, a 0.3 s job unfinished after 8 s).
+const maxBackoff = host.MaxBackoff
 
-// backoff is the wait after a chunk's tries-th timeout.
+// backoff is the wait after a chunk's tries-th timeout: for ATP/ESA
+// RTO·2^min(tries, maxBackoff); for SwitchML RTO, or, while the worker
+// holds no result of the all-reduce (a peer may not have begun it: a
+// straggler's lateness is not a loss), RTO·2^min(tries−1, maxBackoff): the
+// k-th timeout comes RTO·2^(k−1) after the chunk was sent.
 func (w *INAWorker) backoff(tries uint8) time.Duration {
-	if w.kind == SwitchML {
+	if w.kind != SwitchML {
+		return w.rto << min(tries, maxBackoff)
+	}
+	if w.st.nHave > 0 || tries == 0 {
 		return w.rto
 	}
-	return w.rto << min(tries, maxBackoff)
+	return w.rto << min(tries-1, maxBackoff)
 }
 
 func nudgeKey(ar uint16, c uint32) uint64 { return uint64(ar)<<32 | uint64(c) }
@@ -281,6 +288,13 @@ func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
 	st.have[c] = true
 	st.nHave++
 	st.out--
+	if w.kind == SwitchML && st.nHave == 1 && host.Clamp(st.dl, st.dlHead, w.now+w.rto) {
+		// SwitchML's first result: every peer has begun the all-reduce,
+		// so a result still missing RTO from now is lost, however long
+		// its chunk waited for a late peer. (ATP/ESA back off on loss
+		// too: their waits stay.)
+		w.armed = false
+	}
 	if h.Has(inahdr.FlagFromPS) {
 		st.rep.PSResults++
 	} else {
