@@ -57,6 +57,7 @@ func (p *JobPlan) AllReduces() int { return p.Iterations * len(p.Buckets) }
 // (sum of earlier jobs' workers) mod hosts, wrapping, so jobs share hosts
 // evenly. Job j uses ps<PSOf(j)>.
 func (s *Scenario) Plan(models Models) []JobPlan {
+	models = s.withOwn(models)
 	hosts := s.HostNames()
 	vpp := int64(s.Topology.Switch.ValuesPerPacket)
 	eff := WireEfficiency(int(vpp), INAHeaderBytes)
@@ -128,6 +129,7 @@ type Estimate struct {
 // Estimate computes the cost estimate. The scenario must be valid for
 // models.
 func (s *Scenario) Estimate(models Models) Estimate {
+	models = s.withOwn(models)
 	var e Estimate
 	for _, p := range s.Plan(models) {
 		e.WorkerPackets += p.Packets * int64(p.Workers) * int64(p.Iterations)
@@ -163,6 +165,7 @@ const LatencyShareWarn = 0.05
 // scenario) by 1/rate_scale to keep the bandwidth-delay product while the
 // transfer keeps its length. Each names the field, the job and the share.
 func (s *Scenario) Warnings(models Models) []string {
+	models = s.withOwn(models)
 	var out []string
 	// True delays at a scaled rate are no distortion: with equal scales
 	// the transfer keeps its true length, and so do the delays.

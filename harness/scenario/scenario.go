@@ -126,6 +126,12 @@ type Scenario struct {
 	// Compute is every job's compute variation unless the job sets its
 	// own [none: every worker exactly its profile].
 	Compute *Compute `yaml:"compute,omitempty" json:"compute,omitempty"`
+	// Models adds model profiles to the embedded ones (or replaces one of
+	// the same name), in the format of testdata/models/models.yaml's
+	// entries; ModelsFile reads more from a file in that format, relative
+	// to the scenario's directory (the file's come first, then Models).
+	Models     []Model `yaml:"models,omitempty" json:"models,omitempty"`
+	ModelsFile string  `yaml:"models_file,omitempty" json:"models_file,omitempty"`
 	// Arrivals generates more jobs (a Poisson process or a trace).
 	Arrivals    *Arrivals        `yaml:"arrivals,omitempty" json:"arrivals,omitempty"`
 	Faults      []Fault          `yaml:"faults,omitempty" json:"faults,omitempty"`
@@ -134,9 +140,73 @@ type Scenario struct {
 	file  string
 	index *nodeIndex
 	// listed is how many of Jobs the file lists (the rest come from
-	// Arrivals); read reads a file relative to the scenario's directory.
+	// Arrivals); read reads a file relative to the scenario's directory;
+	// own are the profiles of Models and ModelsFile.
 	listed int
 	read   func(string) ([]byte, error)
+	own    Models
+}
+
+// withOwn returns models with the scenario's own profiles added.
+func (s *Scenario) withOwn(models Models) Models {
+	if len(s.own) == 0 {
+		return models
+	}
+	out := make(Models, len(models)+len(s.own))
+	for k, v := range models {
+		out[k] = v
+	}
+	for k, v := range s.own {
+		out[k] = v
+	}
+	return out
+}
+
+// ModelSet is models with the scenario's own profiles (models,
+// models_file) added: what its jobs are resolved against.
+func (s *Scenario) ModelSet(models Models) Models { return s.withOwn(models) }
+
+// loadOwn reads the scenario's own model profiles.
+func (s *Scenario) loadOwn(read func(string) ([]byte, error)) error {
+	own := Models{}
+	one := func(path, rule string) error {
+		line := 0
+		if s.index != nil {
+			line = s.index.line(path)
+		}
+		return &Error{Errs: []*FieldError{{File: s.file, Line: line, Path: path, Rule: rule}}}
+	}
+	if s.ModelsFile != "" {
+		data, err := read(s.ModelsFile)
+		if err != nil {
+			return one("models_file", fmt.Sprintf("%q: cannot read it: %v", s.ModelsFile, err))
+		}
+		ms, err := ParseModels(s.ModelsFile, data)
+		if err != nil {
+			return one("models_file", err.Error())
+		}
+		for k, v := range ms {
+			own[k] = v
+		}
+	}
+	if len(s.Models) > 0 {
+		b, err := yaml.Marshal(struct {
+			Models []Model `yaml:"models"`
+		}{s.Models})
+		if err != nil {
+			return one("models", err.Error())
+		}
+		ms, err := ParseModels("models", b)
+		if err != nil {
+			// ParseModels names models[i].field: put it under the scenario's path.
+			return one("", strings.TrimPrefix(err.Error(), "models: "))
+		}
+		for k, v := range ms {
+			own[k] = v
+		}
+	}
+	s.own = own
+	return nil
 }
 
 // Scaling shrinks an experiment so it runs in minutes on 2 cores.
@@ -554,6 +624,10 @@ func parse(file string, data []byte, models Models, read func(string) ([]byte, e
 		return nil, err
 	}
 	s.listed = len(s.Jobs)
+	if err := s.loadOwn(read); err != nil {
+		return nil, err
+	}
+	models = s.withOwn(models)
 	seed := uint64(DefaultSeed)
 	if s.has("seed") {
 		seed = s.Seed
@@ -680,6 +754,7 @@ func (s *Scenario) PSLinkBitsPerSecond() int64 {
 // WithSeed returns a copy of s with another seed: the jobs its arrivals
 // generate are drawn again (a trace's stay), validated against models.
 func (s *Scenario) WithSeed(seed uint64, models Models) (*Scenario, error) {
+	models = s.withOwn(models)
 	c, err := s.WithPolicy(s.Policy, models)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 // Call it again after changing a loaded scenario (e.g. a --policy or --seed
 // override).
 func (s *Scenario) Validate(models Models) error {
+	models = s.withOwn(models)
 	v := validator{s: s}
 	v.check("name", s.Name, namePattern.MatchString(s.Name), "must match [A-Za-z0-9_.-]+")
 	v.check("time_limit", s.TimeLimit, s.TimeLimit > 0, "must be > 0")

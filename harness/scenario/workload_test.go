@@ -1,8 +1,10 @@
 package scenario
 
 import (
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzParseTrace: any trace either parses into jobs every field of which
@@ -50,6 +52,43 @@ func TestTraceErrors(t *testing.T) {
 		_, err := parseTrace([]byte(c.in), ms)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want it to contain %q", c.in, err, c.want)
+		}
+	}
+}
+
+// TestOwnModels: a scenario's own profiles (models_file, then models)
+// resolve its jobs, replace an embedded one of the same name, and a bad one
+// is refused naming the field.
+func TestOwnModels(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/s.yaml"
+	mf := "models:\n  - {name: resnet50, params_m: 1, gradient_mib: 4, compute_ms: 9, source: mine}\n"
+	if err := os.WriteFile(dir+"/m.yaml", []byte(mf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `models_file: m.yaml
+models:
+  - {name: tiny, params_m: 1, gradient_mib: 3.815, compute_ms: 10, source: test,
+     layers: [{params: 500000, forward_us: 2000, backward_us: 4000}, {params: 500000, forward_us: 1000, backward_us: 3000}]}
+jobs:
+  - {name: a, model: tiny, workers: 2, iterations: 1, bucket_mib: 1}
+  - {name: b, model: resnet50, workers: 2, iterations: 1}
+`
+	s, err := Parse(file, []byte(src), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := s.Plan(DefaultModels())
+	if len(ps[0].Buckets) != 2 || ps[0].Forward != 3*time.Millisecond || ps[1].Compute != 9*time.Millisecond {
+		t.Errorf("plans: %d buckets, forward %v; resnet50 compute %v", len(ps[0].Buckets), ps[0].Forward, ps[1].Compute)
+	}
+	for bad, want := range map[string]string{
+		strings.Replace(src, "compute_ms: 10", "compute_ms: 12", 1): "models[0].compute_ms: 12: the layers' forward and backward times add up to 10.0 ms",
+		strings.Replace(src, "m.yaml", "nope.yaml", 1):             `models_file: "nope.yaml": cannot read it`,
+		strings.Replace(src, "model: tiny,", "model: tinny,", 1):    "jobs[0].model",
+	} {
+		if _, err := Parse(file, []byte(bad), DefaultModels()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want %q", err, want)
 		}
 	}
 }
