@@ -84,7 +84,7 @@ jobs:
 	}
 	for bad, want := range map[string]string{
 		strings.Replace(src, "compute_ms: 10", "compute_ms: 12", 1): "models[0].compute_ms: 12: the layers' forward and backward times add up to 10.0 ms",
-		strings.Replace(src, "m.yaml", "nope.yaml", 1):             `models_file: "nope.yaml": cannot read it`,
+		strings.Replace(src, "m.yaml", "nope.yaml", 1):              `models_file: "nope.yaml": cannot read it`,
 		strings.Replace(src, "model: tiny,", "model: tinny,", 1):    "jobs[0].model",
 	} {
 		if _, err := Parse(file, []byte(bad), DefaultModels()); err == nil || !strings.Contains(err.Error(), want) {
