@@ -39,6 +39,10 @@ func estimate(xs []Num) Estimate {
 	e.Mean = Num(m)
 	if e.N > 1 {
 		sd, _ := stats.StandardDeviationSample(d)
+		// Equal samples give a rounding error's spread, not an interval.
+		if sd <= 1e-9*math.Abs(m) {
+			sd = 0
+		}
 		e.CI95 = Num(TQuantile975(e.N-1) * sd / math.Sqrt(float64(e.N)))
 	}
 	return e
@@ -178,8 +182,11 @@ func (rp *Repeated) WriteText(w io.Writer) error {
 		if e.N == 0 {
 			return "n/a"
 		}
-		if !defined(e.CI95) {
+		switch {
+		case !defined(e.CI95):
 			return f(e.Mean)
+		case e.CI95 == 0:
+			return f(e.Mean) + " ± 0"
 		}
 		return f(e.Mean) + " ± " + f(e.CI95)
 	}

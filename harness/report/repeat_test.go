@@ -60,7 +60,7 @@ func TestCompareSeeds(t *testing.T) {
 	if err := rp.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"3 seeds (1 2 3)", "4 s ± 4.969 s", "2.00× ± 0.00×", "FAILED (missing sample): freeina seed 3: boom"} {
+	for _, want := range []string{"3 seeds (1 2 3)", "4 s ± 4.969 s", "2.00× ± 0", "FAILED (missing sample): freeina seed 3: boom"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
