@@ -77,6 +77,10 @@ type Repeated struct {
 	Policies  []string      `json:"policies"`
 	Reference string        `json:"reference"`
 	Rows      []RepeatedRow `json:"rows"`
+	// Jobs is each job's JCT per policy (jobs in the order of the first
+	// run that has them; a generated cluster may differ by seed: then a job
+	// name stands for the job at that position of each seed's cluster).
+	Jobs []JobJCT `json:"jobs"`
 	// Failed lists the runs that failed, "policy seed: error"; their
 	// samples are missing (NaN).
 	Failed []string `json:"failed,omitempty"`
@@ -91,6 +95,12 @@ type RepeatedRow struct {
 	Values map[string]Estimate `json:"values"`
 	// VsRef is each policy's gain over the reference policy, per seed.
 	VsRef map[string]Estimate `json:"gain_vs_atp,omitempty"`
+}
+
+// JobJCT is one job's JCT per policy over the seeds.
+type JobJCT struct {
+	Job string              `json:"job"`
+	JCT map[string]Estimate `json:"jct_s"`
 }
 
 // CompareSeeds builds the repeated comparison of runs[i][p], the result of
@@ -135,6 +145,30 @@ func CompareSeeds(scenario string, seeds []uint64, policies []string, runs [][]*
 			}
 		}
 		rp.Rows = append(rp.Rows, row)
+	}
+	var names []string
+	for i := range seeds {
+		for _, r := range runs[i] {
+			if r != nil && len(names) == 0 {
+				for _, j := range r.Jobs {
+					names = append(names, j.Name)
+				}
+			}
+		}
+	}
+	for k, name := range names {
+		jj := JobJCT{Job: name, JCT: map[string]Estimate{}}
+		for p, pol := range policies {
+			xs := make([]Num, len(seeds))
+			for i := range seeds {
+				xs[i] = Num(math.NaN())
+				if r := runs[i][p]; r != nil && k < len(r.Jobs) {
+					xs[i] = r.Jobs[k].JCT
+				}
+			}
+			jj.JCT[pol] = estimate(xs)
+		}
+		rp.Jobs = append(rp.Jobs, jj)
 	}
 	return rp
 }
@@ -206,6 +240,21 @@ func (rp *Repeated) WriteText(w io.Writer) error {
 					continue
 				}
 				fmt.Fprint(tw, cell(e, gain)+"\t")
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	if len(rp.Jobs) > 0 {
+		fmt.Fprintln(tw, "\t")
+		fmt.Fprint(tw, pad("JCT per job ↓")+"\t")
+		for range rp.Policies {
+			fmt.Fprint(tw, "\t")
+		}
+		fmt.Fprintln(tw)
+		for _, j := range rp.Jobs {
+			fmt.Fprint(tw, pad("  "+j.Job)+"\t")
+			for _, p := range rp.Policies {
+				fmt.Fprint(tw, cell(j.JCT[p], FormatSeconds)+"\t")
 			}
 			fmt.Fprintln(tw)
 		}
