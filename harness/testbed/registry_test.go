@@ -17,6 +17,8 @@ func policyTable() string {
 	for _, e := range Entries() {
 		role := "design under study"
 		switch {
+		case e.Variant:
+			role = "ablation variant: named with `--policy`/`--policies`, not in `compare`'s default set"
 		case e.Reference:
 			role = "baseline; the reference of `compare`'s ratios"
 		case e.Baseline:
