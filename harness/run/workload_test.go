@@ -18,7 +18,7 @@ const bucketScenario = `
 name: buckets
 seed: 9
 time_limit: 60s
-scaling: {tensor_scale: 0.001, rate_scale: 0.01}
+scaling: {tensor_scale: 0.0004, rate_scale: 0.01}
 topology: {link_delay: 1us, switch: {slots: 4096}}
 compute: {distribution: lognormal, cv: 0.05, start_offset: 2ms}
 jobs:

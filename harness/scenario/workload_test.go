@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,20 @@ jobs:
 	} {
 		if _, err := Parse(file, []byte(bad), DefaultModels()); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+}
+
+// TestShippedRegimes: every experiment file under docs/results parses.
+func TestShippedRegimes(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/results/ablation/*.yaml")
+	more, _ := filepath.Glob("../../docs/results/*.yaml")
+	if len(files) < 5 {
+		t.Fatalf("%d ablation regimes", len(files))
+	}
+	for _, f := range append(files, more...) {
+		if _, err := Load(f); err != nil {
+			t.Error(err)
 		}
 	}
 }
