@@ -50,17 +50,9 @@ func (c BarChart) WriteSVG(w io.Writer) error {
 	n := max(len(c.Categories), 1)
 	group := float64(plotW) / float64(n)
 	bar := group * 0.8 / float64(max(len(c.Series), 1))
-	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">
-<rect width="100%%" height="100%%" fill="white"/>
-<text x="%d" y="30" font-size="%d" font-weight="bold" text-anchor="middle">%s</text>
-`, chartW, chartH, chartW, chartH, fontFamily, padL+plotW/2, titleSize, esc(c.Title))
+	svgOpen(bw, c.Title)
 	bw.WriteString(`<g font-size="` + strconv.Itoa(tks) + `" fill="` + axisColor + `">` + "\n")
-	for _, v := range yt {
-		y := sy(v)
-		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", padL, y, padL+plotW, y, gridColor)
-		fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", padL-8, y, esc(tickLabel(v, yt)))
-	}
+	yGrid(bw, yt, sy)
 	for i, cat := range c.Categories {
 		x := padL + group*(float64(i)+0.5)
 		fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, padT+plotH+18, esc(cat))

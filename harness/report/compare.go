@@ -142,13 +142,27 @@ func Compare(results []*Results) *Comparison {
 func defined(n Num) bool { return !math.IsNaN(float64(n)) && !math.IsInf(float64(n), 0) }
 
 // WriteJSON writes the comparison as indented JSON.
-func (c *Comparison) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(c, "", "  ")
+func (c *Comparison) WriteJSON(w io.Writer) error { return writeJSON(w, c) }
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// arrowLabel is a metric's label with the arrow of its better direction.
+func arrowLabel(label, better string) string {
+	switch better {
+	case "lower":
+		return label + " ↓"
+	case "higher":
+		return label + " ↑"
+	}
+	return label
 }
 
 // WriteText writes one table: per metric a row of values, then (for
@@ -162,13 +176,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	labels := map[string]string{}
 	width := len("metric")
 	for _, row := range c.Rows {
-		l := row.Label
-		switch row.Better {
-		case "lower":
-			l += " ↓"
-		case "higher":
-			l += " ↑"
-		}
+		l := arrowLabel(row.Label, row.Better)
 		labels[row.Metric] = l
 		width = max(width, utf8.RuneCountInString(l), utf8.RuneCountInString("  vs best baseline ("+row.BestBaseline+")"))
 	}

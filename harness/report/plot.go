@@ -86,11 +86,7 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	sx := func(x float64) float64 { return padL + (x-xmin)/(xmax-xmin)*plotW }
 	sy := func(y float64) float64 { return padT + plotH - y/ymax*plotH }
 
-	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">
-<rect width="100%%" height="100%%" fill="white"/>
-<text x="%d" y="30" font-size="%d" font-weight="bold" text-anchor="middle">%s</text>
-`, chartW, chartH, chartW, chartH, fontFamily, padL+plotW/2, titleSize, esc(c.Title))
+	svgOpen(bw, c.Title)
 	// Grid and ticks.
 	bw.WriteString(`<g font-size="` + strconv.Itoa(tks) + `" fill="` + axisColor + `">` + "\n")
 	for _, v := range xt {
@@ -98,11 +94,7 @@ func (c Chart) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", x, padT, x, padT+plotH, gridColor)
 		fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, padT+plotH+18, esc(tickLabel(v, xt)))
 	}
-	for _, v := range yt {
-		y := sy(v)
-		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", padL, y, padL+plotW, y, gridColor)
-		fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", padL-8, y, esc(tickLabel(v, yt)))
-	}
+	yGrid(bw, yt, sy)
 	bw.WriteString("</g>\n")
 	// Axes and their labels.
 	fmt.Fprintf(bw, `<path d="M%d %d V%d H%d" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", padL, padT, padT+plotH, padL+plotW, axisColor)
@@ -148,6 +140,24 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	}
 	bw.WriteString("</g>\n</svg>\n")
 	return bw.Flush()
+}
+
+// svgOpen writes a chart's SVG header, white background and title.
+func svgOpen(bw *bufio.Writer, title string) {
+	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">
+<rect width="100%%" height="100%%" fill="white"/>
+<text x="%d" y="30" font-size="%d" font-weight="bold" text-anchor="middle">%s</text>
+`, chartW, chartH, chartW, chartH, fontFamily, padL+plotW/2, titleSize, esc(title))
+}
+
+// yGrid writes the horizontal grid lines and labels of the y ticks yt.
+func yGrid(bw *bufio.Writer, yt []float64, sy func(float64) float64) {
+	for _, v := range yt {
+		y := sy(v)
+		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", padL, y, padL+plotW, y, gridColor)
+		fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", padL-8, y, esc(tickLabel(v, yt)))
+	}
 }
 
 // straightPath joins the points with straight segments.

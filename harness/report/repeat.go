@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -174,14 +173,7 @@ func CompareSeeds(scenario string, seeds []uint64, policies []string, runs [][]*
 }
 
 // WriteJSON writes the repeated comparison as indented JSON.
-func (rp *Repeated) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(rp, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
+func (rp *Repeated) WriteJSON(w io.Writer) error { return writeJSON(w, rp) }
 
 // WriteText writes one table: per metric each policy's mean ± the 95 %
 // confidence half-width, then the paired gain over ATP the same way.
@@ -195,13 +187,7 @@ func (rp *Repeated) WriteText(w io.Writer) error {
 	width := len("metric")
 	labels := map[string]string{}
 	for _, row := range rp.Rows {
-		l := row.Label
-		switch row.Better {
-		case "lower":
-			l += " ↓"
-		case "higher":
-			l += " ↑"
-		}
+		l := arrowLabel(row.Label, row.Better)
 		labels[row.Metric] = l
 		width = max(width, utf8.RuneCountInString(l))
 	}
