@@ -145,56 +145,7 @@ func (s *Scenario) Validate(models Models) error {
 		links[h] = true
 	}
 	linkRule := "must name a link by its host: h0..h" + strconv.Itoa(s.NumHosts()-1) + " or ps0..ps" + strconv.Itoa(t.PS.Count-1)
-	for i, f := range s.Faults {
-		p := fmt.Sprintf("faults[%d].", i)
-		v.check(p+"at", f.At, f.At >= 0 && f.At < s.TimeLimit, "must be in [0, time_limit)")
-		v.check(p+"duration", f.Duration, f.Duration >= 0, "must be ≥ 0")
-		hasValue := s.has(p + "value")
-		switch f.Kind {
-		case FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultCorrupt, FaultDelaySpike:
-			v.check(p+"target", f.Target, links[f.Target], linkRule)
-		case FaultSwitchReboot:
-			v.check(p+"target", f.Target, f.Target == "" || f.Target == SwitchName, `must be "sw" (or absent)`)
-		case FaultNodeCrash:
-			v.check(p+"target", f.Target, links[f.Target], "must name a host (h0..) or parameter server (ps0..)")
-		default:
-			v.fail(p+"kind", f.Kind, "must be one of "+strings.Join(FaultKinds, ", "))
-		}
-		switch f.Kind {
-		case FaultLinkUp:
-			v.check(p+"duration", f.Duration, f.Duration == 0, "link_up takes no duration")
-		case FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultCorrupt:
-			v.check(p+"duration", f.Duration, f.Duration > 0, f.Kind+" needs a duration > 0")
-			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1, f.Kind+" needs a probability in (0, 1]")
-			hasValue = false
-		case FaultDelaySpike:
-			v.check(p+"duration", f.Duration, f.Duration > 0, "delay_spike needs a duration > 0")
-			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1e6, "delay_spike needs the extra delay in µs, in (0, 1e6]")
-			hasValue = false
-		}
-		if hasValue && slices.Contains(FaultKinds, f.Kind) {
-			v.fail(p+"value", f.Value, f.Kind+" takes no value")
-		}
-	}
-	seen := map[string]int{}
-	for i, im := range s.Impairments {
-		p := fmt.Sprintf("impairments[%d].", i)
-		if v.check(p+"link", im.Link, im.Link == "all" || links[im.Link], linkRule+`, or "all"`) {
-			if k, dup := seen[im.Link]; dup {
-				v.fail(p+"link", im.Link, fmt.Sprintf("duplicate: impairments[%d] names this link", k))
-			}
-			seen[im.Link] = i
-		}
-		for _, pr := range []struct {
-			f string
-			x float64
-		}{{"loss", im.Loss}, {"duplicate", im.Duplicate}, {"reorder", im.Reorder}, {"corrupt", im.Corrupt},
-			{"corrupt_undetected", im.CorruptUndetected}} {
-			v.check(p+pr.f, pr.x, pr.x >= 0 && pr.x <= 1, "must be a probability in [0, 1]")
-		}
-		v.check(p+"reorder_delay", im.ReorderDelay, im.ReorderDelay >= 0, "must be ≥ 0")
-		v.check(p+"jitter", im.Jitter, im.Jitter >= 0, "must be ≥ 0")
-	}
+	v.validateFaults(links, linkRule, models)
 	if len(v.errs) == 0 {
 		return nil
 	}
