@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,5 +55,32 @@ impairments:
 	}
 	if ge := s.LinkConfig("h0", DirDown).Impairments.GilbertElliott; ge == nil || ge.LossBad != 1 || ge.LossGood != 0 || ge.PGoodToBad != 0.01 {
 		t.Errorf("burst_loss by probabilities: %+v, want loss_bad defaulting to 1", ge)
+	}
+}
+
+// TestDocSnippets: every YAML example of README.md and docs/scenarios.md
+// that has no jobs of its own is valid with the default scenario's two jobs
+// (resnet50 and vgg11, two workers each).
+func TestDocSnippets(t *testing.T) {
+	const jobs = "jobs:\n  - {name: resnet50, model: resnet50, workers: 2, iterations: 3}\n  - {name: vgg11, model: vgg11, workers: 2, iterations: 3}\n"
+	n := 0
+	for _, f := range []string{"../../README.md", "../../docs/scenarios.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+			src, _, _ := strings.Cut(block, "```")
+			if strings.Contains(src, "jobs:") {
+				continue
+			}
+			n++
+			if _, err := Parse(f+".yaml", []byte(jobs+src), DefaultModels()); err != nil {
+				t.Errorf("%s: example\n%s: %v", f, src, err)
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("only %d examples found", n)
 	}
 }
