@@ -196,8 +196,13 @@ func (s *Scenario) loadOwn(read func(string) ([]byte, error)) error {
 		}
 		ms, err := ParseModels("models", b)
 		if err != nil {
-			// ParseModels names models[i].field: put it under the scenario's path.
-			return one("", strings.TrimPrefix(err.Error(), "models: "))
+			var me *modelError
+			if !errors.As(err, &me) {
+				return one("models", err.Error())
+			}
+			// the problem's field under the scenario's models[i], at its line
+			field, rule, _ := strings.Cut(me.problem, ": ")
+			return one(fmt.Sprintf("models[%d].%s", me.index, field), rule)
 		}
 		for k, v := range ms {
 			own[k] = v

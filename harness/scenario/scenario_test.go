@@ -229,6 +229,16 @@ func TestScenarioErrors(t *testing.T) {
 		{"empty", "", "x.yaml: empty file"},
 		{"syntax", "jobs: [\n", "x.yaml: yaml: line"},
 		{"not a mapping", "- a\n", "x.yaml:1: want a mapping"},
+		{"run gradients", "jobs:\n  - {name: a, model: vgg16, workers: 8, iterations: 1}\n",
+			`x.yaml:2: jobs[0]: "vgg16 × 8 workers": the run would hold 9.28 GiB of gradients and reference sums, 9.28 GiB of them this job's (4 B per element after tensor_scale 1, 2 copies per worker + 2): at most 8.00 GiB`},
+		{"worker all-reduces", "scaling: {tensor_scale: 0.001}\njobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 4, iterations: 1000000}\n",
+			"x.yaml:4: jobs[1].iterations: 1000000: × 4 workers × 1 all-reduces per iteration = 4000000 all-reduces (all jobs: 4000002): at most 4000000 over all workers"},
+		{"bucket count", "models: [{name: flat, gradient_mib: 1048576, compute_ms: 1}]\nscaling: {tensor_scale: 0.0001}\njobs:\n  - {name: a, model: flat, workers: 1, iterations: 1, bucket_mib: 0.000001}\n",
+			"x.yaml:4: jobs[0].iterations: 1: × 1099511627776 buckets is more than 1000000 all-reduces"},
+		{"own model", "models:\n  - {name: m, gradient_mib: 1, compute_ms: 1}\n  - {name: n, gradient_mib: 1e300, compute_ms: 1}\n" + job,
+			"x.yaml:3: models[1].gradient_mib: 1e+300: must be in (0, 1048576]"},
+		{"own model layer", "models:\n  - {name: m, gradient_mib: 1, compute_ms: 1, layers: [{params: -1, forward_us: 1, backward_us: 1}]}\n" + job,
+			"x.yaml:2: models[0].layers[0].params: -1: must be between 1 and 274877906944"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

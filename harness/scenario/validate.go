@@ -124,9 +124,9 @@ func (s *Scenario) Validate(models Models) error {
 		}
 		if v.check(p+"bucket_mib", j.BucketMiB, j.BucketMiB >= 0 && j.BucketMiB <= MaxBucketMiB, fmt.Sprintf("must be in [0, %d] (0: no buckets)", MaxBucketMiB)) &&
 			j.BucketMiB > 0 && known && j.Iterations >= 1 {
-			_, bs := models[j.Model].Buckets(int64(math.Round(j.BucketMiB * (1 << 20))))
-			v.check(p+"iterations", j.Iterations, int64(j.Iterations)*int64(len(bs)) <= MaxIterations,
-				fmt.Sprintf("× %d buckets is more than %d all-reduces", len(bs), MaxIterations))
+			nb := models[j.Model].numBuckets(int64(math.Round(j.BucketMiB * (1 << 20))))
+			v.check(p+"iterations", j.Iterations, nb <= MaxIterations && int64(j.Iterations)*nb <= MaxIterations,
+				fmt.Sprintf("× %d buckets is more than %d all-reduces", nb, MaxIterations))
 		}
 		if i < s.listed || s.index == nil {
 			v.checkCompute(p+"compute.", j.Compute, j.Workers, s.TimeLimit)
@@ -146,6 +146,9 @@ func (s *Scenario) Validate(models Models) error {
 	}
 	linkRule := "must name a link by its host: h0..h" + strconv.Itoa(s.NumHosts()-1) + " or ps0..ps" + strconv.Itoa(t.PS.Count-1)
 	v.validateFaults(links, linkRule, models)
+	if len(v.errs) == 0 {
+		v.checkRunSize(models)
+	}
 	if len(v.errs) == 0 {
 		return nil
 	}
@@ -194,4 +197,66 @@ func (v *validator) fail(p string, val any, rule string) {
 		}
 	}
 	v.errs = append(v.errs, fe)
+}
+
+// The most a run may hold and do before its first step:
+// MaxRunGradientBytes of gradients and reference sums (each job 4 B per
+// element after tensor_scale, 2 copies per worker and 2 sums; the heap of
+// such a run peaks near twice this), and MaxWorkerAllReduces all-reduces
+// over all the workers of all jobs (each one's tensor and report exist
+// from the start). They keep a valid scenario within the memory of the
+// machines the emulator runs on (vgg16 at full scale fits 6 workers), and
+// the preparation a run does before it can be interrupted within seconds.
+const (
+	MaxRunGradientBytes = 8 << 30
+	MaxWorkerAllReduces = 4_000_000
+)
+
+// checkRunSize refuses a scenario whose run would exceed
+// MaxRunGradientBytes or MaxWorkerAllReduces, naming its largest job.
+func (v *validator) checkRunSize(models Models) {
+	s := v.s
+	var bytes, allReduces, maxBytes, maxAllReduces int64
+	bigB, bigA := 0, 0
+	for i, j := range s.Jobs {
+		m := models[j.Model]
+		nb := int64(1)
+		if j.BucketMiB > 0 {
+			nb = m.numBuckets(int64(math.Round(j.BucketMiB * (1 << 20))))
+		}
+		// Plan's elements: each bucket rounds up to at least one
+		elems := int64(math.Ceil(float64(m.Elements())*s.Scaling.TensorScale)) + nb
+		b := 4 * elems * int64(2*j.Workers+2)
+		a := int64(j.Workers) * int64(j.Iterations) * nb
+		bytes += b
+		allReduces += a
+		if b > maxBytes {
+			maxBytes, bigB = b, i
+		}
+		if a > maxAllReduces {
+			maxAllReduces, bigA = a, i
+		}
+	}
+	job := func(i int) string {
+		if i >= s.listed && s.index != nil {
+			return "arrivals" // a generated job: no line of its own
+		}
+		return fmt.Sprintf("jobs[%d]", i)
+	}
+	gib := func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', 2, 64) + " GiB" }
+	if bytes > MaxRunGradientBytes {
+		j := s.Jobs[bigB]
+		v.fail(job(bigB), fmt.Sprintf("%s × %d workers", j.Model, j.Workers), fmt.Sprintf(
+			"the run would hold %s of gradients and reference sums, %s of them this job's (4 B per element after tensor_scale %g, 2 copies per worker + 2): at most %s; lower scaling.tensor_scale or the workers",
+			gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(MaxRunGradientBytes)))
+	}
+	if allReduces > MaxWorkerAllReduces {
+		p := job(bigA)
+		if p != "arrivals" {
+			p += ".iterations"
+		}
+		j := s.Jobs[bigA]
+		v.fail(p, j.Iterations, fmt.Sprintf("× %d workers × %d all-reduces per iteration = %d all-reduces (all jobs: %d): at most %d over all workers",
+			j.Workers, maxAllReduces/int64(j.Workers)/int64(j.Iterations), maxAllReduces, allReduces, MaxWorkerAllReduces))
+	}
 }
