@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
@@ -70,7 +68,7 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 	var results []*report.Results
 	var failed, failedNames []string
 	// Ctrl-C stops the policy running now; the table has the ones done.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	if o.nSeeds > 1 {
 		base := s.Seed

@@ -236,6 +236,18 @@ func cmdUp(args []string, stdout, stderr io.Writer) error {
 	return up.Command(ctx, args, stdout, stderr)
 }
 
+// interruptContext is done at the first Ctrl-C (or SIGTERM), for a run to
+// stop and write what it measured; a second one kills the process at once
+// (a run still building its testbed does not look at the context).
+func interruptContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the default handling again: the next signal ends the process
+	}()
+	return ctx, stop
+}
+
 // cmdHelp runs `inabox help [COMMAND]`.
 func cmdHelp(_ *struct{}, args []string, stdout, stderr io.Writer) error {
 	switch len(args) {

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
@@ -102,7 +99,7 @@ func cmdRun(o *runOpts, args []string, stdout, stderr io.Writer) error {
 	prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, o.force))
 	// Ctrl-C stops the run: what was measured so far is printed and
 	// written, marked incomplete.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	res, err := run.Run(s, run.Options{Seed: o.seed, Policy: o.policy, PcapDir: o.pcap, Progress: prog, Context: ctx})
 	if res == nil {

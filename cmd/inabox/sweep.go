@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"errors"
 	"flag"
@@ -9,11 +8,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/inabox/inabox/harness/report"
@@ -127,7 +124,7 @@ func cmdSweep(o *sweepOpts, args []string, stdout, stderr io.Writer) error {
 		}
 		scens = append(scens, s)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	var pts []sweepPoint
 	var failed, failedNames []string
