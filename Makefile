@@ -2,6 +2,9 @@
 GO        ?= go
 PKGS      ?= ./... ./testdata
 STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# gotestsum runs go test and prints each package as it finishes, the
+# failures, and at the end every skipped test with its reason
+GOTESTSUM = $(GO) run gotest.tools/gotestsum@v1.13.0
 FUZZTIME  ?= 60s
 
 .PHONY: run bin up test unit lint bench vs-ns3 fuzz soak p4-difftest tidy wireshark
@@ -26,11 +29,13 @@ wireshark:
 	install -m 0644 tools/wireshark/ina.lua "$(WIRESHARK_PLUGINS)/ina.lua"
 	@echo "installed $(WIRESHARK_PLUGINS)/ina.lua (try: tshark -r h0.pcap -Y ina)"
 
-## test: vet, staticcheck, and every test with the race detector in random order
+## test: vet, staticcheck, and every test with the race detector in random order;
+## the last lines list what was skipped and why (INABOX_NO_SKIP=1, as CI sets it,
+## makes a skip for a missing tool or privilege a failure)
 test: lint unit
 
 unit:
-	$(GO) test -race -shuffle=on -timeout 20m $(PKGS)
+	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -shuffle=on -timeout 20m $(PKGS)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt would change:"; gofmt -l .; exit 1; }

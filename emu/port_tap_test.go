@@ -13,6 +13,7 @@ import (
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/emu/internal/netns"
 	"github.com/inabox/inabox/emu/porttest"
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 // tapMTU is the MTU of the test devices, so jumbo frames are exercised too.
@@ -66,7 +67,7 @@ func tapPair(t testing.TB, batch int) (a, b *emu.TAPPort) {
 
 func TestTAPPortConformance(t *testing.T) {
 	if err := netns.Available(); err != nil {
-		t.Skipf("skipping: needs TAP devices in a private network namespace: %v", err)
+		testenv.Skip(t, "needs TAP devices in a private network namespace: "+err.Error())
 	}
 	for _, batch := range []int{0, 1} {
 		name := "batch-default"

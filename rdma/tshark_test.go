@@ -17,6 +17,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 // sampleFrames returns frames of every opcode the QP emits, straight from
@@ -112,10 +113,7 @@ func tsharkFields(t *testing.T, tshark string, frames [][]byte, extra ...string)
 // default configuration checks that those short SEND Only frames are the only
 // ones flagged, and only by RPCoRDMA.
 func TestTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); skipping the Wireshark decode check")
-	}
+	tshark := testenv.LookPath(t, "tshark", "apt-get install tshark")
 	frames := sampleFrames(t)
 	rows := tsharkFields(t, tshark, frames, "--disable-heuristic", "rpcrdma_infiniband")
 	checkTsharkRows(t, frames, rows)
@@ -179,10 +177,7 @@ func checkTsharkRows(t *testing.T, frames [][]byte, rows [][]string) {
 // connection (multi-packet messages, retransmissions, ACKs and NAKs) and
 // has tshark decode every frame.
 func TestTsharkEmuCapture(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); skipping the Wireshark decode check")
-	}
+	tshark := testenv.LookPath(t, "tshark", "apt-get install tshark")
 	var capture bytes.Buffer
 	runEmuPair(t, emuPairConfig{
 		messages: 200, size: 2500, mtu: 1024, window: 16, capture: &capture,
@@ -220,10 +215,7 @@ func TestTsharkEmuCapture(t *testing.T) {
 // FrameHeader.Encode, with payloads of several lengths: each must be RRoCE
 // with the opcode, PSN, QP and ICRC encoded, and nothing malformed.
 func TestTsharkUC(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); skipping the Wireshark decode check")
-	}
+	tshark := testenv.LookPath(t, "tshark", "apt-get install tshark")
 	var frames [][]byte
 	for _, op := range ucOps {
 		for _, n := range []int{0, 5, 16, 600} {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/inabox/inabox/internal/testenv"
 	"github.com/inabox/inabox/rdma"
 )
 
@@ -20,9 +21,7 @@ import (
 // malformed-packet or expert warnings — all but the frames the links
 // corrupted on purpose.
 func TestPcapsDecodeWithTshark(t *testing.T) {
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark not installed (apt-get install tshark; CI installs it)")
-	}
+	testenv.LookPath(t, "tshark", "apt-get install tshark")
 	cfg := defaultDemo
 	cfg.Messages = 3000
 	cfg.PcapDir = t.TempDir()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/scenario"
+	"github.com/inabox/inabox/internal/testenv"
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -49,10 +50,7 @@ var inaOpcodes = map[rdma.Opcode]bool{
 // needTshark returns tshark's path, or skips the test when it is absent.
 func needTshark(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark; CI installs it): the dissector is not checked")
-	}
+	p := testenv.LookPath(t, "tshark", "apt-get install tshark")
 	return p
 }
 
