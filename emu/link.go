@@ -429,17 +429,29 @@ func (l *Link) Up() bool { return l.dirs[0].up }
 // queued or in flight (counted as Drops.LinkDown); while down, packets
 // offered are dropped too.
 func (l *Link) SetUp(up bool) {
-	now := l.net.now
 	for _, d := range l.dirs {
-		if d.up == up {
-			continue
-		}
-		d.up = up
-		if !up {
-			d.epoch++
-			d.q.clear(&l.net.qBlocks)
-			d.qBytes = 0
-			d.busyUntil, d.rem = now, 0
-		}
+		l.setDirUp(d, up)
+	}
+}
+
+// DirUp reports whether one direction of the link is up.
+func (l *Link) DirUp(d Dir) bool { return l.dirs[d&1].up }
+
+// SetDirUp brings one direction up or down, as SetUp does both: going down
+// drops every packet queued or in flight in that direction (counted as
+// Drops.LinkDown); while down, packets offered to it are dropped too. The
+// other direction is not touched (Up reports the first direction's state).
+func (l *Link) SetDirUp(d Dir, up bool) { l.setDirUp(l.dirs[d&1], up) }
+
+func (l *Link) setDirUp(d *linkDir, up bool) {
+	if d.up == up {
+		return
+	}
+	d.up = up
+	if !up {
+		d.epoch++
+		d.q.clear(&l.net.qBlocks)
+		d.qBytes = 0
+		d.busyUntil, d.rem = l.net.now, 0
 	}
 }
