@@ -30,6 +30,9 @@ type Peer struct {
 	Job, Rank  int
 	Index      int
 	SwitchPort int
+	// Host is the scenario's name for the peer's link (faults, impairments):
+	// its worker host h<k>, or ps<i> for a PS.
+	Host string
 	// ToSwitch and FromSwitch are the link's two directions.
 	ToSwitch, FromSwitch emu.LinkConfig
 }
@@ -103,11 +106,11 @@ func (p *Prepared) Peers() ([]Peer, error) {
 	roles := map[string]Peer{}
 	for i, ws := range p.r.tb.Workers {
 		for _, w := range ws {
-			roles[w.Name] = Peer{Node: w.Name, Role: "worker", Job: i, Rank: w.Rank}
+			roles[w.Name] = Peer{Node: w.Name, Role: "worker", Job: i, Rank: w.Rank, Host: p.r.plans[i].Hosts[w.Rank]}
 		}
 	}
-	for _, ps := range p.r.tb.PSs {
-		roles[ps.Name] = Peer{Node: ps.Name, Role: "ps", Index: ps.Index}
+	for i, ps := range p.r.tb.PSs {
+		roles[ps.Name] = Peer{Node: ps.Name, Role: "ps", Index: ps.Index, Host: fmt.Sprintf("ps%d", i)}
 	}
 	swName := p.SwitchName()
 	var out []Peer
@@ -137,6 +140,16 @@ func (p *Prepared) Peers() ([]Peer, error) {
 func (p *Prepared) WorkerDone(job, rank int) bool {
 	return p.r.tb.Worker(job, rank).Endpoint.Finished() >= p.r.plans[job].Iterations
 }
+
+// Finished is how many all-reduces worker rank of job (0-based) has
+// finished. Call it on the goroutine that runs the worker's node.
+func (p *Prepared) Finished(job, rank int) int {
+	return p.r.tb.Worker(job, rank).Endpoint.Finished()
+}
+
+// Idle reports whether node does nothing the jobs need (the PS of a policy
+// that uses none: switchml, none), so losing it does not stop the run.
+func (p *Prepared) Idle(node string) bool { return p.r.tb.Idle(node) }
 
 // IterationCheck is one all-reduce of one worker: its span on the worker's
 // clock and whether its result equals the reference sum.
