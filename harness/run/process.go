@@ -8,6 +8,7 @@ import (
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
+	"github.com/inabox/inabox/host"
 	sw "github.com/inabox/inabox/switch"
 )
 
@@ -169,22 +170,59 @@ func (p *Prepared) CheckWorker(job, rank int) []IterationCheck {
 	w := p.r.tb.Worker(job, rank).Endpoint
 	var out []IterationCheck
 	for k := 0; k < w.Finished(); k++ {
-		ref := p.r.gen.reference(job, k)
-		got := w.Result(k)
-		c := IterationCheck{Iteration: k, Elements: int64(len(ref))}
+		c := p.Check(job, k, w.Result(k))
 		c.Start, c.End = span(w, k)
-		if len(got) != len(ref) {
-			c.Mismatches = len(ref)
-		} else {
-			for e := range ref {
-				if got[e] != ref[e] {
-					c.Mismatches++
-				}
-			}
-		}
-		c.Exact = c.Mismatches == 0
 		w.DropResult(k)
 		out = append(out, c)
 	}
 	return out
+}
+
+// Check compares got, a result of job's all-reduce k, with the reference
+// sum, element by element (the span is left for the caller). It computes
+// and caches the reference: call it from one goroutine at a time.
+func (p *Prepared) Check(job, k int, got []int32) IterationCheck {
+	ref := p.r.gen.reference(job, k)
+	c := IterationCheck{Iteration: k, Elements: int64(len(ref))}
+	if len(got) != len(ref) {
+		c.Mismatches = len(ref)
+	} else {
+		for e := range ref {
+			if got[e] != ref[e] {
+				c.Mismatches++
+			}
+		}
+	}
+	c.Exact = c.Mismatches == 0
+	return c
+}
+
+// Result returns worker rank of job's result of all-reduce k and its
+// report, once it has finished (ok false before). Call it on the goroutine
+// that runs the worker's node; a finished result is not written again, so
+// it may be read elsewhere afterwards.
+func (p *Prepared) Result(job, rank, k int) (res []int32, rep host.Report, ok bool) {
+	w := p.r.tb.Worker(job, rank).Endpoint
+	if k >= w.Finished() {
+		return nil, host.Report{}, false
+	}
+	return w.Result(k), w.Reports()[k], true
+}
+
+// RestoreWorker puts worker rank of job where a checkpoint left it before
+// a crash that lost its state: reps are the all-reduces it had finished.
+// It reports false if the policy's workers cannot take a checkpoint (they
+// cannot rejoin a running job: their Reset makes the run fail, naming
+// them). Call it before the node starts, then Reset the node (emu Restart).
+func (p *Prepared) RestoreWorker(job, rank int, reps []host.Report) (bool, error) {
+	w := p.r.tb.Worker(job, rank).Endpoint
+	if n := p.r.plans[job].AllReduces(); len(reps) > n {
+		return false, fmt.Errorf("%s: a checkpoint of %d all-reduces, of %d", p.r.tb.Worker(job, rank).Name, len(reps), n)
+	}
+	r, ok := w.(interface{ Restore([]host.Report) })
+	if !ok {
+		return false, nil
+	}
+	r.Restore(reps)
+	return true, nil
 }
