@@ -52,6 +52,7 @@ usage:
                           over TAP and veth in network namespaces (root; needs the three
                           beside inabox: make bin); removes everything it made, also on
                           failure
+  inabox fault CMD ...    change a running inabox up's links at run time (inabox fault -h)
   inabox help             show this text
   inabox version          the module version and VCS revision of this build
 
@@ -127,6 +128,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return up.Command(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "fault":
+		return cmdFault(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
