@@ -22,7 +22,7 @@ type procAct int
 
 const (
 	actKill    procAct = iota // SIGKILL: state lost
-	actRestart                // start the process again (--restarted: state lost, the run's clock)
+	actRestart                // the replacement process runs (--restarted: state lost, the run's clock)
 	actStop                   // SIGSTOP: paused with its state
 	actCont                   // SIGCONT: resumes (emu Resume)
 )
@@ -45,7 +45,11 @@ type step struct {
 	call      linkCall
 	nodes     []string
 	act       procAct
-	fatal     error
+	// respawn (actKill): start the replacement process at once, to run
+	// from restartAfter on (the crash's end).
+	respawn      bool
+	restartAfter time.Duration
+	fatal        error
 }
 
 // topology is what faultSteps needs to know of the run.
@@ -131,6 +135,9 @@ func crashSteps(nodes []string, at, dur time.Duration, loseState bool, topo topo
 	steps := []step{{what: fmt.Sprintf("%s %s", down, names), nodes: nodes, act: down}}
 	isSwitch := len(nodes) == 1 && nodes[0] == switchProc
 	if dur > 0 || isSwitch {
+		// A killed process's replacement builds its testbed while the
+		// node is down, and runs from dur on.
+		steps[0].respawn, steps[0].restartAfter = loseState, dur
 		return append(steps, step{after: dur, what: fmt.Sprintf("%s %s", up, names), nodes: nodes, act: up})
 	}
 	var busy []string

@@ -157,6 +157,7 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	pcapDir := fs.String("pcap", "", "directory for one pcap per port (<tap>.pcap)")
 	report := fs.String("report", "", "file to write the final JSON report to")
 	restarted := fs.Bool("restarted", false, "this process replaces a switch that crashed: it reboots (state lost) and continues the clock of the run's --start file")
+	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sync := syncFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -270,6 +271,9 @@ func SwitchMain(args []string, stderr io.Writer) int {
 		if r, ok := node.(emu.Resetter); ok {
 			r.Reset()
 		}
+	}
+	if err := waitRestart(); err != nil {
+		return fail(err)
 	}
 	proc, err := procnode.Open(spec)
 	if err != nil {
@@ -413,6 +417,26 @@ func listenControl(addr string) (net.Listener, error) {
 	return swctl.Listen(addr)
 }
 
+// restartAtFlag registers --restart-at and returns the function that
+// waits until it (a process replacing a crashed one is started at the
+// crash, builds its node meanwhile and runs from the crash's end).
+func restartAtFlag(fs *flag.FlagSet) func() error {
+	at := fs.Int64("restart-at", 0, "with --restarted: open the ports and start at this wall-clock instant (Unix ns)")
+	return func() error {
+		if *at == 0 {
+			return nil
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		select {
+		case <-time.After(time.Until(time.Unix(0, *at))):
+			return nil
+		case <-ctx.Done():
+			return errors.New("stopped while waiting for --restart-at")
+		}
+	}
+}
+
 // ideal is the configuration of a direction another process models: no
 // rate, delay or impairment, and the veths' MTU.
 var ideal = emu.LinkConfig{MTUBytes: 9000}
@@ -481,6 +505,7 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	control := fs.String("control", "", "fault API address: unix socket path or unix:PATH (docs/processes.md)")
 	ckptFile := fs.String("checkpoint", "", "worker: keep a checkpoint in this file, each all-reduce checked as it finishes (--restarted resumes from it)")
 	restarted := fs.Bool("restarted", false, "this process replaces one that crashed: its node restarts with its state lost (emu Restart) and continues the clock of the run's --start file")
+	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sync := syncFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -539,6 +564,11 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	// never finish: end the run at once and say why.
 	spec.Done = func() bool { return prep.Failed() != nil }
 	finished := make(chan struct{})
+	// A replacement process has built its node; it runs from the end of
+	// the crash (its checkpoint is final: the process it replaces is gone).
+	if err := waitRestart(); err != nil {
+		return fail(err)
+	}
 	ck := &checkpointer{file: *ckptFile}
 	if role == "worker" && *restarted && ck.file != "" {
 		// A worker that lost its state rejoins from its checkpoint, as

@@ -40,6 +40,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/up/faultctl"
@@ -195,6 +196,17 @@ type Result struct {
 	Namespaces []string `json:"namespaces"`
 	// Faults are the scenario's faults that fired, with their times.
 	Faults []FaultRecord `json:"faults,omitempty"`
+	// Links are the counters of every link direction, from the process
+	// that modelled it (its last incarnation, if a fault restarted it).
+	Links []LinkResult `json:"links"`
+}
+
+// LinkResult is one link direction's counters at the end of the run.
+type LinkResult struct {
+	Link  string        `json:"link"` // the scenario's name: h0, ps0
+	Node  string        `json:"node"`
+	Dir   string        `json:"dir"` // up: host→switch, down: switch→host
+	Stats emu.LinkStats `json:"stats"`
 }
 
 // proc is one process of a node; a node whose process a fault killed and
@@ -485,27 +497,21 @@ func (r *session) startSwitch(ctx context.Context, args []string) (*proc, error)
 	if err != nil {
 		return nil, err
 	}
+	return swp, r.attachSwitch(ctx, swp)
+}
+
+// attachSwitch waits for the switch process's control API (its TAPs then
+// exist) and joins each TAP to its port's bridge.
+func (r *session) attachSwitch(ctx context.Context, swp *proc) error {
 	client := swctl.NewClient("unix:" + r.swControl())
-	hctx, hcancel := context.WithTimeout(ctx, 20*time.Second)
-	herr := make(chan error, 1)
-	go func() { herr <- client.WaitHealthy(hctx) }()
-	select {
-	case err = <-herr:
-	case <-swp.done:
-		err = swp.died()
-	}
-	hcancel()
-	if err != nil {
-		if isDone(swp) {
-			return nil, swp.died()
-		}
-		return nil, fmt.Errorf("up: switch control API: %w", err)
+	if err := r.waitHealthy(ctx, swp, client.WaitHealthy); err != nil {
+		return err
 	}
 	// Join each TAP to its port's bridge (the switch is programmed as the
 	// scenario says already).
 	swh, err := handleAt(r.swNS())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer swh.Close()
 	for _, pe := range r.peers {
@@ -520,10 +526,32 @@ func (r *session) startSwitch(ctx context.Context, args []string) (*proc, error)
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("up: joining %s to br%d: %w", r.taps[p], p, err)
+			return fmt.Errorf("up: joining %s to br%d: %w", r.taps[p], p, err)
 		}
 	}
-	return swp, nil
+	return nil
+}
+
+// waitHealthy waits (up to 20 s) for p's control API to answer; p exiting
+// first is an error naming it.
+func (r *session) waitHealthy(ctx context.Context, p *proc, wait func(context.Context) error) error {
+	hctx, hcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer hcancel()
+	herr := make(chan error, 1)
+	go func() { herr <- wait(hctx) }()
+	var err error
+	select {
+	case err = <-herr:
+	case <-p.done:
+		err = p.died()
+	}
+	if err != nil {
+		if isDone(p) {
+			return p.died()
+		}
+		return fmt.Errorf("up: %s control API: %w", p.name, err)
+	}
+	return nil
 }
 
 func (r *session) runAll(ctx context.Context, res *Result) error {
@@ -641,6 +669,7 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		return err
 	}
 	res.Switch = r.procResult(swp, res.SwitchReport.Report)
+	ups := map[string]emu.LinkStats{}
 	for _, n := range psNames {
 		p := r.current[n]
 		var pr PeerReport
@@ -649,6 +678,9 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		}
 		res.PSReports = append(res.PSReports, pr)
 		res.PSs = append(res.PSs, r.procResult(p, pr.Report))
+		if len(pr.Ports) > 0 {
+			ups[n] = pr.Ports[0].ToBackend
+		}
 	}
 	// 6. Every worker's all-reduces, checked in its process against the
 	// reference sum; jobs' completion times.
@@ -664,6 +696,9 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		var hr PeerReport
 		if err := readJSON(p.report, &hr); err != nil {
 			return err
+		}
+		if len(hr.Ports) > 0 {
+			ups[n] = hr.Ports[0].ToBackend
 		}
 		pl := plans[pe.Job]
 		wr := WorkerResult{ProcResult: r.procResult(p, hr.Report), Job: pl.Name, Rank: pe.Rank, Iterations: hr.Iterations}
@@ -689,6 +724,14 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		res.Workers = append(res.Workers, wr)
 	}
 	res.Jobs = jobs
+	for _, pe := range r.peers {
+		res.Links = append(res.Links, LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Up, Stats: ups[pe.Node]})
+		for _, pr := range res.SwitchReport.Ports {
+			if pr.Port == pe.SwitchPort {
+				res.Links = append(res.Links, LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Down, Stats: pr.ToBackend})
+			}
+		}
+	}
 	res.StartSkew = time.Duration(lastStart - firstStart)
 	res.KeptUp = true
 	for _, pr := range append(append([]ProcResult{res.Switch}, res.PSs...), workerProcs(res.Workers)...) {
@@ -829,8 +872,8 @@ func (r *session) fireDue(ctx context.Context, now time.Duration) error {
 		if rec.Fired < 0 {
 			rec.Fired = time.Since(r.zero)
 		}
-		err := r.runStep(ctx, pd.step)
-		fs := FaultStep{At: time.Since(r.zero), What: pd.step.what}
+		done, err := r.runStep(ctx, pd.at, pd.step)
+		fs := FaultStep{At: done.Sub(r.zero), What: pd.step.what}
 		if err != nil {
 			fs.Error = err.Error()
 			rec.Error = err.Error()
@@ -875,18 +918,22 @@ func (r *session) settleFaults(ctx context.Context) error {
 	return nil
 }
 
-// runStep does one fault step.
-func (r *session) runStep(ctx context.Context, st step) error {
+// runStep does one fault step, due at (since time 0), and returns when it
+// took effect: a link call once the processes applied it, a signal once
+// sent (a killed process's replacement starts after that), a restart once
+// the new process runs.
+func (r *session) runStep(ctx context.Context, at time.Duration, st step) (time.Time, error) {
 	if st.fatal != nil {
-		return nil
+		return time.Now(), nil
 	}
 	if st.call != nil {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		_, err := r.index.Each(cctx, st.link, st.dir, st.call)
-		return err
+		return time.Now(), err
 	}
 	var errs []error
+	done := time.Now()
 	for _, n := range st.nodes {
 		p := r.current[n]
 		if p == nil {
@@ -899,6 +946,10 @@ func (r *session) runStep(ctx context.Context, st step) error {
 			p.killed, p.faulted = true, true
 			syscall.Kill(-pid, syscall.SIGKILL) // the process group: a role may have children
 			p.cmd.Process.Kill()
+			done = time.Now()
+			if st.respawn {
+				errs = append(errs, r.respawn(p, r.zero.Add(at+st.restartAfter)))
+			}
 		case actStop:
 			p.stopped, p.faulted = true, true
 			errs = append(errs, syscall.Kill(-pid, syscall.SIGSTOP))
@@ -906,36 +957,52 @@ func (r *session) runStep(ctx context.Context, st step) error {
 			p.stopped = false
 			errs = append(errs, syscall.Kill(-pid, syscall.SIGCONT))
 		case actRestart:
-			errs = append(errs, r.restart(ctx, p))
+			errs = append(errs, r.restarted(ctx, p))
+		}
+		if st.act != actKill {
+			done = time.Now()
 		}
 	}
-	return errors.Join(errs...)
+	return done, errors.Join(errs...)
 }
 
-// restart starts a new process for the node of p (killed by a fault),
-// continuing the run's clock with the node's state lost (--restarted).
-func (r *session) restart(ctx context.Context, p *proc) error {
+// respawn starts the process that replaces p, which a fault has just
+// killed: it builds its node at once (that takes a while: the whole
+// testbed) and opens its ports and starts at the instant restart, its
+// node's state lost, continuing the run's clock (--restarted).
+func (r *session) respawn(p *proc, restart time.Time) error {
 	select {
 	case <-p.done:
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("%s (pid %d) has not exited after SIGKILL", p.name, p.cmd.Process.Pid)
 	}
-	args := p.args
-	if !slices.Contains(args, "--restarted") {
-		args = append(slices.Clone(args), "--restarted")
+	var args []string
+	for i := 0; i < len(p.args); i++ { // without the flags of an earlier restart
+		switch p.args[i] {
+		case "--restarted":
+		case "--restart-at":
+			i++
+		default:
+			args = append(args, p.args[i])
+		}
 	}
-	var np *proc
-	var err error
-	if p.role == "switch" {
-		np, err = r.startSwitch(ctx, args)
-	} else {
-		np, err = r.start(p.name, p.role, args)
-	}
+	args = append(args, "--restarted", "--restart-at", strconv.FormatInt(restart.UnixNano(), 10))
+	np, err := r.start(p.name, p.role, args)
 	if err != nil {
 		return err
 	}
-	np.faulted, np.restartedAt = true, time.Since(r.zero)
+	np.faulted, np.restartedAt = true, restart.Sub(r.zero)
 	return nil
+}
+
+// restarted waits until the process that replaces p's node runs (its
+// control API answers) and, for the switch, joins its new TAPs to the
+// bridges.
+func (r *session) restarted(ctx context.Context, p *proc) error {
+	if p.role == "switch" {
+		return r.attachSwitch(ctx, p)
+	}
+	return r.waitHealthy(ctx, p, faultctl.NewClient(r.peerControl(p.name)).WaitHealthy)
 }
 
 func workerProcs(ws []WorkerResult) []ProcResult {
@@ -1055,6 +1122,12 @@ func (res *Result) Print(w io.Writer) {
 	for i, p := range res.PSReports {
 		if p.PS != nil {
 			fmt.Fprintf(w, "  %-8s %+v\n", res.PSs[i].Name, *p.PS)
+		}
+	}
+	for _, l := range res.Links {
+		if d := l.Stats.Drops; d.Total() > 0 {
+			fmt.Fprintf(w, "  link %-3s %-4s %-4s sent=%d delivered=%d dropped: down=%d mtu=%d queue=%d loss=%d fcs=%d\n", l.Link, l.Dir, l.Node,
+				l.Stats.SentPackets, l.Stats.DeliveredPackets, d.LinkDown, d.MTU, d.Queue, d.Loss, d.FCS)
 		}
 	}
 	for _, f := range res.Faults {

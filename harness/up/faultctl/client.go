@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -77,6 +78,21 @@ func linkPath(link, dir, op string) string {
 
 // Healthy reports whether the process answers.
 func (c *Client) Healthy(ctx context.Context) error { return c.do(ctx, "GET", "/healthz", nil, nil) }
+
+// WaitHealthy polls /healthz until it answers or ctx ends.
+func (c *Client) WaitHealthy(ctx context.Context) error {
+	for {
+		err := c.Healthy(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
 
 // List returns every direction the process models.
 func (c *Client) List(ctx context.Context) ([]DirState, error) {
