@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -23,69 +24,166 @@ func (n *Network) LinkUp(at time.Duration, l *Link) {
 // LossBurst adds a loss probability to both directions of l for the window
 // [at, at+dur). Use loss 1 for a blackout.
 func (n *Network) LossBurst(at, dur time.Duration, l *Link, loss float64) error {
-	return n.probWindow("loss burst", "loss", at, dur, l, loss, func(d *linkDir) *float64 { return &d.extraLoss })
+	return n.Impair(at, dur, l, Overlay{Loss: loss})
 }
 
 // CorruptWindow adds a per-packet probability of corruption on the wire to
 // both directions of l for the window [at, at+dur): like
 // Impairments.Corrupt, the receiving MAC drops such a frame (bad FCS).
 func (n *Network) CorruptWindow(at, dur time.Duration, l *Link, prob float64) error {
-	return n.probWindow("corruption window", "prob", at, dur, l, prob, func(d *linkDir) *float64 { return &d.extraCorrupt })
+	return n.Impair(at, dur, l, Overlay{Corrupt: prob})
 }
 
 // DuplicateBurst adds a per-packet probability of duplication to both
 // directions of l for the window [at, at+dur).
 func (n *Network) DuplicateBurst(at, dur time.Duration, l *Link, prob float64) error {
-	return n.probWindow("duplication burst", "prob", at, dur, l, prob, func(d *linkDir) *float64 { return &d.extraDuplicate })
+	return n.Impair(at, dur, l, Overlay{Duplicate: prob})
 }
 
 // ReorderBurst adds a per-packet probability of reordering (held back by
 // the link's ReorderDelay) to both directions of l for [at, at+dur).
 func (n *Network) ReorderBurst(at, dur time.Duration, l *Link, prob float64) error {
-	return n.probWindow("reordering burst", "prob", at, dur, l, prob, func(d *linkDir) *float64 { return &d.extraReorder })
-}
-
-// probWindow adds prob to the probability field of both directions of l
-// for [at, at+dur); what and param name it in a configuration error.
-func (n *Network) probWindow(what, param string, at, dur time.Duration, l *Link, prob float64, field func(*linkDir) *float64) error {
-	if err := checkProb(what+" on "+l.name, param, prob); err != nil {
-		return err
-	}
-	n.window(at, dur, l, func(d *linkDir, sign float64) { *field(d) += sign * prob })
-	return nil
+	return n.Impair(at, dur, l, Overlay{Reorder: prob})
 }
 
 // DelaySpike adds extra propagation delay to both directions of l for
 // packets sent in [at, at+dur). Packets keep their order.
 func (n *Network) DelaySpike(at, dur time.Duration, l *Link, extra time.Duration) error {
-	if extra < 0 {
-		return &ConfigError{"delay spike on " + l.name, "extra", extra, "must be ≥ 0"}
+	return n.Impair(at, dur, l, Overlay{Delay: extra})
+}
+
+// Overlay is a temporary impairment added on top of a link direction's
+// configuration while a window is open. Probabilities combine with the
+// configured ones as independent events; Delay and Jitter add.
+type Overlay struct {
+	Loss              float64 // lost on the wire
+	Duplicate         float64 // arrives twice
+	Reorder           float64 // held back by the link's ReorderDelay
+	Corrupt           float64 // a bit flipped on the wire (dropped by the MAC: bad FCS)
+	CorruptUndetected float64 // a bit flipped past the FCS (delivered damaged)
+	Delay             time.Duration
+	Jitter            time.Duration // uniform extra delay in [0, Jitter], never reordering
+}
+
+// Impair adds o to the directions dirs of l (both if none is given) for
+// packets sent in [at, at+dur). Windows on the same direction add up.
+func (n *Network) Impair(at, dur time.Duration, l *Link, o Overlay, dirs ...Dir) error {
+	where := "impairment window on " + l.name
+	for _, p := range []struct {
+		f string
+		x float64
+	}{{"Loss", o.Loss}, {"Duplicate", o.Duplicate}, {"Reorder", o.Reorder}, {"Corrupt", o.Corrupt}, {"CorruptUndetected", o.CorruptUndetected}} {
+		if err := checkProb(where, "Overlay."+p.f, p.x); err != nil {
+			return err
+		}
 	}
-	n.window(at, dur, l, func(d *linkDir, sign float64) { d.extraDelay += int64(sign) * int64(extra) })
+	if o.Delay < 0 {
+		return &ConfigError{where, "Overlay.Delay", o.Delay, "must be ≥ 0"}
+	}
+	if o.Jitter < 0 {
+		return &ConfigError{where, "Overlay.Jitter", o.Jitter, "must be ≥ 0"}
+	}
+	if dur < 0 {
+		return &ConfigError{where, "duration", dur, "must be ≥ 0"}
+	}
+	ds := l.pick(dirs)
+	apply := func(sign float64) {
+		for _, d := range ds {
+			d.extraLoss += sign * o.Loss
+			d.extraCorrupt += sign * o.Corrupt
+			d.extraDuplicate += sign * o.Duplicate
+			d.extraReorder += sign * o.Reorder
+			d.extraUndetect += sign * o.CorruptUndetected
+			d.extraDelay += int64(sign) * int64(o.Delay)
+			d.extraJitter += int64(sign) * int64(o.Jitter)
+			if sign < 0 {
+				for _, x := range []*float64{&d.extraLoss, &d.extraCorrupt, &d.extraDuplicate, &d.extraReorder, &d.extraUndetect} {
+					if *x < 1e-12 {
+						*x = 0
+					}
+				}
+			}
+		}
+	}
+	n.At(at, func() { apply(1) })
+	n.At(at+dur, func() { apply(-1) })
 	return nil
 }
 
-func (n *Network) window(at, dur time.Duration, l *Link, apply func(d *linkDir, sign float64)) {
+// pick returns the directions dirs names, both if none.
+func (l *Link) pick(dirs []Dir) []*linkDir {
+	if len(dirs) == 0 {
+		return l.dirs[:]
+	}
+	ds := make([]*linkDir, 0, 2)
+	for _, d := range dirs {
+		if ld := l.dirs[d&1]; !slices.Contains(ds, ld) {
+			ds = append(ds, ld)
+		}
+	}
+	return ds
+}
+
+// Reconfigure changes the directions dirs of l (both if none) at run time
+// at: change gets each direction's configuration to modify (a rate or MTU
+// change, say); with dur > 0 the previous configuration is restored at
+// at+dur. Packets queued or in flight keep their fate.
+func (n *Network) Reconfigure(at, dur time.Duration, l *Link, change func(*LinkConfig), dirs ...Dir) error {
+	ds := l.pick(dirs)
+	for _, d := range ds { // validate the change on the initial configuration
+		c := d.cfg
+		change(&c)
+		if err := c.Validate(d.name); err != nil {
+			return err
+		}
+	}
+	saved := make([]LinkConfig, len(ds))
 	n.At(at, func() {
-		for _, d := range l.dirs {
-			apply(d, 1)
+		for i, d := range ds {
+			saved[i] = d.cfg
+			change(&d.cfg)
 		}
 	})
-	n.At(at+dur, func() {
-		for _, d := range l.dirs {
-			apply(d, -1)
-			if d.extraLoss < 1e-12 {
-				d.extraLoss = 0
+	if dur > 0 {
+		n.At(at+dur, func() {
+			for i, d := range ds {
+				d.cfg = saved[i]
 			}
-			if d.extraCorrupt < 1e-12 {
-				d.extraCorrupt = 0
+		})
+	}
+	return nil
+}
+
+// DirDown takes the directions dirs of l (both if none) down at run time
+// at and, with dur > 0, up again at at+dur.
+func (n *Network) DirDown(at, dur time.Duration, l *Link, dirs ...Dir) {
+	ds := dirs
+	if len(ds) == 0 {
+		ds = []Dir{AtoB, BtoA}
+	}
+	n.At(at, func() {
+		for _, d := range ds {
+			l.SetDirUp(d, false)
+		}
+	})
+	if dur > 0 {
+		n.At(at+dur, func() {
+			for _, d := range ds {
+				l.SetDirUp(d, true)
 			}
-			if d.extraDuplicate < 1e-12 {
-				d.extraDuplicate = 0
-			}
-			if d.extraReorder < 1e-12 {
-				d.extraReorder = 0
-			}
+		})
+	}
+}
+
+// DirUp brings the directions dirs of l (both if none) up at run time at.
+func (n *Network) DirUp(at time.Duration, l *Link, dirs ...Dir) {
+	ds := dirs
+	if len(ds) == 0 {
+		ds = []Dir{AtoB, BtoA}
+	}
+	n.At(at, func() {
+		for _, d := range ds {
+			l.SetDirUp(d, true)
 		}
 	})
 }
@@ -169,5 +267,48 @@ func (n *Network) Inject(at time.Duration, node string, port int, frame []byte) 
 		p.SetBytes(b)
 		n.send(ns, port, p)
 	})
+	return nil
+}
+
+// Flap makes the directions dirs of l (both if none) fail and recover at
+// random from run time from until until: up for exponentially distributed
+// times of mean meanUp, then down for exponentially distributed times of
+// mean meanDown (an alternating renewal process, the usual model of a
+// flapping link). Its draws come from a generator of its own, seeded from
+// the run seed and the link's name, so they do not perturb the link's
+// other random effects.
+func (n *Network) Flap(from, until time.Duration, l *Link, meanUp, meanDown time.Duration, dirs ...Dir) error {
+	where := "flapping on " + l.name
+	if meanUp <= 0 {
+		return &ConfigError{where, "meanUp", meanUp, "must be > 0"}
+	}
+	if meanDown <= 0 {
+		return &ConfigError{where, "meanDown", meanDown, "must be > 0"}
+	}
+	rng := n.rngFor("flap " + l.name)
+	ds := dirs
+	if len(ds) == 0 {
+		ds = []Dir{AtoB, BtoA}
+	}
+	draw := func(mean time.Duration) time.Duration {
+		return max(time.Duration(rng.ExpFloat64()*float64(mean)), 1)
+	}
+	var toggle func(at time.Duration, down bool)
+	toggle = func(at time.Duration, down bool) {
+		if at >= until {
+			return
+		}
+		n.At(at, func() {
+			for _, d := range ds {
+				l.SetDirUp(d, !down)
+			}
+			mean := meanDown
+			if !down {
+				mean = meanUp
+			}
+			toggle(at+draw(mean), !down)
+		})
+	}
+	toggle(from+draw(meanUp), true)
 	return nil
 }

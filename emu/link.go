@@ -248,7 +248,9 @@ type linkDir struct {
 	extraCorrupt   float64
 	extraDuplicate float64
 	extraReorder   float64
+	extraUndetect  float64
 	extraDelay     int64
+	extraJitter    int64
 
 	stats LinkStats
 }
@@ -422,36 +424,32 @@ func (l *Link) SetConfig(d Dir, c LinkConfig) error {
 	return nil
 }
 
-// Up reports whether the link is up.
+// Up reports whether the link is up (its A→B direction).
 func (l *Link) Up() bool { return l.dirs[0].up }
+
+// DirUp reports whether direction d is up.
+func (l *Link) DirUp(d Dir) bool { return l.dirs[d&1].up }
 
 // SetUp brings both directions up or down. Going down drops every packet
 // queued or in flight (counted as Drops.LinkDown); while down, packets
 // offered are dropped too.
 func (l *Link) SetUp(up bool) {
-	for _, d := range l.dirs {
-		l.setDirUp(d, up)
-	}
+	l.SetDirUp(AtoB, up)
+	l.SetDirUp(BtoA, up)
 }
 
-// DirUp reports whether one direction of the link is up.
-func (l *Link) DirUp(d Dir) bool { return l.dirs[d&1].up }
-
-// SetDirUp brings one direction up or down, as SetUp does both: going down
-// drops every packet queued or in flight in that direction (counted as
-// Drops.LinkDown); while down, packets offered to it are dropped too. The
-// other direction is not touched (Up reports the first direction's state).
-func (l *Link) SetDirUp(d Dir, up bool) { l.setDirUp(l.dirs[d&1], up) }
-
-func (l *Link) setDirUp(d *linkDir, up bool) {
-	if d.up == up {
+// SetDirUp brings direction d up or down, as SetUp does for both: a
+// one-way failure (a bad transceiver lane, a unidirectional fibre cut).
+func (l *Link) SetDirUp(d Dir, up bool) {
+	ld := l.dirs[d&1]
+	if ld.up == up {
 		return
 	}
-	d.up = up
+	ld.up = up
 	if !up {
-		d.epoch++
-		d.q.clear(&l.net.qBlocks)
-		d.qBytes = 0
-		d.busyUntil, d.rem = l.net.now, 0
+		ld.epoch++
+		ld.q.clear(&l.net.qBlocks)
+		ld.qBytes = 0
+		ld.busyUntil, ld.rem = l.net.now, 0
 	}
 }

@@ -414,8 +414,8 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		return
 	}
 	arr := txEnd + int64(d.cfg.Delay) + d.extraDelay
-	if d.cfg.Jitter > 0 {
-		arr += d.rng.Int64N(int64(d.cfg.Jitter) + 1)
+	if j := int64(d.cfg.Jitter) + d.extraJitter; j > 0 {
+		arr += d.rng.Int64N(j + 1)
 	}
 	if d.chance(either(im.Reorder, d.extraReorder)) {
 		rd := im.ReorderDelay
@@ -438,7 +438,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 		st.Corrupted++
 		fcs = true
 	}
-	if d.chance(im.CorruptUndetected) && size > 0 {
+	if d.chance(either(im.CorruptUndetected, d.extraUndetect)) && size > 0 {
 		flipBit(d, p)
 		st.Corrupted++
 	}

@@ -594,7 +594,7 @@ func TestBadConfigNamesFieldAndValue(t *testing.T) {
 	if _, err := n.Connect("a", 3, "a", 0, emu.LinkConfig{}); err == nil || !strings.Contains(err.Error(), "port = 3") {
 		t.Errorf("bad port: %v", err)
 	}
-	if err := n.LossBurst(0, 1, &emu.Link{}, 1.2); err == nil || !strings.Contains(err.Error(), "loss = 1.2") {
+	if err := n.LossBurst(0, 1, &emu.Link{}, 1.2); err == nil || !strings.Contains(err.Error(), "Overlay.Loss = 1.2") {
 		t.Errorf("bad loss burst: %v", err)
 	}
 }
@@ -638,7 +638,7 @@ func TestDuplicateReorderBursts(t *testing.T) {
 			}
 		}
 	}
-	if err := emu.NewNetwork(emu.Config{}).DuplicateBurst(0, 1, &emu.Link{}, 2); err == nil || !strings.Contains(err.Error(), "prob = 2") {
+	if err := emu.NewNetwork(emu.Config{}).DuplicateBurst(0, 1, &emu.Link{}, 2); err == nil || !strings.Contains(err.Error(), "Overlay.Duplicate = 2") {
 		t.Errorf("bad probability: %v", err)
 	}
 }

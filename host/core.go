@@ -115,7 +115,38 @@ type Core struct {
 	qb      quantBlock
 	rx      RxStats
 	lost    bool
+	observe func(Step)
 }
+
+// Step is one step of an endpoint's all-reduces, as an observer (a fault
+// trigger of the harness) sees it.
+type Step struct {
+	Kind StepKind
+	// Index is the all-reduce's index (its tensor's, from 0, in the order
+	// they run); Chunks its number of chunks.
+	Index  int
+	Chunks uint32
+	// Chunk is the chunk whose result a StepChunk stored.
+	Chunk uint32
+}
+
+// StepKind says what a Step is.
+type StepKind uint8
+
+const (
+	// StepBegin: the all-reduce begins (its first packet leaves now).
+	StepBegin StepKind = iota
+	// StepChunk: a chunk's result is stored (once per chunk: endpoints
+	// drop duplicates before they store).
+	StepChunk
+	// StepEnd: the all-reduce has finished at this endpoint.
+	StepEnd
+)
+
+// Observe calls fn at each Step of the endpoint's all-reduces, on the
+// endpoint's own event (so fn may schedule emulator events at or after
+// now). nil stops observing. Observing changes nothing the endpoint does.
+func (c *Core) Observe(fn func(Step)) { c.observe = fn }
 
 // LoseState records a crash that lost the endpoint's state (emu.Resetter):
 // its finished all-reduces (reports, checked results) are its checkpoint,
@@ -207,6 +238,9 @@ func (c *Core) Begin(i int, now time.Duration) Report {
 		c.results[i] = hugemem.Make[int32](m)
 	}
 	c.rexp[i] = make([]int8, n)
+	if c.observe != nil {
+		c.observe(Step{Kind: StepBegin, Index: i, Chunks: n})
+	}
 	return Report{AllReduce: c.tensors[i].AllReduce, Start: now, Chunks: int(n)}
 }
 
@@ -214,6 +248,14 @@ func (c *Core) Begin(i int, now time.Duration) Report {
 func (c *Core) Finish(rep Report, now time.Duration) {
 	rep.End = now
 	c.reports = append(c.reports, rep)
+	if c.observe != nil {
+		i := len(c.reports) - 1 // all-reduces finish in order
+		c.observe(Step{Kind: StepEnd, Index: i, Chunks: c.Chunks(i)})
+	}
+}
+
+func (c *Core) observeChunk(i int, k uint32) {
+	c.observe(Step{Kind: StepChunk, Index: i, Chunks: c.Chunks(i), Chunk: k})
 }
 
 // EncodeChunk writes chunk k of tensor i into buf — the INA header (with
@@ -292,6 +334,9 @@ func (c *Core) Store(i int, k uint32, h inahdr.Header) bool {
 		dst[x] = int32(binary.BigEndian.Uint32(src[4*x:]))
 	}
 	c.rexp[i][k] = h.Exponent()
+	if c.observe != nil {
+		c.observeChunk(i, k)
+	}
 	return true
 }
 
@@ -300,6 +345,9 @@ func (c *Core) Store(i int, k uint32, h inahdr.Header) bool {
 func (c *Core) StoreValues(i int, k uint32, vals []int32, e int8) {
 	copy(c.results[i][int(k)*c.values:], vals)
 	c.rexp[i][k] = e
+	if c.observe != nil {
+		c.observeChunk(i, k)
+	}
 }
 
 // Done reports whether every tensor has been all-reduced.

@@ -7,74 +7,87 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/testbed"
 )
 
-// cmdCompare implements `inabox compare [FILE]`: the scenario under every
-// policy (or those --policies names), one side-by-side table (or JSON), and
-// a line naming each policy whose run failed (never a made-up number).
-func cmdCompare(args []string, stdout, stderr io.Writer) error {
+// compareOpts are the flags of `inabox compare`.
+type compareOpts struct {
+	asJSON, force bool
+	seed          uint64
+	only, outDir  string
+	nSeeds        int
+}
+
+// compareFlags are the flags of `inabox compare`, bound to o.
+func compareFlags(o *compareOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the comparison as JSON")
-	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
-	only := fs.String("policies", "", "comma-separated subset of policies to run (default: all)")
-	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
-	outDir := fs.String("out", "", "with --seeds: write compare.json and jct.svg (JCT mean and p95 per policy, 95% CIs) into this directory")
-	nSeeds := fs.Int("seeds", 1, "run every policy for this many seeds (the scenario's or --seed's, then the next ones) and print means with 95% confidence intervals")
-	file, err := parseInterleaved(fs, args)
+	fs.BoolVar(&o.asJSON, "json", false, "print the comparison as JSON")
+	fs.Uint64Var(&o.seed, "seed", 0, "replace the scenario's seed with `N`")
+	fs.StringVar(&o.only, "policies", "", "run only the comma-separated policies `P,Q,...` (default: all)")
+	fs.BoolVar(&o.force, "progress", false, "draw the progress bar even when stderr is not a terminal")
+	fs.StringVar(&o.outDir, "out", "", "with --seeds: write compare.json and jct.svg (JCT mean and p95 per policy, 95% CIs) into `DIR`")
+	fs.IntVar(&o.nSeeds, "seeds", 1, "run every policy for `N` seeds (the scenario's or --seed's, then the next ones) and print means with 95% confidence intervals")
+	return fs
+}
+
+// cmdCompare runs `inabox compare [FILE]`: the scenario under every policy
+// (or those --policies names), one side-by-side table (or JSON), and a line
+// naming each policy whose run failed (never a made-up number).
+func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
+	file, err := oneFile("compare", args)
 	if err != nil {
 		return err
 	}
-	if *nSeeds < 1 || *nSeeds > 1000 {
-		return usageError{fmt.Sprintf("compare: --seeds %d: must be between 1 and 1000", *nSeeds)}
+	if o.nSeeds < 1 || o.nSeeds > 1000 {
+		return usageError{msg: fmt.Sprintf("compare: --seeds %d: must be between 1 and 1000", o.nSeeds)}
+	}
+	if o.outDir != "" && o.nSeeds < 2 {
+		return usageError{msg: "compare: --out needs --seeds N (N ≥ 2)"}
+	}
+	if err := writableDir(o.outDir); err != nil {
+		return fmt.Errorf("compare: --out %s: %w", o.outDir, err) // before the runs, not after them
 	}
 	s, err := loadScenario(file)
 	if err != nil {
 		return err
 	}
 	want := testbed.Names()
-	if *only != "" {
-		want = strings.Split(*only, ",")
+	if o.only != "" {
+		want = strings.Split(o.only, ",")
 		for _, p := range want {
 			if _, ok := testbed.Lookup(p); !ok {
-				return usageError{fmt.Sprintf("compare: --policies: %q is not a policy (policies: %s; variants: %s)", p, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
+				return usageError{msg: fmt.Sprintf("compare: --policies: %q is not a policy (policies: %s; variants: %s)", p, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
 			}
 		}
 	}
 	var results []*report.Results
-	var failed []string
+	var failed, failedNames []string
 	// Ctrl-C stops the policy running now; the table has the ones done.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
-	if *nSeeds > 1 {
+	if o.nSeeds > 1 {
 		base := s.Seed
-		if *seed != 0 {
-			base = *seed
+		if o.seed != 0 {
+			base = o.seed
 		}
-		return compareSeeds(ctx, s.Name, file, base, *nSeeds, want, *asJSON, *force, *outDir, stdout, stderr)
-	}
-	if *outDir != "" {
-		return usageError{"compare: --out needs --seeds N (N ≥ 2)"}
+		return compareSeeds(ctx, s.Name, file, base, o.nSeeds, want, o.asJSON, o.force, o.outDir, stdout, stderr)
 	}
 	for _, p := range want {
-		prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
-		r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog, Context: ctx})
-		if errors.Is(err, run.ErrInterrupted) {
-			failed = append(failed, fmt.Sprintf("%s: %v", p, err))
-			break
-		}
+		prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, o.force))
+		r, err := run.Run(s, run.Options{Seed: o.seed, Policy: p, Progress: prog, Context: ctx})
 		if err != nil {
 			// A run that failed (wrong sum, unfinished, unsupported
 			// topology) gives no column: its numbers would mislead.
 			failed = append(failed, fmt.Sprintf("%s: %v", p, err))
+			failedNames = append(failedNames, p)
+			if errors.Is(err, run.ErrInterrupted) {
+				break
+			}
 			continue
 		}
 		results = append(results, r)
@@ -83,7 +96,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("compare: %w (failed: %s)", errNoPolicy, strings.Join(failed, "; "))
 	}
 	c := report.Compare(results)
-	if *asJSON {
+	if o.asJSON {
 		if err := c.WriteJSON(stdout); err != nil {
 			return err
 		}
@@ -96,6 +109,10 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(failed) > 0 {
+		if !o.asJSON {
+			// the table's FAILED lines say why; the error does not repeat them
+			return fmt.Errorf("compare: %d of %d policies failed: %s (the FAILED lines on stdout say why)", len(failed), len(failed)+len(results), strings.Join(failedNames, ", "))
+		}
 		return fmt.Errorf("compare: %d of %d policies failed: %s", len(failed), len(failed)+len(results), strings.Join(failed, "; "))
 	}
 	return nil
@@ -106,7 +123,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 func compareSeeds(ctx context.Context, name, file string, base uint64, n int, want []string, asJSON, force bool, outDir string, stdout, stderr io.Writer) error {
 	seeds := make([]uint64, n)
 	runs := make([][]*report.Results, n)
-	var failed []string
+	var failed, failedNames []string
 	total := 0
 	for i := range seeds {
 		seeds[i] = base + uint64(i)
@@ -124,6 +141,7 @@ loop:
 			total++
 			if err != nil {
 				failed = append(failed, fmt.Sprintf("%s seed %d: %v", pol, sd, err))
+				failedNames = append(failedNames, fmt.Sprintf("%s seed %d", pol, sd))
 				if errors.Is(err, run.ErrInterrupted) {
 					break loop
 				}
@@ -148,7 +166,9 @@ loop:
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("compare: %d of %d runs failed: %s", len(failed), total, strings.Join(failed, "; "))
+		// the output lists why (FAILED lines, or JSON's failed); the error
+		// does not repeat it
+		return fmt.Errorf("compare: %d of %d runs failed: %s (the failed runs on stdout say why)", len(failed), total, strings.Join(failedNames, ", "))
 	}
 	return nil
 }

@@ -10,26 +10,20 @@ import (
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
-// cmdDecode prints each frame of a pcap: its RoCEv2 layers, ICRC verdict and
-// INA header, then counts.
-func cmdDecode(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprintln(stdout, "usage: inabox decode FILE.pcap  (each frame's RoCEv2 layers, ICRC verdict and INA header, then counts)")
-		return nil
-	}
+// cmdDecode runs `inabox decode FILE.pcap`: each frame's RoCEv2 layers,
+// ICRC verdict and INA header, then counts.
+func cmdDecode(_ *struct{}, args []string, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
-		return usageError{"decode: want exactly one pcap file"}
+		return usageError{msg: fmt.Sprintf("decode: want exactly one pcap file (got %d)", len(args))}
 	}
 	f, err := os.Open(args[0])
 	if err != nil {
-		return err
+		return fmt.Errorf("decode: %w", err)
 	}
 	defer f.Close()
-	sum, err := rdma.DecodePcap(f, stdout, describeINA)
-	if err != nil {
+	if _, err := rdma.DecodePcap(f, stdout, describeINA); err != nil {
 		return fmt.Errorf("decode %s: %w", args[0], err)
 	}
-	_ = sum
 	return nil
 }
 

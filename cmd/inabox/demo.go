@@ -7,6 +7,7 @@ package main
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -35,6 +36,36 @@ type demoConfig struct {
 // defaultDemo is the demo `inabox demo` runs (its flags change Seed,
 // PcapDir and Messages).
 var defaultDemo = demoConfig{Seed: 1, Messages: 20000, Values: 64}
+
+// demoFlags are the flags of `inabox demo`, bound to cfg (set to
+// defaultDemo).
+func demoFlags(cfg *demoConfig) *flag.FlagSet {
+	*cfg = defaultDemo
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random source")
+	fs.StringVar(&cfg.PcapDir, "pcap", "", "write one pcap per node port into `DIR`")
+	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "RC messages each host sends")
+	return fs
+}
+
+// cmdDemo runs `inabox demo`.
+func cmdDemo(cfg *demoConfig, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usageError{msg: fmt.Sprintf("demo: takes no arguments (got %q)", args[0])}
+	}
+	if cfg.Messages < 1 {
+		return usageError{msg: fmt.Sprintf("demo: --messages = %d: must be ≥ 1", cfg.Messages)}
+	}
+	res, err := runDemo(*cfg)
+	if err != nil {
+		return err
+	}
+	res.Print(stdout)
+	if cfg.PcapDir != "" {
+		fmt.Fprintf(stdout, "\npcap files written to %s\n", cfg.PcapDir)
+	}
+	return nil
+}
 
 // demoResult is what the demo measured.
 type demoResult struct {

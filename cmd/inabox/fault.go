@@ -14,40 +14,23 @@ import (
 	"github.com/inabox/inabox/harness/up/faultctl"
 )
 
-// faultUsage is `inabox fault`'s help text.
-const faultUsage = `usage: inabox fault [--run DIR] [--json] COMMAND [ARGS]
-
-Changes the links of a running 'inabox up' at run time, through the fault
-API of the processes that model them (docs/processes.md). LINK is a
-scenario link (h0, ps0, ...) or all; DIR is up (host→switch), down
-(switch→host) or both.
-
-commands:
-  list                              every link direction: state, rate, delay, MTU,
-                                    impairments, open windows, counters
-  set LINK DIR key=value...         set impairments: loss, duplicate, reorder,
-                                    reorder_delay, corrupt, corrupt_undetected, jitter,
-                                    gilbert_elliott.{p_good_to_bad,p_bad_to_good,loss_good,loss_bad}
-                                    (ge. for short); probabilities in [0, 1], durations as 500us
-  clear LINK DIR                    remove every impairment
-  down LINK [DIR] [for=DURATION]    take the link down (dropping what it holds); for: then up again
-  up LINK [DIR]                     bring it up
-  rate LINK DIR GBPS                the line rate (0: unlimited)
-  delay LINK DIR DURATION           the propagation delay
-  mtu LINK DIR BYTES                the MTU
-  burst LINK DIR KIND VALUE DURATION
-                                    a window that reverts by itself: KIND loss, duplicate,
-                                    reorder, corrupt or corrupt_undetected with a probability,
-                                    delay or jitter with a duration, rate (Gb/s) or mtu (bytes)
-  reset LINK [DIR]                  back to the scenario's configuration
-
-flags:
-`
+// faultDoc is `inabox fault`'s description in help.
+const faultDoc = "Changes the links of a running inabox up at run time, through the fault API of the processes that model them " +
+	"(docs/processes.md), and prints the link directions it touched. " +
+	"COMMAND is one of: list (every direction: state, rate, delay, MTU, impairments, open windows, counters); " +
+	"set LINK DIR key=value... (loss, duplicate, reorder, reorder_delay, corrupt, corrupt_undetected, jitter, " +
+	"gilbert_elliott.p_good_to_bad, .p_bad_to_good, .loss_good, .loss_bad, ge. for short; probabilities in [0, 1], durations as 500us); " +
+	"clear LINK DIR (no impairment); down LINK [DIR] [for=DURATION] (dropping what it holds; for: up again after it); up LINK [DIR]; " +
+	"rate LINK DIR GBPS (0: unlimited); delay LINK DIR DURATION; mtu LINK DIR BYTES; " +
+	"burst LINK DIR KIND VALUE DURATION (a window that reverts by itself: loss, duplicate, reorder, corrupt or corrupt_undetected " +
+	"with a probability, delay or jitter with a duration, rate in Gb/s or mtu in bytes); reset LINK [DIR] (the scenario's configuration). " +
+	"LINK is a scenario link (h0, ps0, ...) or all; DIR is up (host→switch), down (switch→host) or both (the default). " +
+	"The run is --run DIR or the one inabox up running."
 
 // faultFlags is `inabox fault`'s flag set.
 func faultFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("inabox fault", flag.ContinueOnError)
-	fs.String("run", "", "the run's work directory (default: the one inabox up running)")
+	fs.String("run", "", "the run's work directory `DIR` (default: the one inabox up running)")
 	fs.Bool("json", false, "print the link directions as JSON")
 	fs.Duration("timeout", 10*time.Second, "bound on the calls to the processes")
 	return fs
@@ -56,22 +39,13 @@ func faultFlags() *flag.FlagSet {
 // cmdFault is `inabox fault`.
 func cmdFault(args []string, stdout, stderr io.Writer) error {
 	fs := faultFlags()
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, faultUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
+	rest, err := parseArgs("fault", fs, args)
+	if err != nil {
+		return err
 	}
 	get := func(name string) string { return fs.Lookup(name).Value.String() }
-	rest := fs.Args()
 	if len(rest) == 0 {
-		fs.Usage()
-		return usageError{"fault: no command given"}
+		return faultUsage("fault: no command given (list, set, clear, down, up, rate, delay, mtu, burst, reset)")
 	}
 	timeout, _ := time.ParseDuration(get("timeout"))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -103,12 +77,15 @@ func cmdFault(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// faultUsage is a usage error of `inabox fault`.
+func faultUsage(msg string) error { return usageError{msg: msg, cmd: "fault"} }
+
 // faultDo runs one fault command on the run and returns the directions it
 // touched (all of them for list).
 func faultDo(ctx context.Context, ix *faultctl.Index, cmd string, args []string) ([]faultctl.DirState, error) {
 	nargs := func(min, max int, form string) error {
 		if len(args) < min || len(args) > max {
-			return usageError{fmt.Sprintf("fault %s: usage: inabox fault %s %s", cmd, cmd, form)}
+			return faultUsage(fmt.Sprintf("fault %s: usage: inabox fault %s %s", cmd, cmd, form))
 		}
 		return nil
 	}
@@ -126,14 +103,14 @@ func faultDo(ctx context.Context, ix *faultctl.Index, cmd string, args []string)
 	number := func(what, s string) (float64, error) {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return 0, usageError{fmt.Sprintf("fault %s: %s %q: not a number", cmd, what, s)}
+			return 0, faultUsage(fmt.Sprintf("fault %s: %s %q: not a number", cmd, what, s))
 		}
 		return f, nil
 	}
 	duration := func(what, s string) (time.Duration, error) {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return 0, usageError{fmt.Sprintf("fault %s: %s %q: not a duration (e.g. 500us)", cmd, what, s)}
+			return 0, faultUsage(fmt.Sprintf("fault %s: %s %q: not a duration (e.g. 500us)", cmd, what, s))
 		}
 		return d, nil
 	}
@@ -154,7 +131,7 @@ func faultDo(ctx context.Context, ix *faultctl.Index, cmd string, args []string)
 		}
 		p, err := faultctl.ParseImpairments(args[2:])
 		if err != nil {
-			return nil, usageError{"fault set: " + err.Error()}
+			return nil, faultUsage("fault set: " + err.Error())
 		}
 		return each(func(ctx context.Context, c *faultctl.Client, l, d string) ([]faultctl.DirState, error) {
 			return c.SetImpairments(ctx, l, d, p)
@@ -210,7 +187,7 @@ func faultDo(ctx context.Context, ix *faultctl.Index, cmd string, args []string)
 		}
 		m, err := strconv.Atoi(args[2])
 		if err != nil {
-			return nil, usageError{fmt.Sprintf("fault mtu: %q: not a number of bytes", args[2])}
+			return nil, faultUsage(fmt.Sprintf("fault mtu: %q: not a number of bytes", args[2]))
 		}
 		return config(faultctl.ConfigPatch{MTU: &m})
 	case "burst":
@@ -243,5 +220,5 @@ func faultDo(ctx context.Context, ix *faultctl.Index, cmd string, args []string)
 			return c.Reset(ctx, l, d)
 		})
 	}
-	return nil, usageError{fmt.Sprintf("fault: unknown command %q (list, set, clear, down, up, rate, delay, mtu, burst, reset)", cmd)}
+	return nil, faultUsage(fmt.Sprintf("fault: unknown command %q (list, set, clear, down, up, rate, delay, mtu, burst, reset)", cmd))
 }

@@ -1,12 +1,9 @@
 // Command inabox runs in-network aggregation scenarios on the emulator.
 //
-//	inabox run [FILE] [--out DIR] [--pcap DIR] [--seed N] [--policy NAME]   run a scenario (default: the embedded one)
-//	inabox compare [FILE] [--json]                    run a scenario under every policy, one table
-//	inabox demo [--seed N] [--pcap DIR] [--messages N]  the RC demo over a learning switch
-//	inabox decode FILE.pcap                           RoCEv2 layers, ICRC verdict, INA header per frame
-//	inabox up [--seed N] [--policy NAME] [--pcap DIR] [FILE]  the scenario as processes over TAP in namespaces (root)
-//	inabox help                                       this text
-//	inabox version                                    the build's module version and VCS revision
+//	inabox COMMAND [flags] [arguments]
+//
+// `inabox help` lists every command with its arguments, what it does and
+// its flags; `inabox help COMMAND` (or `inabox COMMAND -h`) shows one.
 package main
 
 import (
@@ -25,149 +22,256 @@ import (
 	"github.com/inabox/inabox/harness/up"
 )
 
-// usage is the help text; the policy names come from the registry.
-var usage = strings.ReplaceAll(usageText, "{policies}", strings.Join(testbed.Names(), ", "))
+// command is one inabox command: its name, the synopsis of its arguments,
+// what it does, its flags and how it runs.
+type command struct {
+	name string
+	args string // the positional arguments, e.g. "[FILE]"
+	doc  string // one paragraph
+	// flags returns a new set of the command's flags; help lists them and
+	// run parses the command line with a set from the same constructor.
+	flags func() *flag.FlagSet
+	// run runs the command on its command line (the arguments after its
+	// name). An -h in it returns errHelp.
+	run func(args []string, stdout, stderr io.Writer) error
+}
 
-const usageText = `inabox: in-network aggregation in a box
+// commands is every inabox command, in the order help lists them. A new
+// command is one row here and a file with its flags and its run function.
+var commands []command
 
-usage:
-  inabox run [flags] [FILE]
-                          run a scenario (default: the embedded default.yaml) and
-                          print its summary table
-  inabox compare [--json] [FILE]
-                          run a scenario under every policy; one table with ratios
-                          to ATP and to the best baseline
-  inabox sweep --set PATH=V1,V2,... [--set PATH=V] [--policies P,Q] [--out DIR] [FILE]
-                          run the scenario at each value of one field under each
-                          policy (default atp,freeina), other --set fields fixed;
-                          a --metric (default jct_mean_s) and each gain over ATP;
-                          --out writes sweep.csv and sweep.svg
-  inabox demo [flags]     the RC demo: two hosts over a lossy learning switch
-  inabox decode FILE      print each frame of a pcap: RoCEv2 layers, ICRC verdict, INA header
-  inabox validate [--print] FILE...
-                          check scenario files; every error names the file, line and field
-  inabox up [flags] [FILE]
-                          run a scenario (default: up-multijob.yaml, embedded) in real
-                          time as processes: inaswitch, inaps and one inahost per worker
-                          over TAP and veth in network namespaces (root; needs the three
-                          beside inabox: make bin); removes everything it made, also on
-                          failure
-  inabox fault CMD ...    change a running inabox up's links at run time (inabox fault -h)
-  inabox help             show this text
-  inabox version          the module version and VCS revision of this build
-
-run flags:
-  --out DIR      write results.json, jobs.csv, job-<name>.csv and SVG plots into DIR
-  --pcap DIR     write one pcap file per link into DIR
-  --seed N       replace the scenario's seed
-  --policy NAME  replace the scenario's policy ({policies})
-  --progress     draw the progress bar even when stderr is not a terminal
-
-up flags:
-  --seed N, --policy NAME   as for run
-  --pcap DIR     one pcap per switch TAP (swK.pcap) into DIR
-  --json FILE    the result (jobs, workers, per-iteration checks, counters) as JSON
-  --timeout D    bound on the whole run (default 2m)
-  --batch N      backend batch of every process
-  --keep         keep the work directory (reports, sockets)
-  --clean        only remove namespaces of runs whose orchestrator was killed
-
-demo flags:
-  --seed N       seed of every random source (default 1)
-  --pcap DIR     write one pcap file per node port into DIR
-  --messages N   RC messages each host sends (default 20000)
-`
-
-func main() {
-	if err := runCLI(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "inabox:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+func init() {
+	commands = []command{
+		newCommand("run", "[FILE]", "Runs a scenario (default: the embedded default.yaml) in virtual time and prints a summary per job. "+
+			"Every all-reduce result is checked exactly; Ctrl-C stops the run and prints and writes what was measured, marked incomplete.",
+			runFlags, cmdRun),
+		newCommand("compare", "[FILE]", "Runs a scenario under every policy (or --policies) and prints one table with ratios to ATP and to the best baseline; "+
+			"a policy whose run fails gets no column and is named. --seeds N repeats every run over N seeds and prints means with 95 % confidence intervals.",
+			compareFlags, cmdCompare),
+		newCommand("sweep", "--set PATH=V1,V2,... [FILE]", "Runs a scenario at each value of one field under each of --policies, other --set fields fixed, "+
+			"and prints a --metric and each policy's gain over ATP; --out writes sweep.csv and sweep.svg.",
+			sweepFlags, cmdSweep),
+		newCommand("validate", "FILE...", "Checks each scenario file: unknown keys, types, ranges, model names, fault targets. "+
+			`Prints "FILE: ok" with the scenario's size and cost estimate, or every problem as FILE:LINE: PATH: VALUE: RULE. `+
+			`A valid scenario whose comparisons are suspect (fixed latencies a large share of an all-reduce) gets "FILE: warning: ..." lines.`,
+			validateFlags, cmdValidate),
+		newCommand("demo", "", "The RC demo: two RDMA RC hosts through a learning switch over impaired links (loss, duplication, reordering, "+
+			"corruption, a link flap, a switch crash); prints every link, port and queue-pair counter.",
+			demoFlags, cmdDemo),
+		newCommand("decode", "FILE.pcap", "Prints each frame of a pcap: its RoCEv2 layers, ICRC verdict and INA header, then counts.",
+			noFlags("decode"), cmdDecode),
+		{name: "up", args: "[FILE]", flags: up.FlagSet, run: cmdUp,
+			doc: "Runs a scenario (default: the embedded up-multijob.yaml) in real time as processes: inaswitch, inaps and one inahost per worker " +
+				"over TAP and veth in network namespaces (root; needs the three binaries beside inabox: make bin). " +
+				"Removes everything it made, also on failure."},
+		{name: "fault", args: "COMMAND [ARGS]", flags: faultFlags, run: cmdFault, doc: faultDoc},
+		newCommand("help", "[COMMAND]", "Shows every command with its flags, or one command's.", noFlags("help"), cmdHelp),
+		newCommand("version", "", "Prints the module version and VCS revision of this build.", noFlags("version"), cmdVersion),
 	}
 }
 
-type usageError struct{ msg string }
+// newCommand is the command name whose flags bind to an O (flags makes a
+// new set bound to the O it is given) and which run runs on the parsed O
+// and positional arguments.
+func newCommand[O any](name, args, doc string, flags func(*O) *flag.FlagSet, run func(o *O, args []string, stdout, stderr io.Writer) error) command {
+	return command{name: name, args: args, doc: doc,
+		flags: func() *flag.FlagSet { return flags(new(O)) },
+		run: func(argv []string, stdout, stderr io.Writer) error {
+			o := new(O)
+			pos, err := parseArgs(name, flags(o), argv)
+			if err != nil {
+				return err
+			}
+			return run(o, pos, stdout, stderr)
+		}}
+}
 
-// errHelp is returned by a command whose flags asked for its usage (-h):
-// the usage was printed and the command succeeds.
-var errHelp = errors.New("help requested")
+// noFlags is the flag constructor of a command without flags.
+func noFlags(name string) func(*struct{}) *flag.FlagSet {
+	return func(*struct{}) *flag.FlagSet { return flag.NewFlagSet(name, flag.ContinueOnError) }
+}
 
-func (e usageError) Error() string { return e.msg }
-
-// runCLI runs the command line args (without the program name), writing to
-// stdout and stderr; main and the tests call it.
-func runCLI(args []string, stdout, stderr io.Writer) error {
-	if err := dispatch(args, stdout, stderr); !errors.Is(err, errHelp) {
-		return err
+// lookup is the command called name, or nil.
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
 	}
 	return nil
 }
 
-func dispatch(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return usageError{"no command given"}
+func main() { os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// cli runs the command line args (without the program name) and returns
+// the exit code: 0, 2 for a usage error, 1 for any other. An error is
+// printed once, on stderr, as "inabox: ERROR".
+func cli(args []string, stdout, stderr io.Writer) int {
+	err := runCLI(args, stdout, stderr)
+	if err == nil {
+		return 0
 	}
-	switch args[0] {
-	case "run":
-		return cmdRun(args[1:], stdout, stderr)
-	case "compare":
-		return cmdCompare(args[1:], stdout, stderr)
-	case "sweep":
-		return cmdSweep(args[1:], stdout, stderr)
-	case "demo":
-		return cmdDemo(args[1:], stdout, stderr)
-	case "decode":
-		return cmdDecode(args[1:], stdout, stderr)
-	case "up":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return up.Command(ctx, args[1:], stdout, stderr)
-	case "validate":
-		return cmdValidate(args[1:], stdout, stderr)
-	case "fault":
-		return cmdFault(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	case "version", "--version":
-		fmt.Fprintln(stdout, "inabox", version())
-		return nil
+	fmt.Fprintln(stderr, "inabox:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		if ue.cmd != "" {
+			fmt.Fprintf(stderr, "(inabox help %s: its usage)\n", ue.cmd)
+		} else {
+			fmt.Fprintln(stderr, "(inabox help: every command and its flags)")
+		}
+		return 2
 	}
-	fmt.Fprint(stderr, usage)
-	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+	return 1
 }
 
-func cmdDemo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := defaultDemo
-	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random source")
-	fs.StringVar(&cfg.PcapDir, "pcap", "", "write one pcap per node port into `DIR`")
-	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "RC messages each host sends")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil // -h: the usage was printed
+// usageError is a command line that is wrong (an unknown flag, a missing
+// argument, a value out of range) rather than a run that failed.
+type usageError struct {
+	msg string
+	cmd string // the command whose usage it is, or ""
+}
+
+func (e usageError) Error() string { return e.msg }
+
+// errHelp is returned by a command whose flags asked for its usage (-h).
+var errHelp = errors.New("help requested")
+
+// runCLI runs the command line args (without the program name), writing to
+// stdout and stderr; the returned error is not printed yet.
+func runCLI(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		writeHelp(stderr)
+		return usageError{msg: "no command given"}
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		args = []string{"help"}
+	case "--version":
+		args = []string{"version"}
+	}
+	c := lookup(args[0])
+	if c == nil {
+		return usageError{msg: fmt.Sprintf("unknown command %q (commands: %s)", args[0], strings.Join(commandNames(), ", "))}
+	}
+	err := c.run(args[1:], stdout, stderr)
+	if errors.Is(err, errHelp) {
+		writeCommandHelp(stdout, c)
+		return nil
+	}
+	var ue usageError
+	if errors.As(err, &ue) && ue.cmd == "" {
+		ue.cmd = c.name
+		return ue
+	}
+	return err
+}
+
+func commandNames() []string {
+	var out []string
+	for _, c := range commands {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// parseArgs parses argv with fs, flags and positional arguments in any
+// order ("run x.yaml --seed 2" as well as "run --seed 2 x.yaml"; after
+// "--" everything is positional), and returns the positional arguments.
+// The flag package prints nothing: its error is returned as the usage
+// error of command name, and -h as errHelp.
+func parseArgs(name string, fs *flag.FlagSet, argv []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var pos []string
+	for {
+		if err := fs.Parse(argv); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
+			return nil, usageError{msg: name + ": " + err.Error(), cmd: name}
 		}
-		return usageError{err.Error()}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if n := len(argv) - len(rest); n > 0 && argv[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		argv = rest[1:]
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("demo: takes no arguments (got %q)", fs.Arg(0))}
+}
+
+// oneFile is the scenario file among pos ("" for none) of a command that
+// takes at most one.
+func oneFile(name string, pos []string) (string, error) {
+	switch len(pos) {
+	case 0:
+		return "", nil
+	case 1:
+		return pos[0], nil
 	}
-	if cfg.Messages < 1 {
-		return usageError{fmt.Sprintf("demo: --messages = %d: must be ≥ 1", cfg.Messages)}
-	}
-	res, err := runDemo(cfg)
+	return "", usageError{msg: fmt.Sprintf("%s: one scenario file at most (got %s)", name, strings.Join(pos, ", "))}
+}
+
+// cmdUp runs `inabox up`: its command line is checked here against the same
+// flags (so -h and flag errors behave as every command's), then run by
+// harness/up.
+func cmdUp(args []string, stdout, stderr io.Writer) error {
+	fs := up.FlagSet()
+	pos, err := parseArgs("up", fs, args)
 	if err != nil {
 		return err
 	}
-	res.Print(stdout)
-	if cfg.PcapDir != "" {
-		fmt.Fprintf(stdout, "\npcap files written to %s\n", cfg.PcapDir)
+	clean := fs.Lookup("clean").Value.String() == "true"
+	if len(pos) > 1 && !clean {
+		return usageError{msg: fmt.Sprintf("up: one scenario file at most (got %s)", strings.Join(pos, ", "))}
 	}
+	if p := fs.Lookup("policy").Value.String(); p != "" {
+		if _, ok := testbed.Lookup(p); !ok {
+			return usageError{msg: fmt.Sprintf("up: --policy %q: must be one of %s (variants: %s)", p, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return up.Command(ctx, args, stdout, stderr)
+}
+
+// interruptContext is done at the first Ctrl-C (or SIGTERM), for a run to
+// stop and write what it measured; a second one kills the process at once
+// (a run still building its testbed does not look at the context).
+func interruptContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the default handling again: the next signal ends the process
+	}()
+	return ctx, stop
+}
+
+// cmdHelp runs `inabox help [COMMAND]`.
+func cmdHelp(_ *struct{}, args []string, stdout, stderr io.Writer) error {
+	switch len(args) {
+	case 0:
+		writeHelp(stdout)
+		return nil
+	case 1:
+		c := lookup(args[0])
+		if c == nil {
+			return usageError{msg: fmt.Sprintf("help: unknown command %q (commands: %s)", args[0], strings.Join(commandNames(), ", "))}
+		}
+		writeCommandHelp(stdout, c)
+		return nil
+	}
+	return usageError{msg: fmt.Sprintf("help: one command at most (got %s)", strings.Join(args, ", "))}
+}
+
+// cmdVersion runs `inabox version`.
+func cmdVersion(_ *struct{}, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usageError{msg: fmt.Sprintf("version: takes no arguments (got %q)", args[0])}
+	}
+	fmt.Fprintln(stdout, "inabox", version())
 	return nil
 }
 

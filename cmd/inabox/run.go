@@ -1,15 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
@@ -42,32 +40,6 @@ func writableDir(dir string) error {
 	return os.Remove(f.Name())
 }
 
-// parseInterleaved parses flags and at most one positional argument, in any
-// order ("run x.yaml --seed 2" as well as "run --seed 2 x.yaml").
-func parseInterleaved(fs *flag.FlagSet, args []string) (string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return "", errHelp
-			}
-			return "", usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(pos) > 1 {
-		return "", usageError{fmt.Sprintf("%s: one scenario file at most (got %s)", fs.Name(), strings.Join(pos, ", "))}
-	}
-	if len(pos) == 1 {
-		return pos[0], nil
-	}
-	return "", nil
-}
-
 // progressEnabled: a bar on stderr when it is a terminal, or when forced.
 func progressEnabled(stderr io.Writer, force bool) bool {
 	if force {
@@ -77,26 +49,41 @@ func progressEnabled(stderr io.Writer, force bool) bool {
 	return ok && report.IsTerminal(f)
 }
 
-// cmdRun implements `inabox run [FILE]`.
-func cmdRun(args []string, stdout, stderr io.Writer) error {
+// runOpts are the flags of `inabox run`.
+type runOpts struct {
+	out, pcap, policy string
+	seed              uint64
+	seedSet, force    bool
+}
+
+// runFlags are the flags of `inabox run`, bound to o.
+func runFlags(o *runOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("out", "", "write results.json, CSV and SVG plots into `DIR`")
-	pcap := fs.String("pcap", "", "write one pcap per link into `DIR`")
-	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
-	policy := fs.String("policy", "", "replace the scenario's policy: "+strings.Join(testbed.Names(), ", ")+" (variants: "+strings.Join(testbed.Variants(), ", ")+")")
-	force := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
-	file, err := parseInterleaved(fs, args)
+	fs.StringVar(&o.out, "out", "", "write results.json, CSV and SVG plots into `DIR`")
+	fs.StringVar(&o.pcap, "pcap", "", "write one pcap per link into `DIR`")
+	fs.Func("seed", "replace the scenario's seed with `N` (≥ 1)", func(v string) error {
+		n, err := strconv.ParseUint(v, 0, 64)
+		o.seed, o.seedSet = n, true
+		return err
+	})
+	fs.StringVar(&o.policy, "policy", "", "replace the scenario's policy with `NAME`: "+strings.Join(testbed.Names(), ", ")+" (variants: "+strings.Join(testbed.Variants(), ", ")+")")
+	fs.BoolVar(&o.force, "progress", false, "draw the progress bar even when stderr is not a terminal")
+	return fs
+}
+
+// cmdRun runs `inabox run [FILE]`.
+func cmdRun(o *runOpts, args []string, stdout, stderr io.Writer) error {
+	file, err := oneFile("run", args)
 	if err != nil {
 		return err
 	}
-	if _, ok := testbed.Lookup(*policy); *policy != "" && !ok {
-		return usageError{fmt.Sprintf("run: --policy %q: must be one of %s (variants: %s)", *policy, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
+	if _, ok := testbed.Lookup(o.policy); o.policy != "" && !ok {
+		return usageError{msg: fmt.Sprintf("run: --policy %q: must be one of %s (variants: %s)", o.policy, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
 	}
-	if *seed == 0 && flagSet(fs, "seed") {
-		return usageError{"run: --seed 0: must be ≥ 1"}
+	if o.seed == 0 && o.seedSet {
+		return usageError{msg: "run: --seed 0: must be ≥ 1"}
 	}
-	for _, d := range []struct{ flag, dir string }{{"--out", *out}, {"--pcap", *pcap}} {
+	for _, d := range []struct{ flag, dir string }{{"--out", o.out}, {"--pcap", o.pcap}} {
 		if err := writableDir(d.dir); err != nil {
 			return fmt.Errorf("run: %s %s: %w", d.flag, d.dir, err) // before the run, not after it
 		}
@@ -106,15 +93,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	p := s.Policy
-	if *policy != "" {
-		p = *policy
+	if o.policy != "" {
+		p = o.policy
 	}
-	prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, *force))
+	prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, o.force))
 	// Ctrl-C stops the run: what was measured so far is printed and
 	// written, marked incomplete.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
-	res, err := run.Run(s, run.Options{Seed: *seed, Policy: *policy, PcapDir: *pcap, Progress: prog, Context: ctx})
+	res, err := run.Run(s, run.Options{Seed: o.seed, Policy: o.policy, PcapDir: o.pcap, Progress: prog, Context: ctx})
 	if res == nil {
 		return err
 	}
@@ -125,27 +112,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, "\nINCOMPLETE: the results above are partial")
 		}
 	}()
-	if *out != "" {
-		files, werr := report.WriteOutputs(*out, res)
+	if o.out != "" {
+		files, werr := report.WriteOutputs(o.out, res)
 		if werr != nil {
 			return werr
 		}
-		fmt.Fprintf(stdout, "\nwrote %d files to %s\n", len(files), *out)
+		fmt.Fprintf(stdout, "\nwrote %d files to %s\n", len(files), o.out)
 	}
-	if *pcap != "" {
-		fmt.Fprintf(stdout, "pcap files written to %s\n", *pcap)
+	if o.pcap != "" {
+		fmt.Fprintf(stdout, "pcap files written to %s\n", o.pcap)
 	}
 	return err
-}
-
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
 }
 
 var errNoPolicy = errors.New("no policy of the scenario can run")

@@ -174,4 +174,8 @@ func TestCompare(t *testing.T) {
 		!strings.Contains(out.String(), "FAILED (no column): freeina") || !strings.Contains(out.String(), "atp") {
 		t.Errorf("error %v\n%s", err, out.String())
 	}
+	// the error names the policy; the reason is printed once, in the table
+	if _, why, _ := strings.Cut(out.String(), "FAILED (no column): freeina: "); err != nil && strings.Contains(err.Error(), strings.TrimSpace(why)) {
+		t.Errorf("the error repeats the FAILED line: %v", err)
+	}
 }

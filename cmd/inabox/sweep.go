@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"errors"
 	"flag"
@@ -9,11 +8,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/inabox/inabox/harness/report"
@@ -29,19 +26,30 @@ type sweepPoint struct {
 	r      *report.Results
 }
 
-func cmdSweep(args []string, stdout, stderr io.Writer) error {
+// sweepOpts are the flags of `inabox sweep`.
+type sweepOpts struct {
+	sets                 []string
+	only, out, metricKey string
+	seed                 uint64
+}
+
+// sweepFlags are the flags of `inabox sweep`, bound to o.
+func sweepFlags(o *sweepOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var sets []string
-	fs.Func("set", "`PATH=V1,V2,...`: the scenario field to sweep and its values; repeat with PATH=V to fix other fields", func(v string) error {
-		sets = append(sets, v)
+	fs.Func("set", "the scenario field to sweep and its values as `PATH=V1,V2,...`; repeat with PATH=V to fix other fields", func(v string) error {
+		o.sets = append(o.sets, v)
 		return nil
 	})
-	only := fs.String("policies", "atp,freeina", "comma-separated policies to run at each value")
-	out := fs.String("out", "", "write sweep.csv and sweep.svg into `DIR`")
-	seed := fs.Uint64("seed", 0, "replace the scenario's seed")
-	metricKey := fs.String("metric", "jct_mean_s", "the compare metric to tabulate and plot (a results.json summary key, e.g. agg_throughput_eps)")
-	file, err := parseInterleaved(fs, args)
+	fs.StringVar(&o.only, "policies", "atp,freeina", "run the comma-separated policies `P,Q,...` at each value")
+	fs.StringVar(&o.out, "out", "", "write sweep.csv and sweep.svg into `DIR`")
+	fs.Uint64Var(&o.seed, "seed", 0, "replace the scenario's seed with `N`")
+	fs.StringVar(&o.metricKey, "metric", "jct_mean_s", "tabulate and plot the compare metric `KEY`, a results.json summary key (e.g. agg_throughput_eps)")
+	return fs
+}
+
+// cmdSweep runs `inabox sweep --set PATH=V1,V2,... [FILE]`.
+func cmdSweep(o *sweepOpts, args []string, stdout, stderr io.Writer) error {
+	file, err := oneFile("sweep", args)
 	if err != nil {
 		return err
 	}
@@ -49,20 +57,20 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	var keys []string
 	for _, cm := range report.CompareMetrics {
 		keys = append(keys, cm.Key)
-		if cm.Key == *metricKey {
+		if cm.Key == o.metricKey {
 			m = cm
 		}
 	}
 	if m.Get == nil || m.Better == "" {
-		return usageError{fmt.Sprintf("sweep: --metric %q: not a compare metric with a better direction (%s)", *metricKey, strings.Join(keys, ", "))}
+		return usageError{msg: fmt.Sprintf("sweep: --metric %q: not a compare metric with a better direction (%s)", o.metricKey, strings.Join(keys, ", "))}
 	}
 	var field string
 	var values []string
 	var fixed [][2]string
-	for _, set := range sets {
+	for _, set := range o.sets {
 		f, list, ok := strings.Cut(set, "=")
 		if !ok || f == "" || list == "" {
-			return usageError{fmt.Sprintf("sweep: --set %q: want PATH=V1,V2,... (e.g. topology.software_stack.gbps=100,46,30)", set)}
+			return usageError{msg: fmt.Sprintf("sweep: --set %q: want PATH=V1,V2,... (e.g. topology.software_stack.gbps=100,46,30)", set)}
 		}
 		vs := strings.Split(list, ",")
 		if len(vs) == 1 {
@@ -70,24 +78,24 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		if field != "" {
-			return usageError{fmt.Sprintf("sweep: --set %s and %s both have several values: sweep one field", field, f)}
+			return usageError{msg: fmt.Sprintf("sweep: --set %s and %s both have several values: sweep one field", field, f)}
 		}
 		field, values = f, vs
 	}
 	if field == "" {
 		if len(fixed) == 0 {
-			return usageError{"sweep: --set PATH=V1,V2,... is required (e.g. topology.software_stack.gbps=100,46,30)"}
+			return usageError{msg: "sweep: --set PATH=V1,V2,... is required (e.g. topology.software_stack.gbps=100,46,30)"}
 		}
 		// One value only: a sweep of one point.
 		field, values, fixed = fixed[len(fixed)-1][0], []string{fixed[len(fixed)-1][1]}, fixed[:len(fixed)-1]
 	}
-	policies := strings.Split(*only, ",")
+	policies := strings.Split(o.only, ",")
 	for _, p := range policies {
 		if _, ok := testbed.Lookup(p); !ok {
-			return usageError{fmt.Sprintf("sweep: --policies: %q is not a policy (policies: %s; variants: %s)", p, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
+			return usageError{msg: fmt.Sprintf("sweep: --policies: %q is not a policy (policies: %s; variants: %s)", p, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))}
 		}
 	}
-	if err := writableDir(*out); err != nil {
+	if err := writableDir(o.out); err != nil {
 		return fmt.Errorf("sweep: --out: %w", err)
 	}
 	src, err := scenario.Source(file)
@@ -96,7 +104,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, f := range fixed {
 		if src, err = scenario.Override(src, f[0], f[1]); err != nil {
-			return usageError{"sweep: --" + err.Error()}
+			return usageError{msg: "sweep: --" + err.Error()}
 		}
 	}
 	name := file
@@ -108,7 +116,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	for _, v := range values {
 		data, err := scenario.Override(src, field, v)
 		if err != nil {
-			return usageError{"sweep: --" + err.Error()}
+			return usageError{msg: "sweep: --" + err.Error()}
 		}
 		s, err := scenario.Parse(name, data, scenario.DefaultModels())
 		if err != nil {
@@ -116,14 +124,14 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		}
 		scens = append(scens, s)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	var pts []sweepPoint
-	var failed []string
+	var failed, failedNames []string
 	for i, s := range scens {
 		for _, p := range policies {
 			prog := report.NewProgress(stderr, fmt.Sprintf("%s=%s/%s", field, values[i], p), progressEnabled(stderr, false))
-			r, err := run.Run(s, run.Options{Seed: *seed, Policy: p, Progress: prog, Context: ctx})
+			r, err := run.Run(s, run.Options{Seed: o.seed, Policy: p, Progress: prog, Context: ctx})
 			if errors.Is(err, run.ErrInterrupted) {
 				return fmt.Errorf("sweep: %s=%s: %s: %w", field, values[i], p, err)
 			}
@@ -131,6 +139,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 				// A run that failed (unfinished, a wrong sum) gives no
 				// point: its numbers would mislead. The others go on.
 				failed = append(failed, fmt.Sprintf("%s=%s: %s: %v", field, values[i], p, err))
+				failedNames = append(failedNames, fmt.Sprintf("%s=%s: %s", field, values[i], p))
 				continue
 			}
 			pts = append(pts, sweepPoint{value: values[i], policy: p, r: r})
@@ -145,16 +154,18 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	for _, f := range failed {
 		fmt.Fprintf(stdout, "FAILED (no point): %s\n", f)
 	}
-	if *out != "" {
-		if err := writeSweepCSV(filepath.Join(*out, "sweep.csv"), m, field, pts, ref, hasRef); err != nil {
+	if o.out != "" {
+		if err := writeSweepCSV(filepath.Join(o.out, "sweep.csv"), m, field, pts, ref, hasRef); err != nil {
 			return err
 		}
-		if err := writeSweepSVG(filepath.Join(*out, "sweep.svg"), m, scens[0].Name, field, values, policies, pts, ref, hasRef); err != nil {
+		if err := writeSweepSVG(filepath.Join(o.out, "sweep.svg"), m, scens[0].Name, field, values, policies, pts, ref, hasRef); err != nil {
 			return err
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("sweep: %d of %d runs failed: %s", len(failed), len(values)*len(policies), strings.Join(failed, "; "))
+		// the FAILED lines of the output say why; the error does not
+		// repeat them
+		return fmt.Errorf("sweep: %d of %d runs failed: %s (the FAILED lines on stdout say why)", len(failed), len(values)*len(policies), strings.Join(failedNames, ", "))
 	}
 	return nil
 }

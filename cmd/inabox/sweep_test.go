@@ -63,6 +63,9 @@ func TestSweepFailedPoint(t *testing.T) {
 	if !strings.Contains(out.String(), "FAILED (no point): time_limit=200ms: freeina") {
 		t.Errorf("the failure is not listed:\n%s", out.String())
 	}
+	if _, why, _ := strings.Cut(out.String(), "FAILED (no point): time_limit=200ms: freeina: "); strings.Contains(err.Error(), strings.TrimSpace(why)) {
+		t.Errorf("the error repeats the FAILED line: %v", err)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "sweep.csv"))
 	if err != nil || strings.Count(string(b), "\n") != 2 || !strings.Contains(string(b), "60s,freeina,") {
 		t.Errorf("sweep.csv (%v):\n%s\nwant the header and the 60s row", err, b)

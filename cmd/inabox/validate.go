@@ -13,35 +13,21 @@ import (
 	"github.com/inabox/inabox/harness/scenario"
 )
 
-const validateUsage = `usage: inabox validate [--print] FILE.yaml...
-
-Checks each scenario file: unknown keys, types, ranges, model names, fault
-targets. Prints "FILE: ok" with the scenario's size and cost estimate, or
-every problem as FILE:LINE: PATH: VALUE: RULE. A valid scenario whose
-comparisons are suspect (fixed latencies a large share of an all-reduce)
-gets "FILE: warning: ..." lines. --print also writes the scenario with every
-default filled in.
-`
-
-// cmdValidate implements `inabox validate`.
-func cmdValidate(args []string, stdout, stderr io.Writer) error {
+// validateFlags are the flags of `inabox validate`, bound to print.
+func validateFlags(print *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, validateUsage) }
-	printScenario := fs.Bool("print", false, "print each valid scenario with its defaults filled in")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil // -h: the usage was printed
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return usageError{"validate: no scenario file given"}
+	fs.BoolVar(print, "print", false, "print each valid scenario with its defaults filled in")
+	return fs
+}
+
+// cmdValidate runs `inabox validate FILE...`.
+func cmdValidate(printScenario *bool, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{msg: "validate: no scenario file given"}
 	}
 	models := scenario.DefaultModels()
 	bad := 0
-	for _, file := range fs.Args() {
+	for _, file := range args {
 		s, err := scenario.Load(file)
 		if err != nil {
 			bad++
@@ -97,7 +83,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("validate: %d of %d scenario files invalid", bad, fs.NArg())
+		return fmt.Errorf("validate: %d of %d scenario files invalid", bad, len(args))
 	}
 	return nil
 }

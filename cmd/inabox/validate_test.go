@@ -31,13 +31,13 @@ func TestValidate(t *testing.T) {
 		{"invalid", []string{good, bad}, false, []string{"good.yaml: ok"}, []string{"bad.yaml:3: jobs[0].gpus: unknown field"}, false},
 		{"invalid fields", []string{bad + "x"}, false, nil, []string{"no such file"}, false},
 		{"shipped invalid", []string{"../../testdata/scenarios/invalid/bad-workers.yaml"}, false, nil, []string{"bad-workers.yaml:7: jobs[1].workers: 0: must be between 1 and 32"}, false},
-		{"no file", nil, false, nil, []string{"usage: inabox validate"}, true},
+		{"no file", nil, false, nil, []string{"validate: no scenario file given"}, true},
 		{"bad flag", []string{"--bogus"}, false, nil, []string{"flag provided but not defined"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			err := cmdValidate(c.args, &out, &errb)
+			err := runCLI(append([]string{"validate"}, c.args...), &out, &errb)
 			if (err == nil) != c.ok {
 				t.Fatalf("error %v, want ok=%v\nstderr: %s", err, c.ok, errb.String())
 			}
@@ -50,23 +50,27 @@ func TestValidate(t *testing.T) {
 					t.Errorf("stdout lacks %q:\n%s", w, out.String())
 				}
 			}
+			stderr := errb.String()
+			if err != nil {
+				stderr += "inabox: " + err.Error() + "\n" // as cli prints it
+			}
 			for _, w := range c.errs {
-				if !strings.Contains(errb.String(), w) {
-					t.Errorf("stderr lacks %q:\n%s", w, errb.String())
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
 				}
 			}
 		})
 	}
 	// A bad file reports every problem.
 	var out, errb bytes.Buffer
-	cmdValidate([]string{bad}, &out, &errb)
+	runCLI([]string{"validate", bad}, &out, &errb)
 	if n := strings.Count(errb.String(), "bad.yaml:"); n != 1 {
 		// Unknown keys stop decoding: one error. Fix it and the rest show.
 		t.Errorf("%d errors:\n%s", n, errb.String())
 	}
 	os.WriteFile(bad, []byte("policy: nope\njobs:\n  - {name: a, model: vgg16, workers: 0, iterations: 2}\n"), 0o644)
 	errb.Reset()
-	cmdValidate([]string{bad}, &out, &errb)
+	runCLI([]string{"validate", bad}, &out, &errb)
 	if !strings.Contains(errb.String(), `bad.yaml:1: policy: "nope": must be one of`) || !strings.Contains(errb.String(), "bad.yaml:3: jobs[0].workers: 0: must be between 1 and 32") {
 		t.Errorf("stderr:\n%s", errb.String())
 	}

@@ -26,7 +26,22 @@ type Chart struct {
 	// Straight draws lines point to point with a marker at each point (a
 	// sweep), not as steps.
 	Straight bool
+	// Marks are events drawn as labelled vertical lines (the faults that
+	// fired, on a time axis).
+	Marks []Mark
 }
+
+// Mark is an event at X, named Label.
+type Mark struct {
+	X     float64
+	Label string
+}
+
+// markColor is the marks' colour: a dark red apart from the palette.
+const markColor = "#b22222"
+
+// markRows is how many rows of labels the marks use.
+const markRows = 4
 
 // Line is one named series.
 type Line struct {
@@ -122,6 +137,32 @@ func (c Chart) WriteSVG(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, `<path d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`+"\n", d, palette[i%len(palette)], dash, esc(l.Name))
 	}
+	// Marks.
+	if len(c.Marks) > 0 {
+		bw.WriteString(`<g font-size="` + strconv.Itoa(tks-2) + `" fill="` + markColor + `">` + "\n")
+		// A label goes in the first of markRows rows where it clears the
+		// previous label (about 6 units per character at this size).
+		var rowEnd [markRows]float64
+		for i, m := range c.Marks {
+			if math.IsNaN(m.X) || m.X < xmin || m.X > xmax {
+				continue
+			}
+			x := sx(m.X)
+			fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-dasharray="2 3"><title>%s</title></line>`+"\n",
+				x, padT, x, padT+plotH, markColor, esc(m.Label))
+			label := shortMark(m.Label)
+			row := i % markRows
+			for r := range rowEnd {
+				if x+3 >= rowEnd[r] {
+					row = r
+					break
+				}
+			}
+			rowEnd[row] = x + 3 + 6*float64(len(label)) + 4
+			fmt.Fprintf(bw, `<text x="%.1f" y="%d">%s</text>`+"\n", x+3, padT+12+12*row, esc(label))
+		}
+		bw.WriteString("</g>\n")
+	}
 	// Legend.
 	bw.WriteString(`<g font-size="` + strconv.Itoa(tks) + `">` + "\n")
 	lx := padL + plotW + 20
@@ -140,6 +181,23 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	}
 	bw.WriteString("</g>\n</svg>\n")
 	return bw.Flush()
+}
+
+// shortMark is a mark's label above the plot: its first word (the full
+// label is the line's tooltip).
+func shortMark(label string) string {
+	w, _, _ := strings.Cut(label, " ")
+	return w
+}
+
+// FaultMarks are the marks of the faults that fired: kind and target at
+// their time.
+func FaultMarks(fs []FaultRecord) []Mark {
+	ms := make([]Mark, len(fs))
+	for i, f := range fs {
+		ms[i] = Mark{X: float64(f.At), Label: strings.TrimSuffix(faultsText(fs[i:i+1]), ";")}
+	}
+	return ms
 }
 
 // svgOpen writes a chart's SVG header, white background and title.
@@ -279,7 +337,7 @@ func JCTChart(rs ...*Results) Chart {
 // as a percentage of the switch's slots, and all of them together (dashed).
 func MemoryChart(r *Results) Chart {
 	c := Chart{Title: fmt.Sprintf("Switch memory reserved — %s (%s), %d slots", r.Scenario, r.Policy, r.Memory.TotalSlots),
-		XLabel: "virtual time (s)", YLabel: "reserved slots (% of switch memory)", XMax: float64(r.End)}
+		XLabel: "virtual time (s)", YLabel: "reserved slots (% of switch memory)", XMax: float64(r.End), Marks: FaultMarks(r.Faults)}
 	total := float64(r.Memory.TotalSlots)
 	if total <= 0 {
 		total = 1
@@ -310,7 +368,7 @@ func MemoryChart(r *Results) Chart {
 // jobs together (dashed).
 func ThroughputChart(r *Results) Chart {
 	c := Chart{Title: fmt.Sprintf("Aggregation throughput — %s (%s)", r.Scenario, r.Policy),
-		XLabel: "virtual time (s)", YLabel: "aggregated elements per second", XMax: float64(r.End)}
+		XLabel: "virtual time (s)", YLabel: "aggregated elements per second", XMax: float64(r.End), Marks: FaultMarks(r.Faults)}
 	for _, j := range r.Jobs {
 		c.Lines = append(c.Lines, Line{Name: j.Name, Points: j.Throughput})
 	}

@@ -207,12 +207,18 @@ func faultsText(fs []FaultRecord) string {
 		if f.Target != "" {
 			p += " " + f.Target
 		}
+		if f.Direction != "" && f.Direction != "both" {
+			p += " (" + f.Direction + ")"
+		}
 		p += " at " + FormatSeconds(f.At)
 		if f.Duration > 0 {
 			p += " for " + FormatSeconds(f.Duration)
 		}
 		if f.LoseState {
 			p += " (state lost)"
+		}
+		if f.When != "" {
+			p += " (after " + f.When + ")"
 		}
 		parts[i] = p
 	}

@@ -262,3 +262,31 @@ func TestProgress(t *testing.T) {
 	}
 	f.Close()
 }
+
+// TestFaultMarks: the faults that fired are drawn on the time plots, each a
+// line at its time with its kind above and its full description as the
+// tooltip; a run without faults draws none.
+func TestFaultMarks(t *testing.T) {
+	r := &Results{Scenario: "s", Policy: "p", End: 2, Throughput: []Point{{X: 0, Y: 1}, {X: 2, Y: 1}}, Faults: []FaultRecord{
+		{At: 0.5, Kind: "loss_burst", Target: "h0", Duration: 0.1, Direction: "up", When: "job a's first packet"},
+		{At: 1.5, Kind: "switch_reboot"}}}
+	var b strings.Builder
+	if err := ThroughputChart(r).WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	for _, want := range []string{">loss_burst</text>", ">switch_reboot</text>",
+		"<title>loss_burst h0 (up) at 500 ms for 100 ms (after job a&#39;s first packet)</title>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("no %q in the plot", want)
+		}
+	}
+	r.Faults = nil
+	b.Reset()
+	if err := MemoryChart(r).WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "stroke-dasharray=\"2 3\"") {
+		t.Error("marks without faults")
+	}
+}

@@ -123,6 +123,11 @@ type FaultRecord struct {
 	Duration  Num     `json:"duration_s"`
 	Value     float64 `json:"value,omitempty"`
 	LoseState bool    `json:"lose_state,omitempty"`
+	// Direction is the link direction (up: toward the switch, down: from
+	// it) of a link fault on one direction only.
+	Direction string `json:"direction,omitempty"`
+	// When is the event the fault was timed from, if any.
+	When string `json:"when,omitempty"`
 }
 
 // Summary aggregates over jobs. Undefined values (no data) are null.

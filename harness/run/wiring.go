@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,8 +15,9 @@ import (
 	"github.com/inabox/inabox/harness/testbed"
 )
 
-// impairments sets the scenario's impairments on both directions of every
-// link they name ("all": every host's and PS's link, in name order).
+// impairments sets the scenario's impairments on the directions of every
+// link they name ("all": every host's and PS's link, in name order), and
+// starts the flapping ones.
 func (r *runner) impairments() error {
 	// "all" first, so that a link's own entry wins wherever it is listed
 	// (as in scenario.LinkConfig).
@@ -27,9 +29,9 @@ func (r *runner) impairments() error {
 		return 1
 	}
 	slices.SortStableFunc(ims, func(a, b scenario.LinkImpairment) int { return rank(a) - rank(b) })
+	flaps := map[*emu.Link]map[emu.Dir]*scenario.Flap{}
 	for _, im := range ims {
-		e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(),
-			Corrupt: im.Corrupt, CorruptUndetected: im.CorruptUndetected}
+		e := im.Emu()
 		var links []*emu.Link
 		if im.Link == "all" {
 			for _, h := range r.sortedHosts() {
@@ -43,16 +45,58 @@ func (r *runner) impairments() error {
 			links = r.hostLinks[im.Link]
 		}
 		for _, l := range links {
-			for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
+			for _, d := range r.dirs(l, im.Direction) {
 				c := l.Config(d)
 				c.Impairments, c.Jitter = e, im.Jitter.D()
 				if err := l.SetConfig(d, c); err != nil {
 					return err
 				}
+				if flaps[l] == nil {
+					flaps[l] = map[emu.Dir]*scenario.Flap{}
+				}
+				flaps[l][d] = im.Flap // the entry that wins, as for the rest
 			}
 		}
 	}
+	for _, l := range r.tb.Net.Links() { // in the network's order: deterministic
+		byDir := flaps[l]
+		if byDir == nil {
+			continue
+		}
+		a, b := byDir[emu.AtoB], byDir[emu.BtoA]
+		var err error
+		switch {
+		case a != nil && a == b:
+			err = r.tb.Net.Flap(0, r.s.TimeLimit.D(), l, a.MeanUp.D(), a.MeanDown.D())
+		default:
+			for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
+				if f := byDir[d]; f != nil && err == nil {
+					err = r.tb.Net.Flap(0, r.s.TimeLimit.D(), l, f.MeanUp.D(), f.MeanDown.D(), d)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// dirs are the emulator directions of link l that dir names (both for ""
+// or both; up: toward the switch; down: from it).
+func (r *runner) dirs(l *emu.Link, dir string) []emu.Dir {
+	_, b := l.Ends()
+	up, down := emu.AtoB, emu.BtoA
+	if b.Node != testbed.SwitchNode {
+		up, down = emu.BtoA, emu.AtoB
+	}
+	switch dir {
+	case scenario.DirUp:
+		return []emu.Dir{up}
+	case scenario.DirDown:
+		return []emu.Dir{down}
+	}
+	return []emu.Dir{emu.AtoB, emu.BtoA}
 }
 
 // workersOn is the number of workers on host h.
@@ -78,33 +122,77 @@ func (r *runner) sortedHosts() []string {
 	return hs
 }
 
-// faults schedules the scenario's faults at their virtual times: link
-// faults on every link of the target, crashes on every node of the target.
+// faults schedules the scenario's faults: at their run times, or when
+// the events they are timed from happen (watch). Link faults act on every
+// link of the target, crashes on every node of the target.
 func (r *runner) faults() error {
-	n := r.tb.Net
+	var timed []timedFault
 	for i, f := range r.s.Faults {
-		at, dur := f.At.D(), f.Duration.D()
+		sched, err := r.faultAt(i, f)
+		if err != nil {
+			return fmt.Errorf("%s: faults[%d]: %w", r.s.File(), i, err)
+		}
+		if f.When == nil {
+			if err := sched(f.At.D()); err != nil {
+				return fmt.Errorf("%s: faults[%d]: %w", r.s.File(), i, err)
+			}
+			continue
+		}
+		timed = append(timed, timedFault{i: i, when: f.When, delay: f.At.D(), sched: sched})
+	}
+	if len(timed) > 0 {
+		r.watch(timed)
+	}
+	return nil
+}
+
+// faultAt returns the function that schedules fault i (f) at run time at.
+// It checks what it can at once, so that a trigger cannot fail later.
+func (r *runner) faultAt(i int, f scenario.Fault) (func(at time.Duration) error, error) {
+	n := r.tb.Net
+	dur := f.Duration.D()
+	record := func(at time.Duration) {
 		rec := report.FaultRecord{At: report.Num(at.Seconds()), Kind: f.Kind, Target: f.Target, Duration: report.Num(dur.Seconds()),
-			Value: f.Value, LoseState: f.LoseState}
+			Value: f.Value, LoseState: f.LoseState, Direction: f.Direction}
+		if f.When != nil {
+			rec.When = f.When.String()
+		}
 		n.At(at, func() { r.col.Fault(rec) }) // recorded when (if) it fires
-		var err error
-		switch f.Kind {
-		case scenario.FaultSwitchReboot:
-			if err = n.Crash(at, testbed.SwitchNode); err == nil {
-				err = n.Restart(at+dur, testbed.SwitchNode)
+	}
+	switch f.Kind {
+	case scenario.FaultSwitchReboot:
+		return func(at time.Duration) error {
+			record(at)
+			if err := n.Crash(at, testbed.SwitchNode); err != nil {
+				return err
 			}
-		case scenario.FaultNodeCrash:
-			restart := n.Resume
-			if f.LoseState {
-				restart = n.Restart
+			return n.Restart(at+dur, testbed.SwitchNode)
+		}, nil
+	case scenario.FaultSwitchCrash:
+		return func(at time.Duration) error {
+			record(at)
+			if err := n.Crash(at, testbed.SwitchNode); err != nil {
+				return err
 			}
+			n.At(at, func() {
+				r.fatal = fmt.Errorf("the switch crashed at %v and does not restart (faults[%d]): no job can finish", at, i)
+			})
+			return nil
+		}, nil
+	case scenario.FaultNodeCrash:
+		restart := n.Resume
+		if f.LoseState {
+			restart = n.Restart
+		}
+		return func(at time.Duration) error {
+			record(at)
 			for _, node := range r.hostNodes[f.Target] {
-				if err = n.Crash(at, node); err != nil {
-					break
+				if err := n.Crash(at, node); err != nil {
+					return err
 				}
 				if dur > 0 {
-					if err = restart(at+dur, node); err != nil {
-						break
+					if err := restart(at+dur, node); err != nil {
+						return err
 					}
 				} else if !r.tb.Idle(node) {
 					// It never comes back: the run cannot finish.
@@ -114,37 +202,58 @@ func (r *runner) faults() error {
 					})
 				}
 			}
-		default:
-			for _, l := range r.hostLinks[f.Target] {
-				switch f.Kind {
-				case scenario.FaultLinkDown:
-					n.LinkDown(at, l)
-					if dur > 0 {
-						n.LinkUp(at+dur, l)
-					}
-				case scenario.FaultLinkUp:
-					n.LinkUp(at, l)
-				case scenario.FaultLossBurst:
-					err = n.LossBurst(at, dur, l, f.Value)
-				case scenario.FaultDupBurst:
-					err = n.DuplicateBurst(at, dur, l, f.Value)
-				case scenario.FaultReorderBurst:
-					err = n.ReorderBurst(at, dur, l, f.Value)
-				case scenario.FaultCorrupt:
-					err = n.CorruptWindow(at, dur, l, f.Value)
-				case scenario.FaultDelaySpike:
-					err = n.DelaySpike(at, dur, l, time.Duration(f.Value*float64(time.Microsecond)))
-				}
-				if err != nil {
-					break
-				}
+			return nil
+		}, nil
+	}
+	var o emu.Overlay
+	var change func(*emu.LinkConfig)
+	switch f.Kind {
+	case scenario.FaultLossBurst:
+		o.Loss = f.Value
+	case scenario.FaultDupBurst:
+		o.Duplicate = f.Value
+	case scenario.FaultReorderBurst:
+		o.Reorder = f.Value
+	case scenario.FaultCorrupt:
+		o.Corrupt = f.Value
+	case scenario.FaultCorruptUndetected:
+		o.CorruptUndetected = f.Value
+	case scenario.FaultDelaySpike:
+		o.Delay = time.Duration(f.Value * float64(time.Microsecond))
+	case scenario.FaultJitterBurst:
+		o.Jitter = time.Duration(f.Value * float64(time.Microsecond))
+	case scenario.FaultRateChange:
+		bps := int64(math.Round(f.Value * 1e9 * r.s.Scaling.RateScale))
+		change = func(c *emu.LinkConfig) { c.BitsPerSecond = bps }
+	case scenario.FaultMTUChange:
+		mtu := int(f.Value)
+		change = func(c *emu.LinkConfig) { c.MTUBytes = mtu }
+	case scenario.FaultLinkDown, scenario.FaultLinkUp:
+	default:
+		return nil, fmt.Errorf("kind %q: not a fault kind", f.Kind)
+	}
+	links := r.hostLinks[f.Target]
+	return func(at time.Duration) error {
+		record(at)
+		for _, l := range links {
+			ds := r.dirs(l, f.Direction)
+			var err error
+			switch f.Kind {
+			case scenario.FaultLinkDown:
+				n.DirDown(at, dur, l, ds...)
+			case scenario.FaultLinkUp:
+				n.DirUp(at, l, ds...)
+			case scenario.FaultRateChange, scenario.FaultMTUChange:
+				err = n.Reconfigure(at, dur, l, change, ds...)
+			default:
+				err = n.Impair(at, dur, l, o, ds...)
+			}
+			if err != nil {
+				return err
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s: faults[%d]: %w", r.s.File(), i, err)
-		}
-	}
-	return nil
+		return nil
+	}, nil
 }
 
 // pcap captures every worker's and PS's link at its host end into dir

@@ -231,7 +231,7 @@ func tagWord(tag string) string {
 // field" errors.
 var knownKeys = func() map[string][]string {
 	out := map[string][]string{}
-	for _, v := range []any{Scenario{}, ATP{}, ESA{}, Scaling{}, Topology{}, Switch{}, PS{}, SoftwareStack{}, Job{}, Fault{}, LinkImpairment{}} {
+	for _, v := range []any{Scenario{}, ATP{}, ESA{}, Scaling{}, Topology{}, Switch{}, PS{}, SoftwareStack{}, Job{}, Fault{}, LinkImpairment{}, BurstLoss{}, Flap{}, When{}} {
 		t := reflect.TypeOf(v)
 		var keys []string
 		for i := 0; i < t.NumField(); i++ {
@@ -280,7 +280,16 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 func kindAt(v reflect.Value, p string) (reflect.Kind, bool) {
 	for _, part := range strings.Split(p, ".") {
 		name, rest, _ := strings.Cut(part, "[")
-		f, ok := fieldByTag(v, name)
+		for v.Kind() == reflect.Pointer {
+			v = reflect.New(v.Type().Elem()).Elem()
+		}
+		var f reflect.Value
+		ok := false
+		if v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String {
+			f, ok = reflect.New(v.Type().Elem()).Elem(), true // a user's key (presets.NAME)
+		} else {
+			f, ok = fieldByTag(v, name)
+		}
 		if !ok {
 			return 0, false
 		}
@@ -294,6 +303,9 @@ func kindAt(v reflect.Value, p string) (reflect.Kind, bool) {
 			v = v.Index(k)
 			rest = strings.TrimPrefix(tail, "[")
 		}
+	}
+	for v.Kind() == reflect.Pointer {
+		v = reflect.New(v.Type().Elem()).Elem()
 	}
 	if reflect.PointerTo(v.Type()).Implements(unmarshalerType) || v.Type().Implements(unmarshalerType) {
 		return 0, false

@@ -99,6 +99,24 @@ func (m Model) Buckets(capBytes int64) (forward time.Duration, buckets []Bucket)
 	return forward, buckets
 }
 
+// numBuckets is len(m.Buckets(capBytes)), without making them.
+func (m Model) numBuckets(capBytes int64) int64 {
+	if capBytes <= 0 {
+		return 1
+	}
+	if len(m.Layers) == 0 {
+		return max((4*m.Elements()+capBytes-1)/capBytes, 1)
+	}
+	var n, cur int64
+	for i := len(m.Layers) - 1; i >= 0; i-- {
+		cur += m.Layers[i].Params
+		if 4*cur >= capBytes || i == 0 {
+			n, cur = n+1, 0
+		}
+	}
+	return n
+}
+
 // GradientBytes is the size of the fp32 gradient in bytes.
 func (m Model) GradientBytes() int64 { return int64(math.Round(m.GradientMiB * (1 << 20))) }
 
@@ -175,21 +193,44 @@ func ParseModels(file string, data []byte) (Models, error) {
 			bad = fmt.Sprintf("name: %q: must not be empty", m.Name)
 		case ms[m.Name].Name != "":
 			bad = fmt.Sprintf("name: %q: duplicate model", m.Name)
-		case !(m.GradientMiB > 0) || math.IsInf(m.GradientMiB, 0):
-			bad = fmt.Sprintf("gradient_mib: %v: must be > 0", m.GradientMiB)
-		case !(m.ComputeMs > 0) || math.IsInf(m.ComputeMs, 0):
-			bad = fmt.Sprintf("compute_ms: %v: must be > 0", m.ComputeMs)
-		case m.ParamsM < 0:
+		case !(m.GradientMiB > 0 && m.GradientMiB <= MaxGradientMiB):
+			bad = fmt.Sprintf("gradient_mib: %v: must be in (0, %d]", m.GradientMiB, MaxGradientMiB)
+		case !(m.ComputeMs > 0 && m.ComputeMs <= MaxComputeMs):
+			bad = fmt.Sprintf("compute_ms: %v: must be in (0, %d] (one hour)", m.ComputeMs, MaxComputeMs)
+		case !(m.ParamsM >= 0) || math.IsInf(m.ParamsM, 0):
 			bad = fmt.Sprintf("params_m: %v: must be ≥ 0", m.ParamsM)
 		default:
 			bad = m.checkLayers()
 		}
 		if bad != "" {
-			return nil, fmt.Errorf("%s: models[%d].%s", file, i, bad)
+			return nil, &modelError{file: file, index: i, problem: bad}
 		}
 		ms[m.Name] = m
 	}
 	return ms, nil
+}
+
+// The bounds of a model profile: a gradient of at most 1 TiB (so its
+// bytes and elements fit an int64), an iteration's compute of at most an
+// hour (so a million of them fit a time.Duration), and layers within the
+// same.
+const (
+	MaxGradientMiB = 1 << 20
+	MaxComputeMs   = 3_600_000
+	MaxLayerParams = MaxGradientMiB << 20 / 4
+	MaxLayerTimeUs = MaxComputeMs * 1000
+)
+
+// modelError is the first problem of a models file: "FILE:
+// models[INDEX].FIELD: VALUE: RULE".
+type modelError struct {
+	file    string
+	index   int
+	problem string // "FIELD: VALUE: RULE"
+}
+
+func (e *modelError) Error() string {
+	return fmt.Sprintf("%s: models[%d].%s", e.file, e.index, e.problem)
 }
 
 // checkLayers names the first layer field that is invalid or that does
@@ -202,12 +243,12 @@ func (m Model) checkLayers() string {
 	var us float64
 	for i, l := range m.Layers {
 		switch {
-		case l.Params <= 0:
-			return fmt.Sprintf("layers[%d].params: %d: must be > 0", i, l.Params)
-		case !(l.ForwardUs >= 0) || math.IsInf(l.ForwardUs, 0):
-			return fmt.Sprintf("layers[%d].forward_us: %v: must be ≥ 0", i, l.ForwardUs)
-		case !(l.BackwardUs >= 0) || math.IsInf(l.BackwardUs, 0):
-			return fmt.Sprintf("layers[%d].backward_us: %v: must be ≥ 0", i, l.BackwardUs)
+		case l.Params <= 0 || l.Params > MaxLayerParams:
+			return fmt.Sprintf("layers[%d].params: %d: must be between 1 and %d", i, l.Params, int64(MaxLayerParams))
+		case !(l.ForwardUs >= 0 && l.ForwardUs <= MaxLayerTimeUs):
+			return fmt.Sprintf("layers[%d].forward_us: %v: must be in [0, %d]", i, l.ForwardUs, int64(MaxLayerTimeUs))
+		case !(l.BackwardUs >= 0 && l.BackwardUs <= MaxLayerTimeUs):
+			return fmt.Sprintf("layers[%d].backward_us: %v: must be in [0, %d]", i, l.BackwardUs, int64(MaxLayerTimeUs))
 		}
 		params += l.Params
 		us += l.ForwardUs + l.BackwardUs

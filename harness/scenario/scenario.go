@@ -81,28 +81,23 @@ import (
 //	    arrival: 0s                 # default 0
 //	    priority: 0                 # optional, 0..255 (higher first)
 //	    comm_ratio: 0.5             # optional: compute time := ideal comm time / comm_ratio
-//	faults:                         # optional
-//	  - {at: 50ms, kind: loss_burst, target: h0, duration: 1ms, value: 0.2}
-//	impairments:                    # optional, per host link ("all" = every link)
+//	faults:                         # optional; docs/scenarios.md, "Fault kinds"
+//	  - {at: 50ms, kind: loss_burst, target: h0, duration: 1ms, value: 0.2, direction: up}
+//	  - {kind: node_crash, target: ps0, duration: 5ms, when: {job: a, allreduce: 3, fraction: 0.5}}
+//	impairments:                    # optional, per host link ("all" = every link), per direction
 //	  - {link: all, loss: 0.0001}   # also jitter, duplicate, reorder, reorder_delay, corrupt
-//	                                # (on the wire: dropped by the MAC, bad FCS) and
-//	                                # corrupt_undetected (past the FCS: the ICRC checks catch it)
+//	                                # (on the wire: dropped by the MAC, bad FCS),
+//	                                # corrupt_undetected (past the FCS: the ICRC checks catch it),
+//	                                # burst_loss (Gilbert–Elliott), flap, preset
+//	presets:                        # optional: named impairments (built in: Presets)
 //
-// Fault kinds, targets and the meaning of duration and value:
-//
-//	link_down      link (a host name)  duration: down time, 0 = until a link_up; no value
-//	link_up        link                no duration, no value
-//	loss_burst     link                duration > 0; value: loss probability in (0, 1]
-//	duplicate_burst link               duration > 0; value: duplication probability in (0, 1]
-//	reorder_burst  link                duration > 0; value: reordering probability in (0, 1]
-//	corrupt        link                duration > 0; value: corruption probability in (0, 1]
-//	delay_spike    link                duration > 0; value: extra delay in µs, > 0
-//	switch_reboot  "sw" (default)      duration: down time before the restart (0 = at once); no value
-//	node_crash     a host or PS name   duration: down time, 0 = never restarts; no value;
-//	                                   lose_state: true restarts it with its state lost
-//
-// Links are named by their host: "h3" is the link between h3 and the switch,
-// "ps0" the link between ps0 and the switch.
+// Fault kinds: link_down, link_up, loss_burst, duplicate_burst,
+// reorder_burst, corrupt, corrupt_undetected, delay_spike, jitter_burst,
+// rate_change, mtu_change (on a link, named by its host: "h3" is the link
+// between h3 and the switch, "ps0" the link between ps0 and the switch;
+// both directions or the one direction names), switch_reboot, switch_crash
+// (target "sw") and node_crash (a host or PS). docs/scenarios.md has each
+// one's duration and value.
 type Scenario struct {
 	Name        string   `yaml:"name" json:"name"`
 	Description string   `yaml:"description,omitempty" json:"description,omitempty"`
@@ -136,6 +131,9 @@ type Scenario struct {
 	Arrivals    *Arrivals        `yaml:"arrivals,omitempty" json:"arrivals,omitempty"`
 	Faults      []Fault          `yaml:"faults,omitempty" json:"faults,omitempty"`
 	Impairments []LinkImpairment `yaml:"impairments,omitempty" json:"impairments,omitempty"`
+	// Presets are named impairments of the scenario's own, usable (and
+	// extensible) like the built-in ones (Presets).
+	Presets map[string]LinkImpairment `yaml:"presets,omitempty" json:"presets,omitempty"`
 
 	file  string
 	index *nodeIndex
@@ -198,8 +196,13 @@ func (s *Scenario) loadOwn(read func(string) ([]byte, error)) error {
 		}
 		ms, err := ParseModels("models", b)
 		if err != nil {
-			// ParseModels names models[i].field: put it under the scenario's path.
-			return one("", strings.TrimPrefix(err.Error(), "models: "))
+			var me *modelError
+			if !errors.As(err, &me) {
+				return one("models", err.Error())
+			}
+			// the problem's field under the scenario's models[i], at its line
+			field, rule, _ := strings.Cut(me.problem, ": ")
+			return one(fmt.Sprintf("models[%d].%s", me.index, field), rule)
 		}
 		for k, v := range ms {
 			own[k] = v
@@ -413,7 +416,8 @@ const (
 	ArrivalsTrace   = "trace"
 )
 
-// Fault is one injected fault; see Scenario for the kinds.
+// Fault is one injected fault; see Scenario for the kinds. It happens At
+// (run time), or At after the event When names.
 type Fault struct {
 	At       Duration `yaml:"at" json:"at"`
 	Kind     string   `yaml:"kind" json:"kind"`
@@ -425,9 +429,16 @@ type Fault struct {
 	// the run stops naming it); without it the node resumes with its state
 	// (a paused process: emu Resume).
 	LoseState bool `yaml:"lose_state,omitempty" json:"lose_state,omitempty"`
+	// Direction is the link direction a link fault acts on [both].
+	Direction string `yaml:"direction,omitempty" json:"direction,omitempty"`
+	// When times the fault from a job's progress instead of from the
+	// run's start.
+	When *When `yaml:"when,omitempty" json:"when,omitempty"`
 }
 
-// LinkImpairment sets random channel effects on both directions of a link.
+// LinkImpairment sets standing random effects on a link: both directions,
+// or the one Direction names. Preset names a preset whose effects the
+// entry starts from; the fields it gives replace the preset's.
 type LinkImpairment struct {
 	Link         string   `yaml:"link" json:"link"`
 	Loss         float64  `yaml:"loss" json:"loss"`
@@ -441,24 +452,51 @@ type LinkImpairment struct {
 	Corrupt           float64  `yaml:"corrupt" json:"corrupt"`
 	CorruptUndetected float64  `yaml:"corrupt_undetected,omitempty" json:"corrupt_undetected,omitempty"`
 	Jitter            Duration `yaml:"jitter" json:"jitter"`
+	// BurstLoss adds Gilbert–Elliott bursty loss.
+	BurstLoss *BurstLoss `yaml:"burst_loss,omitempty" json:"burst_loss,omitempty"`
+	// Flap makes the link fail and recover at random.
+	Flap      *Flap  `yaml:"flap,omitempty" json:"flap,omitempty"`
+	Direction string `yaml:"direction,omitempty" json:"direction,omitempty"`
+	Preset    string `yaml:"preset,omitempty" json:"preset,omitempty"`
+}
+
+// Emu is the emulator's form of im's random effects.
+func (im *LinkImpairment) Emu() emu.Impairments {
+	e := emu.Impairments{Loss: im.Loss, Duplicate: im.Duplicate, Reorder: im.Reorder, ReorderDelay: im.ReorderDelay.D(),
+		Corrupt: im.Corrupt, CorruptUndetected: im.CorruptUndetected}
+	if im.BurstLoss != nil {
+		e.GilbertElliott = im.BurstLoss.Model()
+	}
+	return e
+}
+
+// Covers reports whether im applies to direction dir (DirUp or DirDown).
+func (im *LinkImpairment) Covers(dir string) bool {
+	return im.Direction == "" || im.Direction == DirBoth || im.Direction == dir
 }
 
 // Fault kinds.
 const (
-	FaultLinkDown     = "link_down"
-	FaultLinkUp       = "link_up"
-	FaultLossBurst    = "loss_burst"
-	FaultDupBurst     = "duplicate_burst"
-	FaultReorderBurst = "reorder_burst"
-	FaultDelaySpike   = "delay_spike"
-	FaultCorrupt      = "corrupt"
-	FaultSwitchReboot = "switch_reboot"
-	FaultNodeCrash    = "node_crash"
+	FaultLinkDown          = "link_down"
+	FaultLinkUp            = "link_up"
+	FaultLossBurst         = "loss_burst"
+	FaultDupBurst          = "duplicate_burst"
+	FaultReorderBurst      = "reorder_burst"
+	FaultDelaySpike        = "delay_spike"
+	FaultJitterBurst       = "jitter_burst"
+	FaultCorrupt           = "corrupt"
+	FaultCorruptUndetected = "corrupt_undetected"
+	FaultRateChange        = "rate_change"
+	FaultMTUChange         = "mtu_change"
+	FaultSwitchReboot      = "switch_reboot"
+	FaultSwitchCrash       = "switch_crash"
+	FaultNodeCrash         = "node_crash"
 )
 
 // FaultKinds lists the fault kinds.
-var FaultKinds = []string{FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultDelaySpike, FaultCorrupt,
-	FaultSwitchReboot, FaultNodeCrash}
+var FaultKinds = []string{FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultDelaySpike,
+	FaultJitterBurst, FaultCorrupt, FaultCorruptUndetected, FaultRateChange, FaultMTUChange,
+	FaultSwitchReboot, FaultSwitchCrash, FaultNodeCrash}
 
 // SwitchName is the name of the switch node.
 const SwitchName = "sw"
@@ -479,6 +517,9 @@ const (
 	MaxPSCores             = 1024
 	MaxLinkGbps            = 1600
 	MaxQueuePackets        = 1 << 24
+	// MaxMTU is the largest MTU an mtu_change may set: the jumbo frames
+	// of every link.
+	MaxMTU = 9000 // testbed.DefaultLinkMTU (TestMaxMTU)
 	// MinLinkBitsPerSecond is the slowest link a scaled scenario may make
 	// (link_gbps × rate_scale); MinCommRatio the smallest comm_ratio (a
 	// compute time of 1000× the all-reduce).
@@ -621,6 +662,9 @@ func parse(file string, data []byte, models Models, read func(string) ([]byte, e
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if err := idx.strictInts(file, s); err != nil {
+		return nil, err
+	}
+	if err := s.resolvePresets(); err != nil {
 		return nil, err
 	}
 	s.listed = len(s.Jobs)
@@ -788,30 +832,40 @@ func (s *Scenario) WithPolicy(policy string, models Models) (*Scenario, error) {
 	return &c, nil
 }
 
-// LinkConfig is the emulator configuration of the link between host (a
-// worker host or a PS) and the switch: the scaled rate, link_delay,
-// queue_packets, and the impairments of impairments[link: host], else of
-// impairments[link: all].
-func (s *Scenario) LinkConfig(host string) emu.LinkConfig {
+// LinkConfig is the emulator configuration of direction dir (DirUp: host
+// → switch, DirDown: switch → host) of the link between host (a worker
+// host or a PS) and the switch: the scaled rate, link_delay,
+// queue_packets, and the impairments of impairments[link: host] for that
+// direction, else of impairments[link: all].
+func (s *Scenario) LinkConfig(host, dir string) emu.LinkConfig {
 	lc := emu.LinkConfig{BitsPerSecond: s.LinkBitsPerSecond(), Delay: s.Topology.LinkDelay.D(), QueuePackets: s.Topology.QueuePackets}
 	if strings.HasPrefix(host, "ps") {
 		lc.BitsPerSecond = s.PSLinkBitsPerSecond()
 	}
+	if im := s.ImpairmentOf(host, dir); im != nil {
+		lc.Jitter = im.Jitter.D()
+		lc.Impairments = im.Emu()
+	}
+	return lc
+}
+
+// ImpairmentOf is the impairment of direction dir of host's link: its own
+// entry's, else the "all" entry's for that direction, or nil.
+func (s *Scenario) ImpairmentOf(host, dir string) *LinkImpairment {
 	var pick *LinkImpairment
 	for i := range s.Impairments {
-		switch s.Impairments[i].Link {
+		im := &s.Impairments[i]
+		if !im.Covers(dir) {
+			continue
+		}
+		switch im.Link {
 		case host:
-			pick = &s.Impairments[i]
+			return im
 		case "all":
 			if pick == nil {
-				pick = &s.Impairments[i]
+				pick = im
 			}
 		}
 	}
-	if pick != nil {
-		lc.Jitter = pick.Jitter.D()
-		lc.Impairments = emu.Impairments{Loss: pick.Loss, Duplicate: pick.Duplicate, Reorder: pick.Reorder,
-			ReorderDelay: pick.ReorderDelay.D(), Corrupt: pick.Corrupt, CorruptUndetected: pick.CorruptUndetected}
-	}
-	return lc
+	return pick
 }

@@ -199,7 +199,28 @@ func TestScenarioErrors(t *testing.T) {
 		{"crash target", job + "faults:\n  - {at: 1ms, kind: node_crash, target: sw}\n", `faults[0].target: "sw": must name a host`},
 		{"impairment link", job + "impairments:\n  - {link: h7, loss: 0.1}\n", `impairments[0].link: "h7": must name a link`},
 		{"impairment prob", job + "impairments:\n  - {link: all, duplicate: 1.1}\n", "x.yaml:4: impairments[0].duplicate: 1.1: must be a probability in [0, 1]"},
-		{"impairment dup", job + "impairments:\n  - {link: h0, loss: 0.1}\n  - {link: h0}\n", `impairments[1].link: "h0": duplicate: impairments[0] names this link`},
+		{"impairment dup", job + "impairments:\n  - {link: h0, loss: 0.1}\n  - {link: h0}\n", `impairments[1].link: "h0": duplicate: impairments[0] already sets this link's up direction`},
+		{"impairment dir overlap", job + "impairments:\n  - {link: h0, loss: 0.1, direction: down}\n  - {link: h0, direction: both}\n", `impairments[1].link: "h0": duplicate: impairments[0] already sets this link's down direction`},
+		{"impairment direction", job + "impairments:\n  - {link: h0, direction: sideways}\n", `impairments[0].direction: "sideways": must be both`},
+		{"burst loss both forms", job + "impairments:\n  - {link: h0, burst_loss: {rate: 0.01, mean_burst: 4, p_bad_to_good: 0.5}}\n", "impairments[0].burst_loss.rate: 0.01: give rate and mean_burst, or"},
+		{"burst loss short", job + "impairments:\n  - {link: h0, burst_loss: {rate: 0.01, mean_burst: 0.5}}\n", "impairments[0].burst_loss.mean_burst: 0.5: must be the mean burst length"},
+		{"burst loss empty", job + "impairments:\n  - {link: h0, burst_loss: {}}\n", "impairments[0].burst_loss: \"{}\": give rate and mean_burst"},
+		{"preset unknown", job + "impairments:\n  - {link: h0, preset: swampy}\n", `x.yaml:4: impairments[0].preset: "swampy": not a preset: want one of bursty, corrupting, flapping, jittery, lossy`},
+		{"preset cycle", job + "presets:\n  a: {preset: b}\n  b: {preset: a}\nimpairments:\n  - {link: h0, preset: a}\n", "presets extend each other in a cycle: a → b → a"},
+		{"preset link", job + "presets:\n  a: {link: h0, loss: 0.1}\n", `presets.a.link: "h0": a preset names no link`},
+		{"preset value", job + "presets:\n  a: {preset: lossy, loss: 2}\n", "x.yaml:4: presets.a.loss: 2: must be a probability in [0, 1]"},
+		{"flap short", job + "impairments:\n  - {link: h0, flap: {mean_up: 0s, mean_down: 1ms}}\n", "impairments[0].flap.mean_up: 0s: must be in [1µs, time_limit)"},
+		{"fault direction", job + "faults:\n  - {at: 1ms, kind: node_crash, target: h0, direction: up}\n", `faults[0].direction: "up": node_crash is not a link fault`},
+		{"rate change", job + "faults:\n  - {at: 1ms, kind: rate_change, target: h0}\n", "faults[0].value: 0: rate_change needs the new rate in Gb/s"},
+		{"mtu change", job + "faults:\n  - {at: 1ms, kind: mtu_change, target: h0, value: 1500.5}\n", "faults[0].value: 1500.5: mtu_change needs the new MTU in bytes, a whole number in [68, 9000]"},
+		{"switch crash duration", job + "faults:\n  - {at: 1ms, kind: switch_crash, duration: 1ms}\n", "faults[0].duration: 1ms: switch_crash takes no duration"},
+		{"lose state", job + "faults:\n  - {at: 1ms, kind: link_down, target: h0, lose_state: true}\n", "faults[0].lose_state: true: only a node_crash loses state"},
+		{"when two forms", job + "faults:\n  - {kind: link_down, target: h0, when: {job: a, iteration: 0, first_packet: true}}\n", "faults[0].when: \"first_packet, iteration\": must give exactly one of"},
+		{"when job", job + "faults:\n  - {kind: link_down, target: h0, when: {job: zz, iteration: 0}}\n", `faults[0].when.job: "zz": must name a job`},
+		{"when iteration", job + "faults:\n  - {kind: link_down, target: h0, when: {job: a, iteration: 1}}\n", "faults[0].when.iteration: 1: must be an iteration of job a: 0 … 0"},
+		{"when allreduce", job + "faults:\n  - {kind: link_down, target: h0, when: {job: a, allreduce: 0, fraction: 1.5}}\n", "faults[0].when.fraction: 1.5: must be in [0, 1]"},
+		{"when fraction alone", job + "faults:\n  - {kind: link_down, target: h0, when: {job: a, iteration: 0, fraction: 0.5}}\n", "faults[0].when.fraction: 0.5: only with allreduce"},
+		{"when run fraction job", job + "faults:\n  - {kind: link_down, target: h0, when: {job: a, run_fraction: 0.5}}\n", `faults[0].when.job: "a": run_fraction counts every job's all-reduces`},
 		{"unknown top", "jobz: []\n" + job, "x.yaml:1: jobz: unknown field; known: name, description, seed"},
 		{"unknown in job", "jobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1, gpus: 4}\n", "x.yaml:2: jobs[0].gpus: unknown field; known: name, model, workers"},
 		{"type list", "jobs: 3\n", "x.yaml:1: jobs: 3: want a list"},
@@ -208,6 +229,16 @@ func TestScenarioErrors(t *testing.T) {
 		{"empty", "", "x.yaml: empty file"},
 		{"syntax", "jobs: [\n", "x.yaml: yaml: line"},
 		{"not a mapping", "- a\n", "x.yaml:1: want a mapping"},
+		{"run gradients", "jobs:\n  - {name: a, model: vgg16, workers: 8, iterations: 1}\n",
+			`x.yaml:2: jobs[0]: "vgg16 × 8 workers": the run would hold 9.28 GiB of gradients and reference sums, 9.28 GiB of them this job's (4 B per element after tensor_scale 1, 2 copies per worker + 2): at most 8.00 GiB`},
+		{"worker all-reduces", "scaling: {tensor_scale: 0.001}\njobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 4, iterations: 1000000}\n",
+			"x.yaml:4: jobs[1].iterations: 1000000: × 4 workers × 1 all-reduces per iteration = 4000000 all-reduces (all jobs: 4000002): at most 4000000 over all workers"},
+		{"bucket count", "models: [{name: flat, gradient_mib: 1048576, compute_ms: 1}]\nscaling: {tensor_scale: 0.0001}\njobs:\n  - {name: a, model: flat, workers: 1, iterations: 1, bucket_mib: 0.000001}\n",
+			"x.yaml:4: jobs[0].iterations: 1: × 1099511627776 buckets is more than 1000000 all-reduces"},
+		{"own model", "models:\n  - {name: m, gradient_mib: 1, compute_ms: 1}\n  - {name: n, gradient_mib: 1e300, compute_ms: 1}\n" + job,
+			"x.yaml:3: models[1].gradient_mib: 1e+300: must be in (0, 1048576]"},
+		{"own model layer", "models:\n  - {name: m, gradient_mib: 1, compute_ms: 1, layers: [{params: -1, forward_us: 1, backward_us: 1}]}\n" + job,
+			"x.yaml:2: models[0].layers[0].params: -1: must be between 1 and 274877906944"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -265,7 +296,7 @@ impairments:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h0, h1, ps := s.LinkConfig("h0"), s.LinkConfig("h1"), s.LinkConfig("ps0")
+	h0, h1, ps := s.LinkConfig("h0", DirUp), s.LinkConfig("h1", DirUp), s.LinkConfig("ps0", DirDown)
 	if h0.BitsPerSecond != 10e9 || h0.Delay != 3*time.Microsecond || h0.QueuePackets != 64 || h0.Impairments.Loss != 0.01 {
 		t.Errorf("h0 %+v", h0)
 	}

@@ -124,9 +124,9 @@ func (s *Scenario) Validate(models Models) error {
 		}
 		if v.check(p+"bucket_mib", j.BucketMiB, j.BucketMiB >= 0 && j.BucketMiB <= MaxBucketMiB, fmt.Sprintf("must be in [0, %d] (0: no buckets)", MaxBucketMiB)) &&
 			j.BucketMiB > 0 && known && j.Iterations >= 1 {
-			_, bs := models[j.Model].Buckets(int64(math.Round(j.BucketMiB * (1 << 20))))
-			v.check(p+"iterations", j.Iterations, int64(j.Iterations)*int64(len(bs)) <= MaxIterations,
-				fmt.Sprintf("× %d buckets is more than %d all-reduces", len(bs), MaxIterations))
+			nb := models[j.Model].numBuckets(int64(math.Round(j.BucketMiB * (1 << 20))))
+			v.check(p+"iterations", j.Iterations, nb <= MaxIterations && int64(j.Iterations)*nb <= MaxIterations,
+				fmt.Sprintf("× %d buckets is more than %d all-reduces", nb, MaxIterations))
 		}
 		if i < s.listed || s.index == nil {
 			v.checkCompute(p+"compute.", j.Compute, j.Workers, s.TimeLimit)
@@ -145,55 +145,9 @@ func (s *Scenario) Validate(models Models) error {
 		links[h] = true
 	}
 	linkRule := "must name a link by its host: h0..h" + strconv.Itoa(s.NumHosts()-1) + " or ps0..ps" + strconv.Itoa(t.PS.Count-1)
-	for i, f := range s.Faults {
-		p := fmt.Sprintf("faults[%d].", i)
-		v.check(p+"at", f.At, f.At >= 0 && f.At < s.TimeLimit, "must be in [0, time_limit)")
-		v.check(p+"duration", f.Duration, f.Duration >= 0, "must be ≥ 0")
-		hasValue := s.has(p + "value")
-		switch f.Kind {
-		case FaultLinkDown, FaultLinkUp, FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultCorrupt, FaultDelaySpike:
-			v.check(p+"target", f.Target, links[f.Target], linkRule)
-		case FaultSwitchReboot:
-			v.check(p+"target", f.Target, f.Target == "" || f.Target == SwitchName, `must be "sw" (or absent)`)
-		case FaultNodeCrash:
-			v.check(p+"target", f.Target, links[f.Target], "must name a host (h0..) or parameter server (ps0..)")
-		default:
-			v.fail(p+"kind", f.Kind, "must be one of "+strings.Join(FaultKinds, ", "))
-		}
-		switch f.Kind {
-		case FaultLinkUp:
-			v.check(p+"duration", f.Duration, f.Duration == 0, "link_up takes no duration")
-		case FaultLossBurst, FaultDupBurst, FaultReorderBurst, FaultCorrupt:
-			v.check(p+"duration", f.Duration, f.Duration > 0, f.Kind+" needs a duration > 0")
-			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1, f.Kind+" needs a probability in (0, 1]")
-			hasValue = false
-		case FaultDelaySpike:
-			v.check(p+"duration", f.Duration, f.Duration > 0, "delay_spike needs a duration > 0")
-			v.check(p+"value", f.Value, f.Value > 0 && f.Value <= 1e6, "delay_spike needs the extra delay in µs, in (0, 1e6]")
-			hasValue = false
-		}
-		if hasValue && slices.Contains(FaultKinds, f.Kind) {
-			v.fail(p+"value", f.Value, f.Kind+" takes no value")
-		}
-	}
-	seen := map[string]int{}
-	for i, im := range s.Impairments {
-		p := fmt.Sprintf("impairments[%d].", i)
-		if v.check(p+"link", im.Link, im.Link == "all" || links[im.Link], linkRule+`, or "all"`) {
-			if k, dup := seen[im.Link]; dup {
-				v.fail(p+"link", im.Link, fmt.Sprintf("duplicate: impairments[%d] names this link", k))
-			}
-			seen[im.Link] = i
-		}
-		for _, pr := range []struct {
-			f string
-			x float64
-		}{{"loss", im.Loss}, {"duplicate", im.Duplicate}, {"reorder", im.Reorder}, {"corrupt", im.Corrupt},
-			{"corrupt_undetected", im.CorruptUndetected}} {
-			v.check(p+pr.f, pr.x, pr.x >= 0 && pr.x <= 1, "must be a probability in [0, 1]")
-		}
-		v.check(p+"reorder_delay", im.ReorderDelay, im.ReorderDelay >= 0, "must be ≥ 0")
-		v.check(p+"jitter", im.Jitter, im.Jitter >= 0, "must be ≥ 0")
+	v.validateFaults(links, linkRule, models)
+	if len(v.errs) == 0 {
+		v.checkRunSize(models)
 	}
 	if len(v.errs) == 0 {
 		return nil
@@ -243,4 +197,66 @@ func (v *validator) fail(p string, val any, rule string) {
 		}
 	}
 	v.errs = append(v.errs, fe)
+}
+
+// The most a run may hold and do before its first step:
+// MaxRunGradientBytes of gradients and reference sums (each job 4 B per
+// element after tensor_scale, 2 copies per worker and 2 sums; the heap of
+// such a run peaks near twice this), and MaxWorkerAllReduces all-reduces
+// over all the workers of all jobs (each one's tensor and report exist
+// from the start). They keep a valid scenario within the memory of the
+// machines the emulator runs on (vgg16 at full scale fits 6 workers), and
+// the preparation a run does before it can be interrupted within seconds.
+const (
+	MaxRunGradientBytes = 8 << 30
+	MaxWorkerAllReduces = 4_000_000
+)
+
+// checkRunSize refuses a scenario whose run would exceed
+// MaxRunGradientBytes or MaxWorkerAllReduces, naming its largest job.
+func (v *validator) checkRunSize(models Models) {
+	s := v.s
+	var bytes, allReduces, maxBytes, maxAllReduces int64
+	bigB, bigA := 0, 0
+	for i, j := range s.Jobs {
+		m := models[j.Model]
+		nb := int64(1)
+		if j.BucketMiB > 0 {
+			nb = m.numBuckets(int64(math.Round(j.BucketMiB * (1 << 20))))
+		}
+		// Plan's elements: each bucket rounds up to at least one
+		elems := int64(math.Ceil(float64(m.Elements())*s.Scaling.TensorScale)) + nb
+		b := 4 * elems * int64(2*j.Workers+2)
+		a := int64(j.Workers) * int64(j.Iterations) * nb
+		bytes += b
+		allReduces += a
+		if b > maxBytes {
+			maxBytes, bigB = b, i
+		}
+		if a > maxAllReduces {
+			maxAllReduces, bigA = a, i
+		}
+	}
+	job := func(i int) string {
+		if i >= s.listed && s.index != nil {
+			return "arrivals" // a generated job: no line of its own
+		}
+		return fmt.Sprintf("jobs[%d]", i)
+	}
+	gib := func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', 2, 64) + " GiB" }
+	if bytes > MaxRunGradientBytes {
+		j := s.Jobs[bigB]
+		v.fail(job(bigB), fmt.Sprintf("%s × %d workers", j.Model, j.Workers), fmt.Sprintf(
+			"the run would hold %s of gradients and reference sums, %s of them this job's (4 B per element after tensor_scale %g, 2 copies per worker + 2): at most %s; lower scaling.tensor_scale or the workers",
+			gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(MaxRunGradientBytes)))
+	}
+	if allReduces > MaxWorkerAllReduces {
+		p := job(bigA)
+		if p != "arrivals" {
+			p += ".iterations"
+		}
+		j := s.Jobs[bigA]
+		v.fail(p, j.Iterations, fmt.Sprintf("× %d workers × %d all-reduces per iteration = %d all-reduces (all jobs: %d): at most %d over all workers",
+			j.Workers, maxAllReduces/int64(j.Workers)/int64(j.Iterations), maxAllReduces, allReduces, MaxWorkerAllReduces))
+	}
 }

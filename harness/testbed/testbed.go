@@ -157,6 +157,8 @@ type Worker interface {
 	Result(i int) []int32
 	DropResult(i int)
 	Dequantized(i int) []float64
+	// Observe calls fn at each step of the worker's all-reduces (host.Core).
+	Observe(fn func(host.Step))
 }
 
 // WorkerHandle is one worker of the testbed.

@@ -24,17 +24,9 @@ import (
 // --timeout, --keep (keep the work directory), --clean (only remove what
 // runs killed with SIGKILL left behind). It prints a summary on stdout.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inabox up", flag.ContinueOnError)
+	var f cliFlags
+	fs := newFlagSet(&f)
 	fs.SetOutput(stderr)
-	seed := fs.Uint64("seed", 0, "seed (0 = the scenario's)")
-	policy := fs.String("policy", "", "policy (default: the scenario's)")
-	batch := fs.Int("batch", 0, "backend batch of every process (0 = defaults)")
-	pcap := fs.String("pcap", "", "directory for one pcap per switch TAP")
-	jsonOut := fs.String("json", "", "write the result as JSON to this file")
-	timeout := fs.Duration("timeout", 0, "bound on the whole run (default 2m)")
-	keep := fs.Bool("keep", false, "keep the work directory (reports, sockets)")
-	profile := fs.String("profile", "", "directory for a CPU profile of every PS and worker process")
-	clean := fs.Bool("clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: inabox up [flags] [scenario.yaml]")
 		fs.PrintDefaults()
@@ -53,7 +45,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if *clean {
+	if f.clean {
 		removed, err := CleanStale()
 		for _, n := range removed {
 			fmt.Fprintln(stdout, "removed", n)
@@ -63,19 +55,44 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(positional) > 1 {
 		return fmt.Errorf("inabox up: at most one scenario file, got %d: %s", len(positional), strings.Join(positional, " "))
 	}
-	cfg := Config{Seed: *seed, Policy: *policy, Batch: *batch, PcapDir: *pcap, Timeout: *timeout, KeepWorkDir: *keep, ProfileDir: *profile}
+	cfg := f.cfg
 	if len(positional) == 1 {
 		cfg.Scenario = positional[0]
 	}
 	res, err := Up(ctx, cfg, stdout, stderr)
-	if *jsonOut != "" {
+	if f.json != "" {
 		b, jerr := json.MarshalIndent(res, "", "  ")
 		if jerr == nil {
-			jerr = os.WriteFile(*jsonOut, b, 0o644)
+			jerr = os.WriteFile(f.json, b, 0o644)
 		}
 		err = errors.Join(err, jerr)
 	}
 	return err
+}
+
+// cliFlags are the values of Command's flags.
+type cliFlags struct {
+	cfg   Config
+	json  string
+	clean bool
+}
+
+// FlagSet returns the flags of `inabox up`, the set Command parses its
+// arguments with (its values are bound to nothing).
+func FlagSet() *flag.FlagSet { return newFlagSet(new(cliFlags)) }
+
+func newFlagSet(f *cliFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("inabox up", flag.ContinueOnError)
+	fs.Uint64Var(&f.cfg.Seed, "seed", 0, "seed (0 = the scenario's)")
+	fs.StringVar(&f.cfg.Policy, "policy", "", "policy (default: the scenario's)")
+	fs.IntVar(&f.cfg.Batch, "batch", 0, "backend batch of every process (0 = defaults)")
+	fs.StringVar(&f.cfg.PcapDir, "pcap", "", "directory for one pcap per switch TAP")
+	fs.StringVar(&f.json, "json", "", "write the result as JSON to this file")
+	fs.DurationVar(&f.cfg.Timeout, "timeout", 0, "bound on the whole run (default 2m)")
+	fs.BoolVar(&f.cfg.KeepWorkDir, "keep", false, "keep the work directory (reports, sockets)")
+	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of every PS and worker process")
+	fs.BoolVar(&f.clean, "clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
+	return fs
 }
 
 // ownerFile is written into a run's work directory: the orchestrator's pid
