@@ -36,6 +36,9 @@ type Peer struct {
 	Host string
 	// ToSwitch and FromSwitch are the link's two directions.
 	ToSwitch, FromSwitch emu.LinkConfig
+	// FlapUp and FlapDown make a direction (toward the switch, from it)
+	// fail and recover at random (impairments[].flap), or are nil.
+	FlapUp, FlapDown *scenario.Flap
 }
 
 // Prepare builds scenario s under opts (seed and policy) with its
@@ -130,6 +133,12 @@ func (p *Prepared) Peers() ([]Peer, error) {
 			return nil, fmt.Errorf("%s: policy %s: node %s port %d on the switch is neither a worker nor a PS", p.r.s.Name, p.r.policy, a.Node, a.Port)
 		}
 		pe.SwitchPort, pe.ToSwitch, pe.FromSwitch = b.Port, toSw, fromSw
+		if fl := p.r.flaps[l]; fl != nil {
+			pe.FlapUp, pe.FlapDown = fl[emu.AtoB], fl[emu.BtoA]
+			if a0, _ := l.Ends(); a0.Node == swName {
+				pe.FlapUp, pe.FlapDown = fl[emu.BtoA], fl[emu.AtoB]
+			}
+		}
 		out = append(out, pe)
 	}
 	slices.SortFunc(out, func(x, y Peer) int { return x.SwitchPort - y.SwitchPort })
@@ -146,6 +155,13 @@ func (p *Prepared) WorkerDone(job, rank int) bool {
 // finished. Call it on the goroutine that runs the worker's node.
 func (p *Prepared) Finished(job, rank int) int {
 	return p.r.tb.Worker(job, rank).Endpoint.Finished()
+}
+
+// Observe calls fn at each step of worker rank of job's all-reduces
+// (host.Core.Observe), on the goroutine that runs its node. Observing
+// changes nothing the worker does.
+func (p *Prepared) Observe(job, rank int, fn func(host.Step)) {
+	p.r.tb.Worker(job, rank).Endpoint.Observe(fn)
 }
 
 // Idle reports whether node does nothing the jobs need (the PS of a policy

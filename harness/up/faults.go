@@ -49,7 +49,7 @@ type step struct {
 	// from restartAfter on (the crash's end).
 	respawn      bool
 	restartAfter time.Duration
-	fatal        error
+	fatal        func(at time.Duration) error // at: when it fires, since time 0
 }
 
 // topology is what faultSteps needs to know of the run.
@@ -58,6 +58,9 @@ type topology interface {
 	nodesOn(target string) []string
 	// idle reports whether a node does nothing the jobs need.
 	idle(node string) bool
+	// rateScale is the scenario's scaling.rate_scale (a rate_change's value
+	// is before it).
+	rateScale() float64
 }
 
 // switchProc names the switch process (and the switch in steps).
@@ -76,28 +79,43 @@ func linkUp(up bool, dur time.Duration) linkCall {
 	}
 }
 
-// faultSteps maps a scenario fault to its steps. Link faults act on both
-// directions of the target's links, each in the process that models it;
-// a window (a burst) is timed by the processes themselves and reverts on
+func config(p faultctl.ConfigPatch) linkCall {
+	return func(ctx context.Context, c *faultctl.Client, link, dir string) ([]faultctl.DirState, error) {
+		return c.SetConfig(ctx, link, dir, p)
+	}
+}
+
+// faultSteps maps fault i of the scenario to its steps. Link faults act on
+// the directions the fault names (both by default) of the target's links,
+// each in the process that models it; a window (a burst, a rate or MTU
+// change for a while) is timed by the processes themselves and reverts on
 // its own, on top of the link's configuration.
-func faultSteps(f scenario.Fault, topo topology) ([]step, error) {
+func faultSteps(i int, f scenario.Fault, topo topology) ([]step, error) {
 	dur := f.Duration.D()
-	dir := faultctl.Both
+	dir := f.Direction
+	if dir == "" {
+		dir = faultctl.Both
+	}
+	target := f.Target
+	if dir != faultctl.Both {
+		target += " (" + dir + ")"
+	}
 	on := func(what string, c linkCall) []step {
 		return []step{{what: what, link: f.Target, dir: dir, call: c}}
 	}
 	burst := func(kind string) []step {
-		return on(fmt.Sprintf("%s %g on %s for %v", kind, f.Value, f.Target, dur), window(kind, f.Value, 0, dur))
+		return on(fmt.Sprintf("%s %g on %s for %v", kind, f.Value, target, dur), window(kind, f.Value, 0, dur))
 	}
+	us := time.Duration(f.Value * float64(time.Microsecond))
 	switch f.Kind {
 	case scenario.FaultLinkDown:
-		what := fmt.Sprintf("%s down", f.Target)
+		what := fmt.Sprintf("%s down", target)
 		if dur > 0 {
 			what += fmt.Sprintf(" for %v", dur)
 		}
 		return on(what, linkUp(false, dur)), nil
 	case scenario.FaultLinkUp:
-		return on(f.Target+" up", linkUp(true, 0)), nil
+		return on(target+" up", linkUp(true, 0)), nil
 	case scenario.FaultLossBurst:
 		return burst(faultctl.WinLoss), nil
 	case scenario.FaultDupBurst:
@@ -106,17 +124,38 @@ func faultSteps(f scenario.Fault, topo topology) ([]step, error) {
 		return burst(faultctl.WinReorder), nil
 	case scenario.FaultCorrupt:
 		return burst(faultctl.WinCorrupt), nil
+	case scenario.FaultCorruptUndetected:
+		return burst(faultctl.WinCorruptUndetected), nil
 	case scenario.FaultDelaySpike:
-		extra := time.Duration(f.Value * float64(time.Microsecond))
-		return on(fmt.Sprintf("delay +%v on %s for %v", extra, f.Target, dur), window(faultctl.WinDelay, 0, extra, dur)), nil
+		return on(fmt.Sprintf("delay +%v on %s for %v", us, target, dur), window(faultctl.WinDelay, 0, us, dur)), nil
+	case scenario.FaultJitterBurst:
+		return on(fmt.Sprintf("jitter +%v on %s for %v", us, target, dur), window(faultctl.WinJitter, 0, us, dur)), nil
+	case scenario.FaultRateChange:
+		gbps := f.Value * topo.rateScale() // the value is before rate_scale, as link_gbps
+		if dur > 0 {
+			return on(fmt.Sprintf("rate %g Gb/s on %s for %v", gbps, target, dur), window(faultctl.WinRate, gbps, 0, dur)), nil
+		}
+		return on(fmt.Sprintf("rate %g Gb/s on %s", gbps, target), config(faultctl.ConfigPatch{RateGbps: &gbps})), nil
+	case scenario.FaultMTUChange:
+		mtu := int(f.Value)
+		if dur > 0 {
+			return on(fmt.Sprintf("mtu %d on %s for %v", mtu, target, dur), window(faultctl.WinMTU, f.Value, 0, dur)), nil
+		}
+		return on(fmt.Sprintf("mtu %d on %s", mtu, target), config(faultctl.ConfigPatch{MTU: &mtu})), nil
 	case scenario.FaultSwitchReboot:
-		return crashSteps([]string{switchProc}, f.At.D(), dur, true, topo), nil
+		return crashSteps([]string{switchProc}, dur, true, topo), nil
+	case scenario.FaultSwitchCrash:
+		// The emulator's words (harness/run: faultAt).
+		return []step{{what: "kill switch", nodes: []string{switchProc}, act: actKill},
+			{what: "fatal", fatal: func(at time.Duration) error {
+				return fmt.Errorf("the switch crashed at %v and does not restart (faults[%d]): no job can finish", at, i)
+			}}}, nil
 	case scenario.FaultNodeCrash:
 		nodes := topo.nodesOn(f.Target)
 		if len(nodes) == 0 {
 			return nil, fmt.Errorf("node_crash: no process runs a node of %q", f.Target)
 		}
-		return crashSteps(nodes, f.At.D(), dur, f.LoseState, topo), nil
+		return crashSteps(nodes, dur, f.LoseState, topo), nil
 	}
 	return nil, fmt.Errorf("fault kind %q: inabox up cannot inject it (kinds: %s)", f.Kind, strings.Join(scenario.FaultKinds, ", "))
 }
@@ -126,7 +165,7 @@ func faultSteps(f scenario.Fault, topo topology) ([]step, error) {
 // later (emu Resume). A crash without a restart (dur 0) stops the run, as
 // in the emulator, unless every node is idle; a switch reboot of 0
 // restarts at once.
-func crashSteps(nodes []string, at, dur time.Duration, loseState bool, topo topology) []step {
+func crashSteps(nodes []string, dur time.Duration, loseState bool, topo topology) []step {
 	names := strings.Join(nodes, ", ")
 	down, up := actStop, actCont
 	if loseState {
@@ -150,7 +189,9 @@ func crashSteps(nodes []string, at, dur time.Duration, loseState bool, topo topo
 		return steps // an idle PS: the run does not need it
 	}
 	// The emulator's words (harness/run: faults).
-	return append(steps, step{what: "fatal", fatal: fmt.Errorf("%s crashed at %v and does not restart: the jobs it serves cannot finish", strings.Join(busy, ", "), at)})
+	return append(steps, step{what: "fatal", fatal: func(at time.Duration) error {
+		return fmt.Errorf("%s crashed at %v and does not restart: the jobs it serves cannot finish", strings.Join(busy, ", "), at)
+	}})
 }
 
 // FaultRecord is a scenario fault as it fired: when (wall time since the
@@ -165,6 +206,11 @@ type FaultRecord struct {
 	Duration  time.Duration `json:"duration_ns,omitempty"`
 	Value     float64       `json:"value,omitempty"`
 	LoseState bool          `json:"lose_state,omitempty"`
+	Direction string        `json:"direction,omitempty"`
+	// When is the event a fault timed from the workload waited for
+	// (faults[].when); Planned is then the event's time plus the fault's
+	// at, Fired -1 if the event never came.
+	When string `json:"when,omitempty"`
 	// Steps are what was done, each with its wall time since time 0.
 	Steps []FaultStep `json:"steps"`
 	Error string      `json:"error,omitempty"`
@@ -188,24 +234,53 @@ type pending struct {
 type schedule struct {
 	steps   []pending
 	records []FaultRecord
+	// later are the steps of the faults timed from an event
+	// (faults[].when), by record, until trigger schedules them.
+	later map[int][]step
 }
 
 // newSchedule plans every fault of s; an error names the fault.
 func newSchedule(s *scenario.Scenario, topo topology) (*schedule, error) {
-	sc := &schedule{}
+	sc := &schedule{later: map[int][]step{}}
 	for i, f := range s.Faults {
-		steps, err := faultSteps(f, topo)
+		steps, err := faultSteps(i, f, topo)
 		if err != nil {
 			return nil, fmt.Errorf("%s: faults[%d]: %w", s.File(), i, err)
 		}
-		sc.records = append(sc.records, FaultRecord{Index: i, Kind: f.Kind, Target: f.Target, Planned: f.At.D(),
-			Duration: f.Duration.D(), Value: f.Value, LoseState: f.LoseState, Fired: -1})
-		for _, st := range steps {
-			sc.steps = append(sc.steps, pending{at: f.At.D() + st.after, fault: len(sc.records) - 1, step: st})
+		rec := FaultRecord{Index: i, Kind: f.Kind, Target: f.Target, Planned: f.At.D(),
+			Duration: f.Duration.D(), Value: f.Value, LoseState: f.LoseState, Direction: f.Direction, Fired: -1}
+		if f.When != nil {
+			rec.When = f.When.String()
+			sc.records = append(sc.records, rec)
+			sc.later[len(sc.records)-1] = steps
+			continue
 		}
+		sc.records = append(sc.records, rec)
+		sc.add(len(sc.records)-1, f.At.D(), steps)
+	}
+	return sc, nil
+}
+
+// add schedules steps of record rec from at on.
+func (sc *schedule) add(rec int, at time.Duration, steps []step) {
+	for _, st := range steps {
+		sc.steps = append(sc.steps, pending{at: at + st.after, fault: rec, step: st})
 	}
 	slices.SortStableFunc(sc.steps, func(a, b pending) int { return int(a.at - b.at) })
-	return sc, nil
+}
+
+// trigger schedules the fault of record rec, timed from an event that has
+// happened at event (since time 0): its at later, as the emulator does.
+// Only the first trigger of a fault counts.
+func (sc *schedule) trigger(rec int, event time.Duration) {
+	steps, ok := sc.later[rec]
+	if !ok {
+		return
+	}
+	delete(sc.later, rec)
+	r := &sc.records[rec]
+	r.Planned += event // its at is the delay after the event
+	sc.add(rec, r.Planned, steps)
 }
 
 // next returns the time of the next step, if any.

@@ -181,11 +181,13 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	// job registrations of DynaINA, each at the job's arrival) on the
 	// process's network, as the emulator has them on its own.
 	schedule := func(*emu.Network, time.Duration) {}
+	var prepared *run.Prepared // nil: a bare switch
 	if flagGiven(fs, "scenario") || flagGiven(fs, "policy") || flagGiven(fs, "seed") {
 		prep, err := prepare()
 		if err != nil {
 			return fail(err)
 		}
+		prepared = prep
 		if s = prep.Switch(); s == nil {
 			return fail(fmt.Errorf("policy %s: its testbed exposes no switch data plane", prep.Policy()))
 		}
@@ -312,9 +314,20 @@ func SwitchMain(args []string, stderr io.Writer) int {
 		hs.Close()
 		return fail(err)
 	}
+	var from time.Duration
 	if *restarted {
 		proc.SetZero(zero)
-		schedule(proc.Network(), time.Since(zero))
+		from = time.Since(zero)
+		schedule(proc.Network(), from)
+	}
+	for i, l := range proc.Links() {
+		if pe, ok := peers[i]; ok && pe.FlapDown != nil {
+			if err := flap(proc.Network(), l, pe.FlapDown, from, untilOf(prepared)); err != nil {
+				proc.Run(cancelled())
+				hs.Close()
+				return fail(err)
+			}
+		}
 	}
 	rep, err := proc.Run(ctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -437,6 +450,22 @@ func restartAtFlag(fs *flag.FlagSet) func() error {
 	}
 }
 
+// flap makes the modelled direction (node→backend) of attachment link l
+// fail and recover at random as f says (impairments[].flap), from run time
+// from to until (emu.Network.Flap).
+func flap(net *emu.Network, l *emu.Link, f *scenario.Flap, from, until time.Duration) error {
+	return net.Flap(from, until, l, f.MeanUp.D(), f.MeanDown.D(), emu.AtoB)
+}
+
+// untilOf is the scenario's time limit (flapping stops there, as in the
+// emulator).
+func untilOf(prep *run.Prepared) time.Duration {
+	if prep == nil {
+		return 0
+	}
+	return prep.Scenario().TimeLimit.D()
+}
+
 // ideal is the configuration of a direction another process models: no
 // rate, delay or impairment, and the veths' MTU.
 var ideal = emu.LinkConfig{MTUBytes: 9000}
@@ -456,6 +485,7 @@ func serveControl(addr string, faults *faultctl.Server) (func(), error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	faults.Register(mux)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs.RegisterOnShutdown(faults.Stop) // waits end: the shutdown does not wait for them
 	go hs.Serve(ln)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -606,6 +636,11 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	faults := &faultctl.Server{Run: proc, Table: faultctl.NewTable(faultctl.NetClock{N: proc.Network()},
 		faultctl.Direction{Link: me.Host, Node: me.Node, Dir: faultctl.Up, T: faultctl.LinkDir{L: proc.Links()[0], D: emu.AtoB}})}
 	if role == "worker" {
+		// Faults timed from the workers' progress (faults[].when) wait on
+		// it: POST /progress/wait.
+		faults.Watcher = faultctl.NewWatcher(faultctl.NetClock{N: proc.Network()})
+		faults.Watcher.Restored(ck.ck.Reports)
+		prep.Observe(me.Job, me.Rank, faults.Watcher.Step)
 		faults.Progress = func() faultctl.Progress {
 			ps, _ := proc.Network().PortStats(me.Node, 0)
 			return faultctl.Progress{Node: me.Node, Role: role, Job: me.Job, Rank: me.Rank, Finished: prep.Finished(me.Job, me.Rank),
@@ -634,8 +669,16 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 		proc.Run(cancelled())
 		return fail(err)
 	}
+	var from time.Duration
 	if *restarted {
 		proc.SetZero(zero)
+		from = time.Since(zero)
+	}
+	if me.FlapUp != nil {
+		if err := flap(proc.Network(), proc.Links()[0], me.FlapUp, from, untilOf(prep)); err != nil {
+			proc.Run(cancelled())
+			return fail(err)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -104,6 +106,8 @@ func (t peerTopo) nodesOn(target string) []string {
 }
 
 func (t peerTopo) idle(node string) bool { return t.prep.Idle(node) }
+
+func (t peerTopo) rateScale() float64 { return t.prep.Scenario().Scaling.RateScale }
 
 func (c *Config) check() (*run.Prepared, *schedule, error) {
 	if c.Timeout == 0 {
@@ -248,8 +252,15 @@ type session struct {
 	zero  time.Time // the run's time 0 (the start file's instant)
 	index *faultctl.Index
 	taps  []string
-	// fatal is why a fault made the run unable to finish.
-	fatal error
+	// triggered gets the events the faults timed from the workload wait
+	// for (watchTriggers).
+	triggered chan triggered
+}
+
+// triggered is the event a fault is timed from, seen on a worker.
+type triggered struct {
+	rec int           // the fault's record
+	at  time.Duration // when, since time 0 (the worker's clock)
 }
 
 // NamePrefix starts the name of every namespace Up creates.
@@ -286,7 +297,7 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	var idb [4]byte
 	rand.Read(idb[:])
 	r := &session{cfg: cfg, prep: prep, id: hex.EncodeToString(idb[:]), stderr: stderr, exits: make(chan *proc, 256),
-		current: map[string]*proc{}, sched: sched}
+		current: map[string]*proc{}, sched: sched, triggered: make(chan triggered, 64)}
 	r.peers, _ = prep.Peers() // checked
 	res.ID, res.Scenario, res.Policy, res.Seed = r.id, prep.Scenario().Name, prep.Policy(), prep.Seed()
 	defer func() {
@@ -636,10 +647,17 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	}
 	// 4. Watchdog: every worker must finish (it says so with its done
 	// file and keeps running for its peers); any exit a fault did not
-	// cause is fatal. The scenario's faults fire meanwhile.
+	// cause is fatal. The scenario's faults fire meanwhile, those timed
+	// from the workload when the workers report their events.
+	tctx, tcancel := context.WithCancel(ctx)
+	var twg sync.WaitGroup
+	stopTriggers := func() { tcancel(); twg.Wait() }
+	defer stopTriggers()
+	r.watchTriggers(tctx, &twg)
 	if err := r.waitFiles(ctx, ".done", "unfinished", workerNames...); err != nil {
 		return err
 	}
+	stopTriggers()
 	// A fault still pending ends (a paused process resumes, a killed one
 	// restarts), so every process can report.
 	if err := r.settleFaults(ctx); err != nil {
@@ -843,6 +861,8 @@ func (r *session) waitFiles(ctx context.Context, suffix, pendingWord string, nam
 				return r.died(p)
 			}
 		case <-tick.C:
+		case tg := <-r.triggered:
+			r.sched.trigger(tg.rec, tg.at)
 		case <-fire:
 			if err := r.fireDue(ctx, time.Since(r.zero)); err != nil {
 				return err
@@ -865,6 +885,120 @@ func (r *session) died(p *proc) error {
 	return p.died()
 }
 
+// watchTriggers starts, for every fault timed from the workload
+// (faults[].when), what waits for its event on the workers' fault API
+// (POST /progress/wait) and reports it on r.triggered; all end with ctx
+// (wg). The events are the emulator's (harness/run: watch): first_packet
+// is any worker of the job beginning its first all-reduce, iteration and
+// allreduce are rank 0's, run_fraction counts the all-reduces every job's
+// rank 0 has finished.
+func (r *session) watchTriggers(ctx context.Context, wg *sync.WaitGroup) {
+	plans := r.prep.Plans()
+	jobOf := map[string]int{}
+	total := 0
+	for j, p := range plans {
+		jobOf[p.Name] = j
+		total += p.AllReduces()
+	}
+	node := func(job, rank int) string {
+		for _, pe := range r.peers {
+			if pe.Role == "worker" && pe.Job == job && pe.Rank == rank {
+				return pe.Node
+			}
+		}
+		return ""
+	}
+	faults := r.prep.Scenario().Faults
+	for rec := range r.sched.later {
+		w := faults[r.sched.records[rec].Index].When
+		send := func(at time.Duration) {
+			select {
+			case r.triggered <- triggered{rec, at}:
+			case <-ctx.Done():
+			}
+		}
+		wait := func(n string, t faultctl.Trigger) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if at, ok := r.waitOn(ctx, n, t); ok {
+					send(at)
+				}
+			}()
+		}
+		k := func(v int) *int { return &v }
+		j := jobOf[w.Job]
+		switch w.Form() {
+		case scenario.WhenFirstPacket:
+			for rank := range plans[j].Workers {
+				wait(node(j, rank), faultctl.Trigger{Begun: k(0)})
+			}
+		case scenario.WhenIteration:
+			wait(node(j, 0), faultctl.Trigger{Begun: k(w.Iteration * len(plans[j].Buckets))})
+		case scenario.WhenAllReduce:
+			wait(node(j, 0), faultctl.Trigger{AllReduce: k(w.AllReduce), Fraction: w.Fraction})
+		case scenario.WhenRunFraction:
+			need := max(int(math.Ceil(w.RunFraction*float64(total))), 1)
+			ended := make(chan time.Duration)
+			for j, p := range plans {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for n := 1; n <= p.AllReduces(); n++ {
+						at, ok := r.waitOn(ctx, node(j, 0), faultctl.Trigger{Finished: k(n)})
+						if !ok {
+							return
+						}
+						select {
+						case ended <- at:
+						case <-ctx.Done():
+							return
+						}
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 1; ; n++ {
+					select {
+					case at := <-ended:
+						if n >= need {
+							send(at)
+							return
+						}
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+		}
+	}
+}
+
+// waitOn waits for trigger t on node's fault API; after an error (a
+// process a fault restarted answers on the same socket) it asks again,
+// until ctx ends.
+func (r *session) waitOn(ctx context.Context, node string, t faultctl.Trigger) (time.Duration, bool) {
+	c := faultctl.NewClient(r.peerControl(node))
+	for {
+		ev, err := c.Wait(ctx, t)
+		if err == nil {
+			return time.Duration(ev.At), true
+		}
+		var se *faultctl.StatusError
+		if errors.As(err, &se) && se.Code == http.StatusBadRequest {
+			r.logf("waiting for %s on %s: %v", t, node, err)
+			return 0, false
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // fireDue runs the fault steps due at now (since time 0) and records them.
 func (r *session) fireDue(ctx context.Context, now time.Duration) error {
 	for _, pd := range r.sched.due(now) {
@@ -880,7 +1014,7 @@ func (r *session) fireDue(ctx context.Context, now time.Duration) error {
 		}
 		rec.Steps = append(rec.Steps, fs)
 		if pd.step.fatal != nil {
-			return fmt.Errorf("up: %s: policy %s: %w", r.prep.Scenario().Name, r.prep.Policy(), pd.step.fatal)
+			return fmt.Errorf("up: %s: policy %s: %w", r.prep.Scenario().Name, r.prep.Policy(), pd.step.fatal(pd.at))
 		}
 		if err != nil {
 			r.logf("fault %d (%s) at %v: %s: %v", rec.Index, rec.Kind, fs.At.Round(time.Microsecond), fs.What, err)
@@ -1139,7 +1273,11 @@ func (res *Result) Print(w io.Writer) {
 			}
 			steps = append(steps, s)
 		}
-		fmt.Fprintf(w, "  fault %-2d %s %s (at %v): %s\n", f.Index, f.Kind, f.Target, f.Planned, strings.Join(steps, "; "))
+		at := f.Planned.String()
+		if f.When != "" {
+			at = fmt.Sprintf("%v: after %s", f.Planned.Round(time.Millisecond), f.When)
+		}
+		fmt.Fprintf(w, "  fault %-2d %s %s (at %s): %s\n", f.Index, f.Kind, f.Target, at, strings.Join(steps, "; "))
 	}
 	fmt.Fprintf(w, "  worker clocks started within %v of each other\n", res.StartSkew.Round(time.Microsecond))
 	if res.KeptUp {

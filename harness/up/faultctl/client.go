@@ -146,6 +146,16 @@ func (c *Client) Reset(ctx context.Context, link, dir string) ([]DirState, error
 	return c.post(ctx, "POST", link, dir, "reset", nil)
 }
 
+// Wait waits until trigger t holds on the worker (or ctx ends) and
+// returns when it did.
+func (c *Client) Wait(ctx context.Context, t Trigger) (Event, error) {
+	var ev Event
+	long := *c
+	long.hc = &http.Client{Transport: c.hc.Transport} // no timeout: ctx bounds it
+	err := long.do(ctx, "POST", "/progress/wait", t, &ev)
+	return ev, err
+}
+
 // Progress reads a worker's progress.
 func (c *Client) Progress(ctx context.Context) (Progress, error) {
 	var p Progress

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/host"
 )
 
 // fakeClock is a Clock whose time the test moves; After's calls run when
@@ -300,4 +301,74 @@ func TestServerAndClient(t *testing.T) {
 	if !strings.Contains(string(js), `"delay":"5ms"`) {
 		t.Errorf("config JSON %s", js)
 	}
+}
+
+// The watcher wakes a wait when its trigger holds, at once if it already
+// did, with the time it happened.
+func TestWatcher(t *testing.T) {
+	c := &fakeClock{}
+	w := NewWatcher(c)
+	k := func(v int) *int { return &v }
+	begun1, _ := w.Wait(Trigger{Begun: k(1)})
+	half0, _ := w.Wait(Trigger{AllReduce: k(0), Fraction: 0.5})
+	fin2, _ := w.Wait(Trigger{Finished: k(2)})
+	if _, err := w.Wait(Trigger{}); err == nil {
+		t.Error("an empty trigger accepted")
+	}
+	if _, err := w.Wait(Trigger{Begun: k(1), Fraction: 0.5}); err == nil {
+		t.Error("a fraction without allreduce accepted")
+	}
+	got := func(ch <-chan Event) (Event, bool) {
+		select {
+		case ev := <-ch:
+			return ev, true
+		default:
+			return Event{}, false
+		}
+	}
+	c.now = 10 * time.Millisecond
+	w.Step(host.Step{Kind: host.StepBegin, Index: 0, Chunks: 4})
+	for i := range 2 {
+		c.now += time.Millisecond
+		if _, ok := got(half0); ok {
+			t.Fatalf("half of all-reduce 0 after %d of 4 chunks", i)
+		}
+		w.Step(host.Step{Kind: host.StepChunk, Index: 0, Chunks: 4, Chunk: uint32(i)})
+	}
+	if ev, ok := got(half0); !ok || ev.At != Duration(12*time.Millisecond) {
+		t.Errorf("half of all-reduce 0: %+v, %v", ev, ok)
+	}
+	c.now = 20 * time.Millisecond
+	w.Step(host.Step{Kind: host.StepEnd, Index: 0, Chunks: 4})
+	c.now = 25 * time.Millisecond
+	w.Step(host.Step{Kind: host.StepBegin, Index: 1, Chunks: 4})
+	if ev, ok := got(begun1); !ok || ev.At != Duration(25*time.Millisecond) || ev.Finished != 1 {
+		t.Errorf("all-reduce 1 begun: %+v, %v", ev, ok)
+	}
+	c.now = 30 * time.Millisecond
+	w.Step(host.Step{Kind: host.StepEnd, Index: 1, Chunks: 4})
+	if ev, ok := got(fin2); !ok || ev.At != Duration(30*time.Millisecond) {
+		t.Errorf("2 finished: %+v, %v", ev, ok)
+	}
+	// Already happened: at once, with its time.
+	c.now = 40 * time.Millisecond
+	late, _ := w.Wait(Trigger{AllReduce: k(0), Fraction: 1})
+	if ev, ok := got(late); !ok || ev.At != Duration(20*time.Millisecond) {
+		t.Errorf("all-reduce 0 ended, asked late: %+v, %v", ev, ok)
+	}
+	// A restored checkpoint counts as finished.
+	w2 := NewWatcher(c)
+	w2.Restored([]host.Report{{Start: time.Millisecond, End: 2 * time.Millisecond}})
+	if ev, ok := got(mustWait(t, w2, Trigger{Finished: k(1)})); !ok || ev.At != Duration(2*time.Millisecond) {
+		t.Errorf("restored: %+v, %v", ev, ok)
+	}
+}
+
+func mustWait(t *testing.T, w *Watcher, tr Trigger) <-chan Event {
+	t.Helper()
+	ch, err := w.Wait(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }

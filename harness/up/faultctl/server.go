@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -22,6 +23,22 @@ type Server struct {
 	Run   Runner
 	// Progress, if set, answers GET /progress (called through Run).
 	Progress func() Progress
+	// Watcher, if set, answers POST /progress/wait (a worker's).
+	Watcher *Watcher
+
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+// Stop ends every POST /progress/wait still waiting (503): call it when
+// the server shuts down (http.Server.RegisterOnShutdown).
+func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopped()) }) }
+
+func (s *Server) stopped() chan struct{} {
+	if s.stop == nil {
+		s.stop = make(chan struct{})
+	}
+	return s.stop
 }
 
 // Register adds the endpoints to mux:
@@ -36,6 +53,7 @@ type Server struct {
 //	POST   /links/{link}/{dir}/up          up
 //	POST   /links/{link}/{dir}/reset       back to the process's starting configuration
 //	GET    /progress                       Progress (a worker's all-reduces)
+//	POST   /progress/wait                  Trigger: waits until it holds, answers its Event
 //
 // dir is up, down or both; every POST and DELETE answers the selected
 // directions' new []DirState. A bad value is 400 naming the field and
@@ -94,6 +112,34 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /links/{link}/{dir}/reset", func(w http.ResponseWriter, r *http.Request) {
 		l, d := link(r)
 		s.run(w, func() ([]DirState, error) { return s.Table.Reset(l, d) })
+	})
+	stop := s.stopped()
+	mux.HandleFunc("POST /progress/wait", func(w http.ResponseWriter, r *http.Request) {
+		if s.Watcher == nil {
+			http.Error(w, "this process has no progress to wait for (not a worker)", http.StatusNotFound)
+			return
+		}
+		var t Trigger
+		if !decode(w, r, &t, false) {
+			return
+		}
+		var ch <-chan Event
+		var err error
+		if rerr := s.Run.Do(func() { ch, err = s.Watcher.Wait(t) }); rerr != nil {
+			http.Error(w, rerr.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case ev := <-ch:
+			writeJSON(w, ev)
+		case <-stop:
+			http.Error(w, "the process is stopping", http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+		}
 	})
 	mux.HandleFunc("GET /progress", func(w http.ResponseWriter, r *http.Request) {
 		if s.Progress == nil {
