@@ -30,7 +30,7 @@ const faultDoc = "Changes the links of a running inabox up at run time, through 
 // faultFlags is `inabox fault`'s flag set.
 func faultFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("inabox fault", flag.ContinueOnError)
-	fs.String("run", "", "the run's work directory `DIR` (default: the one inabox up running)")
+	fs.String("run", "", "the `DIR` the run of inabox up works in (default: the one running)")
 	fs.Bool("json", false, "print the link directions as JSON")
 	fs.Duration("timeout", 10*time.Second, "bound on the calls to the processes")
 	return fs

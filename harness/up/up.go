@@ -554,16 +554,22 @@ func (r *session) waitHealthy(ctx context.Context, p *proc, wait func(context.Co
 	select {
 	case err = <-herr:
 	case <-p.done:
-		err = p.died()
+		err = r.died(p)
 	}
 	if err != nil {
 		if isDone(p) {
-			return p.died()
+			return diedError{r.died(p)}
 		}
 		return fmt.Errorf("up: %s control API: %w", p.name, err)
 	}
 	return nil
 }
+
+// diedError is a process's exit, which a fault step met: the run's error
+// as it is.
+type diedError struct{ error }
+
+func (e diedError) Unwrap() error { return e.error }
 
 func (r *session) runAll(ctx context.Context, res *Result) error {
 	cfg := r.cfg
@@ -1019,6 +1025,10 @@ func (r *session) fireDue(ctx context.Context, now time.Duration) error {
 		if err != nil {
 			r.logf("fault %d (%s) at %v: %s: %v", rec.Index, rec.Kind, fs.At.Round(time.Microsecond), fs.What, err)
 			if pd.step.call == nil { // a process that could not be restarted
+				var de diedError
+				if errors.As(err, &de) {
+					return de.error // it ran and stopped: why is its own error
+				}
 				return fmt.Errorf("up: fault %d (%s on %s): %s: %w", rec.Index, rec.Kind, rec.Target, fs.What, err)
 			}
 			continue
