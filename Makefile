@@ -4,7 +4,7 @@ PKGS      ?= ./... ./testdata
 STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 60s
 
-.PHONY: run bin up test unit lint bench vs-ns3 fuzz soak p4-difftest tidy
+.PHONY: run bin up test unit lint bench vs-ns3 fuzz soak p4-difftest tidy wireshark
 
 ## run: the main job on the embedded default scenario
 run:
@@ -17,6 +17,14 @@ bin:
 ## up: the default real-time run over TAP in network namespaces (root)
 up: bin
 	bin/inabox up
+
+## wireshark: install the INA dissector (tools/wireshark/ina.lua) where Wireshark
+## and tshark load Lua plugins of the user
+WIRESHARK_PLUGINS ?= $(HOME)/.local/lib/wireshark/plugins
+wireshark:
+	install -d "$(WIRESHARK_PLUGINS)"
+	install -m 0644 tools/wireshark/ina.lua "$(WIRESHARK_PLUGINS)/ina.lua"
+	@echo "installed $(WIRESHARK_PLUGINS)/ina.lua (try: tshark -r h0.pcap -Y ina)"
 
 ## test: vet, staticcheck, and every test with the race detector in random order
 test: lint unit

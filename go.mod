@@ -5,11 +5,13 @@ go 1.26.0
 require (
 	github.com/gopacket/gopacket v1.7.7
 	github.com/montanaflynn/stats v0.14.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/songgao/water v0.0.0-20200317203138-2b4b6d7c09d8
 	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/vishvananda/netns v0.0.5 // indirect
+require golang.org/x/text v0.43.0 // indirect

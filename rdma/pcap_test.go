@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,5 +46,41 @@ func TestDecodePcap(t *testing.T) {
 	}
 	if _, err := DecodePcap(strings.NewReader("not a pcap"), &out, nil); err == nil {
 		t.Error("garbage accepted as a capture")
+	}
+}
+
+// TestDecodePcapFilterAndLinkType: a Filter leaves frames out of the
+// output and the counts (Skipped), frame numbers stay the capture's; a
+// capture of another link type than Ethernet is refused, naming it.
+func TestDecodePcapFilterAndLinkType(t *testing.T) {
+	frames := sampleFrames(t)
+	path := filepath.Join(t.TempDir(), "x.pcap")
+	writePcap(t, path, frames)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sum, err := DecodePcapWith(bytes.NewReader(data), &out, DecodeOptions{Filter: func(p []byte) bool { return len(p) == 5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Frames != len(frames) || sum.Shown != sum.RoCE || sum.Shown+sum.Skipped != sum.Frames || sum.Shown == 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for _, l := range lines[:sum.Shown] {
+		if !strings.Contains(l, " len=5 ") || strings.HasPrefix(l, "1 ") {
+			t.Errorf("shown: %q", l)
+		}
+	}
+	if want := fmt.Sprintf("%d of %d frames shown:", sum.Shown, sum.Frames); !strings.HasPrefix(lines[sum.Shown], want) {
+		t.Errorf("counts line %q, want %q", lines[sum.Shown], want)
+	}
+	// The link type is at bytes 20..23 of a pcap file header.
+	data[20], data[21], data[22], data[23] = 101, 0, 0, 0 // Raw IP
+	out.Reset()
+	if _, err := DecodePcap(bytes.NewReader(data), &out, nil); !errors.Is(err, ErrLinkType) || !strings.Contains(err.Error(), "link type 101 (Raw)") || out.Len() != 0 {
+		t.Errorf("Raw capture: %v, printed %q", err, out.String())
 	}
 }

@@ -174,9 +174,11 @@ func TestUCOpcodes(t *testing.T) {
 	}
 }
 
-// TestOpcodeStringUnchanged: String prints exactly what it printed before
-// UC opcodes existed ("inabox decode" output is recorded in golden files).
-func TestOpcodeStringUnchanged(t *testing.T) {
+// TestOpcodeNames: String prints the RC names exactly as before UC opcodes
+// existed ("inabox decode" output is recorded in golden files), the UC
+// twins of SEND and RDMA WRITE as "UC " and the RC name, and any other
+// opcode in hex.
+func TestOpcodeNames(t *testing.T) {
 	names := []string{"SEND First", "SEND Middle", "SEND Last", "SEND Last with Immediate", "SEND Only",
 		"SEND Only with Immediate", "RDMA WRITE First", "RDMA WRITE Middle", "RDMA WRITE Last",
 		"RDMA WRITE Last with Immediate", "RDMA WRITE Only", "RDMA WRITE Only with Immediate", "RDMA READ Request",
@@ -187,6 +189,8 @@ func TestOpcodeStringUnchanged(t *testing.T) {
 		switch {
 		case o < len(names):
 			want = names[o]
+		case o >= 0x20 && o < 0x20+12: // UC has RC's SEND and RDMA WRITE
+			want = "UC " + names[o-0x20]
 		case o == 0x81:
 			want = "CNP"
 		}
@@ -194,8 +198,8 @@ func TestOpcodeStringUnchanged(t *testing.T) {
 			t.Errorf("Opcode(%#x).String() = %q, want %q", o, got, want)
 		}
 	}
-	if OpUCSendOnly.String() != "Opcode(0x24)" {
-		t.Error("UC SEND Only")
+	if OpUCSendOnly.String() != "UC SEND Only" || OpUCRDMAWriteOnlyImm.String() != "UC RDMA WRITE Only with Immediate" {
+		t.Error("UC opcode names")
 	}
 }
 
@@ -631,13 +635,13 @@ func TestDecodePcapUC(t *testing.T) {
 	if _, err := DecodePcap(r, &out, func([]byte) string { return "p" }); err != nil {
 		t.Fatal(err)
 	}
-	const want = `1 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE Opcode(0x24) QP=0x123456 PSN=0 len=0 ICRC ok
-2 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE Opcode(0x24) QP=0x123456 PSN=5 len=5 {p} ICRC ok
-3 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE Opcode(0x24) QP=0x123456 PSN=5 len=5 {p} ICRC ok
-4 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE Opcode(0x24) QP=0x123456 PSN=5 len=5 {p} ICRC BAD(got 0xdc66fcdc want 0xab61cc4a)
-5 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE Opcode(0x24) QP=0x123456 PSN=32 len=32 {p} ICRC ok
+	const want = `1 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE UC SEND Only QP=0x123456 PSN=0 len=0 ICRC ok
+2 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE UC SEND Only QP=0x123456 PSN=5 len=5 {p} ICRC ok
+3 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE UC SEND Only QP=0x123456 PSN=5 len=5 {p} ICRC ok
+4 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE UC SEND Only QP=0x123456 PSN=5 len=5 {p} ICRC BAD(got 0xdc66fcdc want 0xab61cc4a)
+5 10.0.0.1:57236 -> 10.0.0.2:4791 RRoCE UC SEND Only QP=0x123456 PSN=32 len=32 {p} ICRC ok
 5 frames: 5 RoCEv2, 0 other, 1 bad ICRC, 0 malformed
-  Opcode(0x24)                     5
+  UC SEND Only                     5
 `
 	if got := out.String(); got != want {
 		t.Fatalf("DecodePcap output changed:\n%s\nwant:\n%s", got, want)

@@ -152,10 +152,25 @@ var opNames = [...]string{
 	OpAtomicAck:        "Atomic Acknowledge",
 	OpCompareSwap:      "CmpSwap",
 	OpFetchAdd:         "FetchAdd",
+
+	OpUCSendFirst:        "UC SEND First",
+	OpUCSendMiddle:       "UC SEND Middle",
+	OpUCSendLast:         "UC SEND Last",
+	OpUCSendLastImm:      "UC SEND Last with Immediate",
+	OpUCSendOnly:         "UC SEND Only",
+	OpUCSendOnlyImm:      "UC SEND Only with Immediate",
+	OpUCRDMAWriteFirst:   "UC RDMA WRITE First",
+	OpUCRDMAWriteMiddle:  "UC RDMA WRITE Middle",
+	OpUCRDMAWriteLast:    "UC RDMA WRITE Last",
+	OpUCRDMAWriteLastImm: "UC RDMA WRITE Last with Immediate",
+	OpUCRDMAWriteOnly:    "UC RDMA WRITE Only",
+	OpUCRDMAWriteOnlyImm: "UC RDMA WRITE Only with Immediate",
 }
 
-// String returns the name of an RC opcode as Wireshark spells it, "CNP",
-// or else the hex value: UC opcodes print as "Opcode(0x24)".
+// String returns the name of an opcode as Wireshark's opcode table spells
+// its operation: an RC opcode without its transport ("SEND Only"), a UC
+// opcode with it ("UC SEND Only"), "CNP", or else the hex value
+// ("Opcode(0x64)").
 func (o Opcode) String() string {
 	if int(o) < len(opNames) && opNames[o] != "" {
 		return opNames[o]

@@ -58,8 +58,10 @@ func init() {
 		newCommand("demo", "", "The RC demo: two RDMA RC hosts through a learning switch over impaired links (loss, duplication, reordering, "+
 			"corruption, a link flap, a switch crash); prints every link, port and queue-pair counter.",
 			demoFlags, cmdDemo),
-		newCommand("decode", "FILE.pcap", "Prints each frame of a pcap: its RoCEv2 layers, ICRC verdict and INA header, then counts.",
-			noFlags("decode"), cmdDecode),
+		newCommand("decode", "FILE.pcap", "Prints each frame of an Ethernet pcap: its RoCEv2 layers (RC and UC), ICRC verdict and INA header "+
+			"(data, control messages by name with their fields, the switch's absorbed markers), then counts. "+
+			"Frame numbers are the capture's (Wireshark's); a capture of another link type is refused.",
+			decodeFlags, cmdDecode),
 		{name: "up", args: "[FILE]", flags: up.FlagSet, run: cmdUp,
 			doc: "Runs a scenario (default: the embedded up-multijob.yaml) in real time as processes: inaswitch, inaps and one inahost per worker " +
 				"over TAP and veth in network namespaces (root; needs the three binaries beside inabox: make bin). " +

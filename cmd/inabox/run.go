@@ -13,6 +13,8 @@ import (
 	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // loadScenario loads file, or the embedded default scenario when file is "".
@@ -60,7 +62,8 @@ type runOpts struct {
 func runFlags(o *runOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&o.out, "out", "", "write results.json, CSV and SVG plots into `DIR`")
-	fs.StringVar(&o.pcap, "pcap", "", "write one pcap per link into `DIR`")
+	fs.StringVar(&o.pcap, "pcap", "", "write one pcap per link into `DIR`, captured at the host or PS end and named after that node "+
+		"(h0.pcap, ps0.pcap; h0-NODE.pcap where a host runs several workers); the estimated size goes to stderr first")
 	fs.Func("seed", "replace the scenario's seed with `N` (≥ 1)", func(v string) error {
 		n, err := strconv.ParseUint(v, 0, 64)
 		o.seed, o.seedSet = n, true
@@ -96,6 +99,9 @@ func cmdRun(o *runOpts, args []string, stdout, stderr io.Writer) error {
 	if o.policy != "" {
 		p = o.policy
 	}
+	if o.pcap != "" {
+		writePcapEstimate(stderr, s, o.pcap)
+	}
 	prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, o.force))
 	// Ctrl-C stops the run: what was measured so far is printed and
 	// written, marked incomplete.
@@ -123,6 +129,38 @@ func cmdRun(o *runOpts, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "pcap files written to %s\n", o.pcap)
 	}
 	return err
+}
+
+// pcapLarge is the estimated pcap size from which `run --pcap` says that
+// it is large.
+const pcapLarge = 1 << 30
+
+// pcapEstimate is a rough size of the pcaps `run --pcap` writes for s, in
+// bytes: each worker packet is captured twice on its worker's link (sent,
+// and its result received), every frame with its pcap record header. PS
+// traffic, ACKs and control messages are left out: a policy that sends
+// much through the PS (ATP and ESA about 1.5×) writes more, one without
+// INA (none) less.
+func pcapEstimate(s *scenario.Scenario) int64 {
+	const perFrame = 16 + rdma.HeadersLen + rdma.BTHLen + inahdr.Len + rdma.ICRCLen // record header, headers, ICRC
+	vpp := int64(s.Topology.Switch.ValuesPerPacket)
+	return s.Estimate(scenario.DefaultModels()).WorkerPackets * 2 * (perFrame + 4*vpp)
+}
+
+// writePcapEstimate tells stderr how much `run --pcap DIR` is about to
+// write, and that it is a lot when it is more than pcapLarge.
+func writePcapEstimate(stderr io.Writer, s *scenario.Scenario, dir string) {
+	n := pcapEstimate(s)
+	size := fmt.Sprintf("%.0f MB", float64(n)/1e6)
+	if n < 1e6 {
+		size = fmt.Sprintf("%.0f kB", float64(n)/1e3)
+	} else if n >= 1e9 {
+		size = fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	}
+	fmt.Fprintf(stderr, "pcap: about %s into %s\n", size, dir)
+	if n > pcapLarge {
+		fmt.Fprintf(stderr, "pcap: that is more than 1 GiB: a smaller scaling.tensor_scale or fewer iterations write less\n")
+	}
 }
 
 var errNoPolicy = errors.New("no policy of the scenario can run")

@@ -179,3 +179,52 @@ func TestCompare(t *testing.T) {
 		t.Errorf("the error repeats the FAILED line: %v", err)
 	}
 }
+
+// TestRunPcapEstimate: `run --pcap` tells stderr, before the run, about how
+// much it writes, close to what it wrote, and stdout does not mention it;
+// a scenario estimated above 1 GiB gets a warning.
+func TestRunPcapEstimate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pcap")
+	var out, errb bytes.Buffer
+	if err := runCLI([]string{"run", "--pcap", dir, tinyFile(t)}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if strings.Contains(out.String(), "about") {
+		t.Errorf("stdout has the estimate:\n%s", out.String())
+	}
+	s, err := loadScenario(tinyFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := pcapEstimate(s)
+	var total int64
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pcap"))
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += st.Size()
+	}
+	if est < total*2/3 || est > total*3/2 {
+		t.Errorf("estimate %d B, wrote %d B", est, total)
+	}
+	line := strings.SplitN(errb.String(), "\n", 2)[0]
+	if !strings.HasPrefix(line, "pcap: about ") || !strings.HasSuffix(line, " MB into "+dir) {
+		t.Errorf("stderr starts %q", line)
+	}
+	if strings.Contains(errb.String(), "1 GiB") {
+		t.Errorf("a small run warned: %q", errb.String())
+	}
+	// A large one is warned about before it starts: the size goes to stderr
+	// ahead of any run output (checked here without running it).
+	big, err := loadScenario("../../testdata/scenarios/freeina-single.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	writePcapEstimate(&w, big, "DIR")
+	if !strings.Contains(w.String(), "GB into DIR\npcap: that is more than 1 GiB") {
+		t.Errorf("freeina-single (%d B): %q", pcapEstimate(big), w.String())
+	}
+}

@@ -31,7 +31,7 @@ func WriteResultsJSON(w io.Writer, r *Results) error {
 // WriteJobsCSV writes one row per job.
 func WriteJobsCSV(w io.Writer, r *Results) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"job", "model", "workers", "arrival_s", "finished", "finish_s", "jct_s", "iterations",
+	cw.Write([]string{"name", "model", "workers", "arrival_s", "finished", "finish_s", "jct_s", "iterations",
 		"iter_time_mean_s", "iter_time_p50_s", "iter_time_p95_s", "iter_time_p99_s", "comm_time_s", "elements",
 		"agg_throughput_eps", "useful_aggs", "occupied_slot_s", "useful_aggs_per_slot_s", "collisions",
 		"switch_chunks", "ps_chunks", "ps_path_fraction", "retransmissions"})

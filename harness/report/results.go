@@ -1,8 +1,10 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -46,15 +48,26 @@ func (p Point) MarshalJSON() ([]byte, error) {
 	return []byte("[" + string(x) + "," + string(y) + "]"), nil
 }
 
+// ResultsSchemaVersion is the version of the results format
+// (docs/results-format.md, docs/results.schema.json): it changes when a
+// field is removed, renamed or changes meaning, not when one is added.
+const ResultsSchemaVersion = 1
+
 // Results is what a run measured. Times are virtual seconds.
 type Results struct {
-	Scenario string      `json:"scenario"`
-	Policy   string      `json:"policy"`
-	Seed     uint64      `json:"seed"`
-	End      Num         `json:"end_s"`
-	Summary  Summary     `json:"summary"`
-	Jobs     []JobResult `json:"jobs"`
-	Memory   Memory      `json:"memory"`
+	SchemaVersion int `json:"schema_version"`
+	// Tool is the program and its version: "inabox v1.2.0" for a release,
+	// "inabox (devel)" for a build from source.
+	Tool     string `json:"tool"`
+	Scenario string `json:"scenario"`
+	Policy   string `json:"policy"`
+	Seed     uint64 `json:"seed"`
+	End      Num    `json:"end_s"`
+	// Bin is the width of the time series' bins (throughput, memory), s.
+	Bin     Num         `json:"bin_s"`
+	Summary Summary     `json:"summary"`
+	Jobs    []JobResult `json:"jobs"`
+	Memory  Memory      `json:"memory"`
 	// Throughput is the aggregation throughput of all jobs over time:
 	// (bin start s, elements/s), each all-reduce's elements spread evenly
 	// over its duration.
@@ -66,6 +79,25 @@ type Results struct {
 	// Costs are the host costs the run modelled; absent: none
 	// (docs/costs.md).
 	Costs *HostCosts `json:"host_costs,omitempty"`
+	// ScenarioAsRun is the scenario as it ran: every default filled in,
+	// generated jobs listed, this run's policy and seed (the format of
+	// docs/scenarios.md, as JSON).
+	ScenarioAsRun json.RawMessage `json:"scenario_as_run,omitempty"`
+}
+
+// Tool is this program's name and version for Results.Tool: the main
+// module's version when it is a release (a tag, not a pseudo-version or a
+// modified tree), else (devel), so that two builds of the same source write
+// the same results.
+func Tool() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		// a release vX.Y.Z: no pre-release or pseudo-version part, no +dirty
+		if m := bi.Main.Version; strings.HasPrefix(m, "v") && !strings.ContainsAny(m, "-+") {
+			v = m
+		}
+	}
+	return "inabox " + v
 }
 
 // HostCosts are a run's modelled host costs, at true scale (before the

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -117,7 +118,13 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	if e.NoINA {
 		slots = 0
 	}
-	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: slots,
+	asRun := *s // the scenario as it runs: this policy and seed
+	asRun.Policy, asRun.Seed = policy, seed
+	scJSON, err := json.Marshal(&asRun)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: slots, ScenarioAsRun: scJSON,
 		NoPSPath: !e.PSPath, Costs: hostCosts(s, tb)})
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
