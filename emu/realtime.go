@@ -61,6 +61,7 @@ type realtime struct {
 	wallStart time.Time
 	ingress   chan ingress
 	calls     chan func()
+	prompt    chan func()   // DoPrompt's calls, served on every loop turn
 	ended     chan struct{} // closed when the run has returned
 	stats     RealtimeStats
 }
@@ -256,6 +257,24 @@ func (n *Network) Do(fn func()) {
 	}
 }
 
+// DoPrompt is Do, served sooner: Do's fn waits until the run loop is idle
+// (no event or arrival overdue), which a run behind real time may not be
+// for long; DoPrompt's runs at the next turn of the loop, between events.
+func (n *Network) DoPrompt(fn func()) {
+	rt := n.rtp.Load()
+	if rt == nil {
+		fn()
+		return
+	}
+	done := make(chan struct{})
+	select {
+	case rt.prompt <- func() { fn(); close(done) }:
+		<-done
+	case <-rt.ended:
+		fn() // the run has ended
+	}
+}
+
 // RunRealtime runs the network against the wall clock until ctx is done or
 // run time reaches until (0 means no limit), then closes every attached port
 // and returns. The same nodes, links and faults as under virtual time apply;
@@ -263,6 +282,20 @@ func (n *Network) Do(fn func()) {
 // are read and written by goroutines at the edges; nodes still run one at a
 // time on the calling goroutine. See RealtimeStats for how late events ran.
 func (n *Network) RunRealtime(ctx context.Context, until time.Duration) (RealtimeStats, error) {
+	return n.runRealtime(ctx, time.Now(), false, until)
+}
+
+// RunRealtimeFrom is RunRealtime with run time 0 at the wall-clock instant
+// zero, which may lie in the past: the run then begins at run time
+// time.Since(zero), where the nodes' Start sees it (a process that replaces
+// one that crashed continues the clock of the run it rejoins). Timed calls
+// (At) already due run at once, in order. until is a run time, as for
+// RunRealtime.
+func (n *Network) RunRealtimeFrom(ctx context.Context, zero time.Time, until time.Duration) (RealtimeStats, error) {
+	return n.runRealtime(ctx, zero, true, until)
+}
+
+func (n *Network) runRealtime(ctx context.Context, zero time.Time, catchUp bool, until time.Duration) (RealtimeStats, error) {
 	if n.started {
 		return RealtimeStats{}, errors.New("emu: the network has already run")
 	}
@@ -275,7 +308,11 @@ func (n *Network) RunRealtime(ctx context.Context, until time.Duration) (Realtim
 		timer = w
 	}
 	defer timer.Close()
-	rt := &realtime{wallStart: time.Now(), ingress: make(chan ingress, 64), calls: make(chan func()), ended: make(chan struct{})}
+	rt := &realtime{wallStart: zero, ingress: make(chan ingress, 64), calls: make(chan func()),
+		prompt: make(chan func()), ended: make(chan struct{})}
+	if since := int64(time.Since(zero)); catchUp && since > n.now {
+		n.now = since // a clock that started before this run (RunRealtimeFrom)
+	}
 	n.rt = rt
 	n.rtp.Store(rt)
 	done := make(chan struct{})
@@ -308,6 +345,8 @@ loop:
 			select {
 			case in := <-rt.ingress:
 				backlog = append(backlog, in)
+			case fn := <-rt.prompt:
+				fn() // at n.now: the events overdue run after it, at their times
 			default:
 				break collect
 			}
@@ -359,6 +398,9 @@ loop:
 		case in := <-rt.ingress:
 			backlog = append(backlog, in)
 		case fn := <-rt.calls:
+			n.now = max(n.now, int64(time.Since(rt.wallStart)))
+			fn()
+		case fn := <-rt.prompt:
 			n.now = max(n.now, int64(time.Since(rt.wallStart)))
 			fn()
 		}

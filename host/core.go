@@ -155,6 +155,16 @@ func (c *Core) Observe(fn func(Step)) { c.observe = fn }
 // naming it, instead of waiting for what will never come.
 func (c *Core) LoseState() { c.lost = true }
 
+// RestoreReports sets the all-reduces the endpoint had finished before a
+// crash that lost its state, from a checkpoint (their reports): a new
+// endpoint then stands where the crashed one did after LoseState. Their
+// results are not kept (Result is nil for them). The endpoint's own
+// position (the all-reduce it is at) must follow: see the baseline
+// clients' Restore.
+func (c *Core) RestoreReports(reps []Report) {
+	c.reports = append(c.reports[:0], reps...)
+}
+
 // StateLost reports whether the endpoint lost its state in a crash.
 func (c *Core) StateLost() bool { return c.lost }
 

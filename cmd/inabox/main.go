@@ -66,6 +66,7 @@ func init() {
 			doc: "Runs a scenario (default: the embedded up-multijob.yaml) in real time as processes: inaswitch, inaps and one inahost per worker " +
 				"over TAP and veth in network namespaces (root; needs the three binaries beside inabox: make bin). " +
 				"Removes everything it made, also on failure."},
+		{name: "fault", args: "COMMAND [ARGS]", flags: faultFlags, run: cmdFault, doc: faultDoc},
 		newCommand("help", "[COMMAND]", "Shows every command with its flags, or one command's.", noFlags("help"), cmdHelp),
 		newCommand("version", "", "Prints the module version and VCS revision of this build.", noFlags("version"), cmdVersion),
 	}

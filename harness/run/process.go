@@ -8,6 +8,7 @@ import (
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
+	"github.com/inabox/inabox/host"
 	sw "github.com/inabox/inabox/switch"
 )
 
@@ -30,8 +31,14 @@ type Peer struct {
 	Job, Rank  int
 	Index      int
 	SwitchPort int
+	// Host is the scenario's name for the peer's link (faults, impairments):
+	// its worker host h<k>, or ps<i> for a PS.
+	Host string
 	// ToSwitch and FromSwitch are the link's two directions.
 	ToSwitch, FromSwitch emu.LinkConfig
+	// FlapUp and FlapDown make a direction (toward the switch, from it)
+	// fail and recover at random (impairments[].flap), or are nil.
+	FlapUp, FlapDown *scenario.Flap
 }
 
 // Prepare builds scenario s under opts (seed and policy) with its
@@ -103,11 +110,11 @@ func (p *Prepared) Peers() ([]Peer, error) {
 	roles := map[string]Peer{}
 	for i, ws := range p.r.tb.Workers {
 		for _, w := range ws {
-			roles[w.Name] = Peer{Node: w.Name, Role: "worker", Job: i, Rank: w.Rank}
+			roles[w.Name] = Peer{Node: w.Name, Role: "worker", Job: i, Rank: w.Rank, Host: p.r.plans[i].Hosts[w.Rank]}
 		}
 	}
-	for _, ps := range p.r.tb.PSs {
-		roles[ps.Name] = Peer{Node: ps.Name, Role: "ps", Index: ps.Index}
+	for i, ps := range p.r.tb.PSs {
+		roles[ps.Name] = Peer{Node: ps.Name, Role: "ps", Index: ps.Index, Host: fmt.Sprintf("ps%d", i)}
 	}
 	swName := p.SwitchName()
 	var out []Peer
@@ -126,6 +133,12 @@ func (p *Prepared) Peers() ([]Peer, error) {
 			return nil, fmt.Errorf("%s: policy %s: node %s port %d on the switch is neither a worker nor a PS", p.r.s.Name, p.r.policy, a.Node, a.Port)
 		}
 		pe.SwitchPort, pe.ToSwitch, pe.FromSwitch = b.Port, toSw, fromSw
+		if fl := p.r.flaps[l]; fl != nil {
+			pe.FlapUp, pe.FlapDown = fl[emu.AtoB], fl[emu.BtoA]
+			if a0, _ := l.Ends(); a0.Node == swName {
+				pe.FlapUp, pe.FlapDown = fl[emu.BtoA], fl[emu.AtoB]
+			}
+		}
 		out = append(out, pe)
 	}
 	slices.SortFunc(out, func(x, y Peer) int { return x.SwitchPort - y.SwitchPort })
@@ -137,6 +150,23 @@ func (p *Prepared) Peers() ([]Peer, error) {
 func (p *Prepared) WorkerDone(job, rank int) bool {
 	return p.r.tb.Worker(job, rank).Endpoint.Finished() >= p.r.plans[job].Iterations
 }
+
+// Finished is how many all-reduces worker rank of job (0-based) has
+// finished. Call it on the goroutine that runs the worker's node.
+func (p *Prepared) Finished(job, rank int) int {
+	return p.r.tb.Worker(job, rank).Endpoint.Finished()
+}
+
+// Observe calls fn at each step of worker rank of job's all-reduces
+// (host.Core.Observe), on the goroutine that runs its node. Observing
+// changes nothing the worker does.
+func (p *Prepared) Observe(job, rank int, fn func(host.Step)) {
+	p.r.tb.Worker(job, rank).Endpoint.Observe(fn)
+}
+
+// Idle reports whether node does nothing the jobs need (the PS of a policy
+// that uses none: switchml, none), so losing it does not stop the run.
+func (p *Prepared) Idle(node string) bool { return p.r.tb.Idle(node) }
 
 // IterationCheck is one all-reduce of one worker: its span on the worker's
 // clock and whether its result equals the reference sum.
@@ -156,22 +186,59 @@ func (p *Prepared) CheckWorker(job, rank int) []IterationCheck {
 	w := p.r.tb.Worker(job, rank).Endpoint
 	var out []IterationCheck
 	for k := 0; k < w.Finished(); k++ {
-		ref := p.r.gen.reference(job, k)
-		got := w.Result(k)
-		c := IterationCheck{Iteration: k, Elements: int64(len(ref))}
+		c := p.Check(job, k, w.Result(k))
 		c.Start, c.End = span(w, k)
-		if len(got) != len(ref) {
-			c.Mismatches = len(ref)
-		} else {
-			for e := range ref {
-				if got[e] != ref[e] {
-					c.Mismatches++
-				}
-			}
-		}
-		c.Exact = c.Mismatches == 0
 		w.DropResult(k)
 		out = append(out, c)
 	}
 	return out
+}
+
+// Check compares got, a result of job's all-reduce k, with the reference
+// sum, element by element (the span is left for the caller). It computes
+// and caches the reference: call it from one goroutine at a time.
+func (p *Prepared) Check(job, k int, got []int32) IterationCheck {
+	ref := p.r.gen.reference(job, k)
+	c := IterationCheck{Iteration: k, Elements: int64(len(ref))}
+	if len(got) != len(ref) {
+		c.Mismatches = len(ref)
+	} else {
+		for e := range ref {
+			if got[e] != ref[e] {
+				c.Mismatches++
+			}
+		}
+	}
+	c.Exact = c.Mismatches == 0
+	return c
+}
+
+// Result returns worker rank of job's result of all-reduce k and its
+// report, once it has finished (ok false before). Call it on the goroutine
+// that runs the worker's node; a finished result is not written again, so
+// it may be read elsewhere afterwards.
+func (p *Prepared) Result(job, rank, k int) (res []int32, rep host.Report, ok bool) {
+	w := p.r.tb.Worker(job, rank).Endpoint
+	if k >= w.Finished() {
+		return nil, host.Report{}, false
+	}
+	return w.Result(k), w.Reports()[k], true
+}
+
+// RestoreWorker puts worker rank of job where a checkpoint left it before
+// a crash that lost its state: reps are the all-reduces it had finished.
+// It reports false if the policy's workers cannot take a checkpoint (they
+// cannot rejoin a running job: their Reset makes the run fail, naming
+// them). Call it before the node starts, then Reset the node (emu Restart).
+func (p *Prepared) RestoreWorker(job, rank int, reps []host.Report) (bool, error) {
+	w := p.r.tb.Worker(job, rank).Endpoint
+	if n := p.r.plans[job].AllReduces(); len(reps) > n {
+		return false, fmt.Errorf("%s: a checkpoint of %d all-reduces, of %d", p.r.tb.Worker(job, rank).Name, len(reps), n)
+	}
+	r, ok := w.(interface{ Restore([]host.Report) })
+	if !ok {
+		return false, nil
+	}
+	r.Restore(reps)
+	return true, nil
 }

@@ -171,6 +171,9 @@ type runner struct {
 	col       *report.Collector
 	hostLinks map[string][]*emu.Link
 	hostNodes map[string][]string
+	// flaps are the flapping impairments in force on each link direction
+	// (nil entries: none), for Prepared.Peers.
+	flaps map[*emu.Link]map[emu.Dir]*scenario.Flap
 	// per job: iterations fed to the collector, arrival fed, finished
 	fed     []int
 	arrived []bool

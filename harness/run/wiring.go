@@ -58,6 +58,7 @@ func (r *runner) impairments() error {
 			}
 		}
 	}
+	r.flaps = flaps
 	for _, l := range r.tb.Net.Links() { // in the network's order: deterministic
 		byDir := flaps[l]
 		if byDir == nil {

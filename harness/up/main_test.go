@@ -42,7 +42,8 @@ func TestMain(m *testing.M) {
 		goBin, lerr = filepath.Join(os.Getenv("GOROOT"), "bin", "go"), nil
 	}
 	if err == nil && lerr == nil {
-		cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator), "github.com/inabox/inabox/cmd/inaswitch", "github.com/inabox/inabox/cmd/inahost", "github.com/inabox/inabox/cmd/inaps")
+		cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator), "github.com/inabox/inabox/cmd/inaswitch", "github.com/inabox/inabox/cmd/inahost", "github.com/inabox/inabox/cmd/inaps",
+			"github.com/inabox/inabox/cmd/inabox") // inabox: for the inabox fault test
 		cmd.Env = append(os.Environ(), "GOFLAGS=")
 		if out, berr := cmd.CombinedOutput(); berr != nil {
 			fmt.Fprintf(os.Stderr, "building the commands failed (%v); the tests re-execute the test binary instead:\n%s", berr, out)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -25,6 +26,7 @@ import (
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/scenario"
+	"github.com/inabox/inabox/harness/up/faultctl"
 	"github.com/inabox/inabox/harness/up/swctl"
 	"github.com/inabox/inabox/host"
 	"github.com/inabox/inabox/internal/procnode"
@@ -154,6 +156,8 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	cfgFile := fs.String("config", "", "YAML/JSON control-plane entries to install at start (swctl.Config)")
 	pcapDir := fs.String("pcap", "", "directory for one pcap per port (<tap>.pcap)")
 	report := fs.String("report", "", "file to write the final JSON report to")
+	restarted := fs.Bool("restarted", false, "this process replaces a switch that crashed: it reboots (state lost) and continues the clock of the run's --start file")
+	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sync := syncFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -169,15 +173,21 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	}
 	var s *sw.Switch
 	var node emu.Node
+	var seed uint64
+	// peers[port] is the scenario's node on each switch port, whose
+	// switch→host direction this process models.
+	peers := map[int]run.Peer{}
 	// schedule puts the cluster manager's timed calls on the switch (the
 	// job registrations of DynaINA, each at the job's arrival) on the
 	// process's network, as the emulator has them on its own.
-	schedule := func(*emu.Network) {}
+	schedule := func(*emu.Network, time.Duration) {}
+	var prepared *run.Prepared // nil: a bare switch
 	if flagGiven(fs, "scenario") || flagGiven(fs, "policy") || flagGiven(fs, "seed") {
 		prep, err := prepare()
 		if err != nil {
 			return fail(err)
 		}
+		prepared = prep
 		if s = prep.Switch(); s == nil {
 			return fail(fmt.Errorf("policy %s: its testbed exposes no switch data plane", prep.Policy()))
 		}
@@ -185,11 +195,18 @@ func SwitchMain(args []string, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		node, *ports = n, np
+		node, *ports, seed = n, np, prep.Seed()
+		pl, err := prep.Peers()
+		if err != nil {
+			return fail(err)
+		}
+		for _, pe := range pl {
+			peers[pe.SwitchPort] = pe
+		}
 		events := prep.Events(prep.SwitchName())
-		schedule = func(net *emu.Network) {
+		schedule = func(net *emu.Network, from time.Duration) {
 			for _, e := range events {
-				net.At(e.At, func() { e.Do(net.Now()) })
+				net.At(max(e.At, from), func() { e.Do(net.Now()) })
 			}
 		}
 	} else {
@@ -230,38 +247,87 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	}
 	var overruns atomic.Uint64
 	var running atomic.Bool // the run goroutine has started the node
-	spec := procnode.Spec{Name: "switch", Node: node, Ports: *ports, Netns: *netns,
+	spec := procnode.Spec{Name: "switch", Node: node, Ports: *ports, Netns: *netns, Seed: seed,
 		AfterEvent: func() { overruns.Store(nodeStats().Overruns); running.Store(true) }}
 	var portIdx []int
 	for i, n := range names {
-		a := procnode.Attachment{Port: i, Backend: procnode.BackendTAP, Dev: n, Batch: *batch, MTU: 9000, Link: emu.LinkConfig{MTUBytes: 9000}}
+		// The switch→peer direction carries the scenario's link (its
+		// transmitter is the switch's egress port, as in the emulator);
+		// the peer→switch direction is modelled in the peer's process, so
+		// arrivals come in through an ideal link.
+		out := ideal
+		if pe, ok := peers[i]; ok {
+			out = pe.FromSwitch
+		}
+		a := procnode.Attachment{Port: i, Backend: procnode.BackendTAP, Dev: n, Batch: *batch, MTU: 9000, Link: out, In: &ideal}
 		if *pcapDir != "" {
 			a.Pcap = filepath.Join(*pcapDir, n+".pcap")
 		}
 		spec.Attach = append(spec.Attach, a)
 		portIdx = append(portIdx, i)
 	}
+	if *restarted {
+		// A reboot: the registers and the control plane's data-plane
+		// state are lost (emu Restart: Reset, then Start); the tables
+		// are installed again from the scenario, as at the start.
+		if r, ok := node.(emu.Resetter); ok {
+			r.Reset()
+		}
+	}
+	if err := waitRestart(); err != nil {
+		return fail(err)
+	}
 	proc, err := procnode.Open(spec)
 	if err != nil {
 		return fail(err)
 	}
-	schedule(proc.Network())
+	if !*restarted {
+		schedule(proc.Network(), 0)
+	}
+	var dirs []faultctl.Direction
+	for i, l := range proc.Links() {
+		pe, ok := peers[i]
+		if !ok {
+			pe = run.Peer{Host: names[i]} // a bare switch: the port's TAP names it
+		}
+		dirs = append(dirs, faultctl.Direction{Link: pe.Host, Node: pe.Node, Dir: faultctl.Down, T: faultctl.LinkDir{L: l, D: emu.AtoB}})
+	}
+	faults := &faultctl.Server{Table: faultctl.NewTable(faultctl.NetClock{N: proc.Network()}, dirs...), Run: proc}
 	srv := &swctl.Server{S: s, Ports: portIdx}
 	srv.Runtime = func() any { return sw.NodeStats{Overruns: overruns.Load()} }
 	srv.Register = registrar(node, proc.Network(), &running)
 	ctx, stop := signalContext()
 	defer stop()
-	ln, err := swctl.Listen(*control)
+	ln, err := listenControl(*control)
 	if err != nil {
 		proc.Run(cancelled()) // closes the TAPs
 		return fail(err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	mux := http.NewServeMux()
+	faults.Register(mux)
+	mux.Handle("/", srv.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(ln)
-	if err := sync(ctx); err != nil {
+	zero, err := sync(ctx)
+	if err != nil {
 		proc.Run(cancelled())
 		hs.Close()
 		return fail(err)
+	}
+	var from time.Duration
+	if *restarted {
+		proc.SetZero(zero)
+		from = time.Since(zero)
+		schedule(proc.Network(), from)
+	}
+	for i, l := range proc.Links() {
+		if pe, ok := peers[i]; ok && pe.FlapDown != nil {
+			if err := flap(proc.Network(), l, pe.FlapDown, from, untilOf(prepared)); err != nil {
+				proc.Run(cancelled())
+				hs.Close()
+				return fail(err)
+			}
+		}
 	}
 	rep, err := proc.Run(ctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -311,17 +377,20 @@ func registrar(node emu.Node, net *emu.Network, running *atomic.Bool) func(swctl
 // open creates the --ready file, then waits for the --start file, which
 // holds the wall-clock time (Unix ns) at which every process of a run
 // starts its clock, so their time 0s agree as they do in virtual time.
-func syncFlags(fs *flag.FlagSet) func(ctx context.Context) error {
+//
+// The function it returns does both and returns the start time (now
+// without --start).
+func syncFlags(fs *flag.FlagSet) func(ctx context.Context) (time.Time, error) {
 	ready := fs.String("ready", "", "file to create once the ports are open")
 	start := fs.String("start", "", "file to wait for: the wall-clock start time in Unix ns")
-	return func(ctx context.Context) error {
+	return func(ctx context.Context) (time.Time, error) {
 		if *ready != "" {
 			if err := os.WriteFile(*ready, []byte("ready\n"), 0o644); err != nil {
-				return err
+				return time.Time{}, err
 			}
 		}
 		if *start == "" {
-			return nil
+			return time.Now(), nil
 		}
 		tick := time.NewTicker(500 * time.Microsecond)
 		defer tick.Stop()
@@ -330,22 +399,99 @@ func syncFlags(fs *flag.FlagSet) func(ctx context.Context) error {
 			if err == nil {
 				ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 				if err != nil {
-					return fmt.Errorf("--start %s: %q is not a Unix time in ns", *start, b)
+					return time.Time{}, fmt.Errorf("--start %s: %q is not a Unix time in ns", *start, b)
 				}
+				at := time.Unix(0, ns)
 				select {
-				case <-time.After(time.Until(time.Unix(0, ns))):
-					return nil
+				case <-time.After(time.Until(at)):
+					return at, nil
 				case <-ctx.Done():
-					return ctx.Err()
+					return time.Time{}, ctx.Err()
 				}
 			}
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-				return fmt.Errorf("stopped while waiting for %s: %w", *start, ctx.Err())
+				return time.Time{}, fmt.Errorf("stopped while waiting for %s: %w", *start, ctx.Err())
 			}
 		}
 	}
+}
+
+// listenControl is swctl.Listen, after removing the unix socket a killed
+// process of the same node left behind (a restart after a crash).
+func listenControl(addr string) (net.Listener, error) {
+	path, isUnix := strings.CutPrefix(addr, "unix:")
+	if isUnix || strings.HasPrefix(addr, "/") {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(path)
+		}
+	}
+	return swctl.Listen(addr)
+}
+
+// restartAtFlag registers --restart-at and returns the function that
+// waits until it (a process replacing a crashed one is started at the
+// crash, builds its node meanwhile and runs from the crash's end).
+func restartAtFlag(fs *flag.FlagSet) func() error {
+	at := fs.Int64("restart-at", 0, "with --restarted: open the ports and start at this wall-clock instant (Unix ns)")
+	return func() error {
+		if *at == 0 {
+			return nil
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		select {
+		case <-time.After(time.Until(time.Unix(0, *at))):
+			return nil
+		case <-ctx.Done():
+			return errors.New("stopped while waiting for --restart-at")
+		}
+	}
+}
+
+// flap makes the modelled direction (node→backend) of attachment link l
+// fail and recover at random as f says (impairments[].flap), from run time
+// from to until (emu.Network.Flap).
+func flap(net *emu.Network, l *emu.Link, f *scenario.Flap, from, until time.Duration) error {
+	return net.Flap(from, until, l, f.MeanUp.D(), f.MeanDown.D(), emu.AtoB)
+}
+
+// untilOf is the scenario's time limit (flapping stops there, as in the
+// emulator).
+func untilOf(prep *run.Prepared) time.Duration {
+	if prep == nil {
+		return 0
+	}
+	return prep.Scenario().TimeLimit.D()
+}
+
+// ideal is the configuration of a direction another process models: no
+// rate, delay or impairment, and the veths' MTU.
+var ideal = emu.LinkConfig{MTUBytes: 9000}
+
+// serveControl serves the fault API (and GET /healthz) of a PS or worker
+// process on its --control socket ("" = none); the returned function
+// shuts it down.
+func serveControl(addr string, faults *faultctl.Server) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := listenControl(addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	faults.Register(mux)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs.RegisterOnShutdown(faults.Stop) // waits end: the shutdown does not wait for them
+	go hs.Serve(ln)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		hs.Shutdown(ctx)
+		cancel()
+	}, nil
 }
 
 func flagGiven(fs *flag.FlagSet, name string) bool {
@@ -386,6 +532,10 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	report := fs.String("report", "", "file to write the final JSON report to")
 	doneFile := fs.String("done", "", "worker: file created once every iteration finished")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	control := fs.String("control", "", "fault API address: unix socket path or unix:PATH (docs/processes.md)")
+	ckptFile := fs.String("checkpoint", "", "worker: keep a checkpoint in this file, each all-reduce checked as it finishes (--restarted resumes from it)")
+	restarted := fs.Bool("restarted", false, "this process replaces one that crashed: its node restarts with its state lost (emu Restart) and continues the clock of the run's --start file")
+	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sync := syncFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -436,15 +586,43 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The host→switch direction carries the scenario's link (the peer's
+	// NIC is its transmitter); the switch process models switch→host.
 	spec := procnode.Spec{Name: me.Node, Node: node, Ports: nports, Netns: *netns, Seed: prep.Seed(),
-		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: me.ToSwitch, Pcap: *pcap}}}
+		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: me.ToSwitch, In: &ideal, Pcap: *pcap}}}
 	// A node whose transport gave up (an RC queue pair out of retries) can
 	// never finish: end the run at once and say why.
 	spec.Done = func() bool { return prep.Failed() != nil }
 	finished := make(chan struct{})
+	// A replacement process has built its node; it runs from the end of
+	// the crash (its checkpoint is final: the process it replaces is gone).
+	if err := waitRestart(); err != nil {
+		return fail(err)
+	}
+	ck := &checkpointer{file: *ckptFile}
+	if role == "worker" && *restarted && ck.file != "" {
+		// A worker that lost its state rejoins from its checkpoint, as
+		// in the emulator its finished all-reduces are what it keeps.
+		if err := ck.restore(prep, me); err != nil {
+			return fail(err)
+		}
+	}
+	if *restarted {
+		// State lost: the node restarts as the emulator restarts it (emu
+		// Restart: Reset, then Start). A policy that cannot re-admit it
+		// says so through prep.Failed, naming the node, and the run ends.
+		if r, ok := node.(emu.Resetter); ok {
+			r.Reset()
+		}
+		if ck.lost > 0 && prep.Failed() == nil {
+			return fail(fmt.Errorf("restarted: policy %s takes no checkpoint, and the worker does not fail on losing its state: it cannot rejoin from its %d finished all-reduces", prep.Policy(), ck.lost))
+		}
+	}
 	if role == "worker" {
 		var once bool
+		ck.start(prep, me)
 		spec.AfterEvent = func() {
+			ck.after(prep, me)
 			if !once && prep.WorkerDone(me.Job, me.Rank) {
 				once = true
 				close(finished)
@@ -455,6 +633,26 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	faults := &faultctl.Server{Run: proc, Table: faultctl.NewTable(faultctl.NetClock{N: proc.Network()},
+		faultctl.Direction{Link: me.Host, Node: me.Node, Dir: faultctl.Up, T: faultctl.LinkDir{L: proc.Links()[0], D: emu.AtoB}})}
+	if role == "worker" {
+		// Faults timed from the workers' progress (faults[].when) wait on
+		// it: POST /progress/wait.
+		faults.Watcher = faultctl.NewWatcher(faultctl.NetClock{N: proc.Network()})
+		faults.Watcher.Restored(ck.ck.Reports)
+		prep.Observe(me.Job, me.Rank, faults.Watcher.Step)
+		faults.Progress = func() faultctl.Progress {
+			ps, _ := proc.Network().PortStats(me.Node, 0)
+			return faultctl.Progress{Node: me.Node, Role: role, Job: me.Job, Rank: me.Rank, Finished: prep.Finished(me.Job, me.Rank),
+				AllReduces: prep.Plans()[me.Job].AllReduces(), Received: ps.RxPackets, Done: prep.WorkerDone(me.Job, me.Rank)}
+		}
+	}
+	stopControl, err := serveControl(*control, faults)
+	if err != nil {
+		proc.Run(cancelled())
+		return fail(err)
+	}
+	defer stopControl()
 	ctx, stop := signalContext()
 	defer stop()
 	if *doneFile != "" {
@@ -466,9 +664,21 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 			}
 		}()
 	}
-	if err := sync(ctx); err != nil {
+	zero, err := sync(ctx)
+	if err != nil {
 		proc.Run(cancelled())
 		return fail(err)
+	}
+	var from time.Duration
+	if *restarted {
+		proc.SetZero(zero)
+		from = time.Since(zero)
+	}
+	if me.FlapUp != nil {
+		if err := flap(proc.Network(), proc.Links()[0], me.FlapUp, from, untilOf(prep)); err != nil {
+			proc.Run(cancelled())
+			return fail(err)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -482,6 +692,9 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	out.StartUnixNano = time.Now().UnixNano()
+	if *restarted {
+		out.StartUnixNano = zero.UnixNano() // the clock it continues
+	}
 	rep, err := proc.Run(ctx)
 	out.Report = rep
 	if ferr := prep.Failed(); ferr != nil && err == nil {
@@ -490,7 +703,11 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	switch role {
 	case "worker":
 		out.Done = prep.WorkerDone(me.Job, me.Rank)
-		out.Iterations = prep.CheckWorker(me.Job, me.Rank)
+		if ck.file != "" {
+			out.Iterations = ck.wait() // checked as each finished
+		} else {
+			out.Iterations = prep.CheckWorker(me.Job, me.Rank)
+		}
 		if err == nil && !out.Done {
 			err = fmt.Errorf("stopped after %d of %d all-reduces", len(out.Iterations), prep.Plans()[me.Job].AllReduces())
 		}
@@ -511,4 +728,100 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// Checkpoint is a worker's checkpoint (--checkpoint): the all-reduces it
+// has finished, each with its report and its check against the reference
+// sum, written as each finishes. A process restarted after a crash that
+// lost the worker's state resumes from it, as a training framework
+// restarts a worker from its last finished iteration (and as the
+// emulator's Restart keeps a worker's finished all-reduces).
+type Checkpoint struct {
+	Node       string               `json:"node"`
+	Reports    []host.Report        `json:"reports"`
+	Iterations []run.IterationCheck `json:"iterations"`
+}
+
+// checkpointer keeps a worker's checkpoint: the run goroutine hands it
+// each all-reduce as it finishes (after), a goroutine of its own checks it
+// against the reference and writes the file. Off without a file.
+type checkpointer struct {
+	file string
+	ck   Checkpoint
+	seen int // all-reduces handed over (restored ones included)
+	lost int // finished all-reduces of a checkpoint the policy cannot take
+	ch   chan finishedAR
+	done chan struct{}
+}
+
+type finishedAR struct {
+	k   int
+	res []int32
+	rep host.Report
+}
+
+// restore reads the checkpoint, if any, and puts the worker where it left
+// it (run.Prepared.RestoreWorker).
+func (c *checkpointer) restore(prep *run.Prepared, me *run.Peer) error {
+	b, err := os.ReadFile(c.file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // it had finished nothing
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &c.ck)
+	}
+	if err != nil {
+		return fmt.Errorf("--checkpoint %s: %w", c.file, err)
+	}
+	ok, err := prep.RestoreWorker(me.Job, me.Rank, c.ck.Reports)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		c.lost, c.ck = len(c.ck.Reports), Checkpoint{}
+		return nil
+	}
+	c.seen = len(c.ck.Reports)
+	return nil
+}
+
+func (c *checkpointer) start(prep *run.Prepared, me *run.Peer) {
+	if c.file == "" {
+		return
+	}
+	c.ck.Node = me.Node
+	c.ch = make(chan finishedAR, prep.Plans()[me.Job].AllReduces()+1) // never blocks the run goroutine
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		for f := range c.ch {
+			it := prep.Check(me.Job, f.k, f.res)
+			it.Start, it.End = f.rep.Start, f.rep.End
+			c.ck.Reports = append(c.ck.Reports, f.rep)
+			c.ck.Iterations = append(c.ck.Iterations, it)
+			writeJSON(c.file, c.ck)
+		}
+	}()
+}
+
+// after runs on the run goroutine after every event.
+func (c *checkpointer) after(prep *run.Prepared, me *run.Peer) {
+	if c.ch == nil {
+		return
+	}
+	for n := prep.Finished(me.Job, me.Rank); c.seen < n; c.seen++ {
+		res, rep, _ := prep.Result(me.Job, me.Rank, c.seen)
+		c.ch <- finishedAR{c.seen, res, rep}
+	}
+}
+
+// wait ends the checkpointing (the run has ended) and returns every
+// all-reduce's check.
+func (c *checkpointer) wait() []run.IterationCheck {
+	if c.ch == nil {
+		return nil
+	}
+	close(c.ch)
+	<-c.done
+	return c.ck.Iterations
 }

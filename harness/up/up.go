@@ -26,10 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +42,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/harness/run"
+	"github.com/inabox/inabox/harness/scenario"
+	"github.com/inabox/inabox/harness/up/faultctl"
 	"github.com/inabox/inabox/harness/up/swctl"
 	"github.com/inabox/inabox/internal/procnode"
 )
@@ -47,9 +53,10 @@ import (
 // Config is an `inabox up` run: a scenario (the format of `inabox run`)
 // and how to run it as processes.
 type Config struct {
-	// Scenario is the scenario file; "" runs DefaultScenario. Its faults
-	// are refused (inject them with `inabox run`); its impairments apply
-	// to the emulated links.
+	// Scenario is the scenario file; "" runs DefaultScenario. Its
+	// impairments apply to both directions of the links they name, each in
+	// the process that models it; its faults fire at their times after the
+	// run's time 0, through the processes' fault API and signals.
 	Scenario string
 	// Seed and Policy override the scenario's (0, "": keep).
 	Seed   uint64
@@ -77,9 +84,32 @@ type Config struct {
 	// their pids by name (switch and the scenario's node names: ps, w1.0,
 	// ...). For tests.
 	OnRunning func(pids map[string]int)
+	// OnStarted, if set, is called once every process runs, with the
+	// run's control index (the fault API's sockets). For tests.
+	OnStarted func(ix *faultctl.Index)
 }
 
-func (c *Config) check() (*run.Prepared, error) {
+// peerTopo is a run's topology for faultSteps.
+type peerTopo struct {
+	prep  *run.Prepared
+	peers []run.Peer
+}
+
+func (t peerTopo) nodesOn(target string) []string {
+	var out []string
+	for _, pe := range t.peers {
+		if pe.Host == target {
+			out = append(out, pe.Node)
+		}
+	}
+	return out
+}
+
+func (t peerTopo) idle(node string) bool { return t.prep.Idle(node) }
+
+func (t peerTopo) rateScale() float64 { return t.prep.Scenario().Scaling.RateScale }
+
+func (c *Config) check() (*run.Prepared, *schedule, error) {
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
 	}
@@ -88,19 +118,20 @@ func (c *Config) check() (*run.Prepared, error) {
 	}
 	prep, err := prepareScenario(c.Scenario, c.Seed, c.Policy)
 	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
-	}
-	s := prep.Scenario()
-	if len(s.Faults) > 0 {
-		return nil, fmt.Errorf("up: scenario %s has %d faults: inabox up does not inject faults (run it with inabox run, or remove them)", s.Name, len(s.Faults))
+		return nil, nil, fmt.Errorf("up: %w", err)
 	}
 	if prep.Switch() == nil {
-		return nil, fmt.Errorf("up: policy %s: its testbed has no switch data plane to run as inaswitch", prep.Policy())
+		return nil, nil, fmt.Errorf("up: policy %s: its testbed has no switch data plane to run as inaswitch", prep.Policy())
 	}
-	if _, err := prep.Peers(); err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+	peers, err := prep.Peers()
+	if err != nil {
+		return nil, nil, fmt.Errorf("up: %w", err)
 	}
-	return prep, nil
+	sched, err := newSchedule(prep.Scenario(), peerTopo{prep, peers})
+	if err != nil {
+		return nil, nil, fmt.Errorf("up: %w", err)
+	}
+	return prep, sched, nil
 }
 
 // ProcResult is one process's outcome.
@@ -167,15 +198,36 @@ type Result struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Namespaces lists the namespaces the run created (all removed).
 	Namespaces []string `json:"namespaces"`
+	// Faults are the scenario's faults that fired, with their times.
+	Faults []FaultRecord `json:"faults,omitempty"`
+	// Links are the counters of every link direction, from the process
+	// that modelled it (its last incarnation, if a fault restarted it).
+	Links []LinkResult `json:"links"`
 }
 
+// LinkResult is one link direction's counters at the end of the run.
+type LinkResult struct {
+	Link  string        `json:"link"` // the scenario's name: h0, ps0
+	Node  string        `json:"node"`
+	Dir   string        `json:"dir"` // up: host→switch, down: switch→host
+	Stats emu.LinkStats `json:"stats"`
+}
+
+// proc is one process of a node; a node whose process a fault killed and
+// started again has one proc per incarnation.
 type proc struct {
 	name, role string
+	args       []string // without --report: for a restart
 	cmd        *exec.Cmd
 	done       chan struct{}
 	err        error
 	report     string
 	tail       *tailWriter
+	// killed: a fault killed it (its exit is expected); stopped: a fault
+	// paused it (SIGSTOP); faulted: a fault paused or restarted it.
+	killed, stopped, faulted bool
+	// restartedAt is when a fault's restart started it (since time 0).
+	restartedAt time.Duration
 }
 
 type device struct{ ns, name string }
@@ -192,8 +244,23 @@ type session struct {
 	stderr  io.Writer
 	nsNames []string
 	devices []device
-	procs   []*proc
+	procs   []*proc          // every process started, for the cleanup
+	current map[string]*proc // the running incarnation of each node's process
 	exits   chan *proc
+
+	sched *schedule
+	zero  time.Time // the run's time 0 (the start file's instant)
+	index *faultctl.Index
+	taps  []string
+	// triggered gets the events the faults timed from the workload wait
+	// for (watchTriggers).
+	triggered chan triggered
+}
+
+// triggered is the event a fault is timed from, seen on a worker.
+type triggered struct {
+	rec int           // the fault's record
+	at  time.Duration // when, since time 0 (the worker's clock)
 }
 
 // NamePrefix starts the name of every namespace Up creates.
@@ -205,7 +272,7 @@ const NamePrefix = "inabox-"
 // error naming the process if one dies, and stops on ctx, SIGINT or SIGTERM.
 // Progress and the processes' output go to stderr; stdout gets a summary.
 func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, err error) {
-	prep, err := cfg.check()
+	prep, sched, err := cfg.check()
 	if err != nil {
 		return res, err
 	}
@@ -229,7 +296,8 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	defer cancel()
 	var idb [4]byte
 	rand.Read(idb[:])
-	r := &session{cfg: cfg, prep: prep, id: hex.EncodeToString(idb[:]), stderr: stderr, exits: make(chan *proc, 64)}
+	r := &session{cfg: cfg, prep: prep, id: hex.EncodeToString(idb[:]), stderr: stderr, exits: make(chan *proc, 256),
+		current: map[string]*proc{}, sched: sched, triggered: make(chan triggered, 64)}
 	r.peers, _ = prep.Peers() // checked
 	res.ID, res.Scenario, res.Policy, res.Seed = r.id, prep.Scenario().Name, prep.Policy(), prep.Seed()
 	defer func() {
@@ -237,6 +305,7 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 			err = errors.Join(err, cerr)
 		}
 		res.Namespaces = r.nsNames
+		res.Faults = r.sched.fired()
 	}()
 	start := time.Now()
 	if err := r.setup(); err != nil {
@@ -246,6 +315,7 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 		return res, err
 	}
 	res.Elapsed = time.Since(start)
+	res.Faults = r.sched.fired()
 	if stdout != nil {
 		res.Print(stdout)
 	}
@@ -387,9 +457,8 @@ func setUp(h *netlink.Handle, name string, mtu int) error {
 }
 
 func (r *session) start(name, role string, args []string) (*proc, error) {
-	p := &proc{name: name, role: role, done: make(chan struct{}), report: filepath.Join(r.dir, name+".json")}
-	args = append(args, "--report", p.report)
-	p.cmd = r.cfg.Command(role, args)
+	p := &proc{name: name, role: role, args: args, done: make(chan struct{}), report: filepath.Join(r.dir, name+".json")}
+	p.cmd = r.cfg.Command(role, append(slices.Clone(args), "--report", p.report))
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	p.tail = &tailWriter{w: r.stderr, prefix: "[" + name + "] "}
 	p.cmd.Stdout, p.cmd.Stderr = p.tail, p.tail
@@ -397,6 +466,7 @@ func (r *session) start(name, role string, args []string) (*proc, error) {
 		return nil, fmt.Errorf("up: starting %s: %w", name, err)
 	}
 	r.procs = append(r.procs, p)
+	r.current[name] = p
 	go func() {
 		p.err = p.cmd.Wait()
 		close(p.done)
@@ -418,58 +488,46 @@ func (p *proc) died() error {
 	return errors.New(msg)
 }
 
-func (r *session) runAll(ctx context.Context, res *Result) error {
-	cfg := r.cfg
-	_, ports, err := r.prep.Node(r.prep.SwitchName())
+func (r *session) scenArgs() []string {
+	return []string{"--scenario", r.cfg.Scenario, "--seed", strconv.FormatUint(r.prep.Seed(), 10), "--policy", r.prep.Policy()}
+}
+
+func (r *session) syncArgs(name string) []string {
+	return []string{"--ready", filepath.Join(r.dir, name+".ready"), "--start", filepath.Join(r.dir, "start")}
+}
+
+func (r *session) swControl() string { return filepath.Join(r.dir, "sw.sock") }
+
+func (r *session) peerControl(node string) string { return filepath.Join(r.dir, node+".sock") }
+
+// startSwitch starts the switch process (args: its command line, kept for a
+// restart), waits for its control API and joins each of its TAPs to its
+// port's bridge.
+func (r *session) startSwitch(ctx context.Context, args []string) (*proc, error) {
+	swp, err := r.start(switchProc, "switch", args)
 	if err != nil {
+		return nil, err
+	}
+	return swp, r.attachSwitch(ctx, swp)
+}
+
+// attachSwitch waits for the switch process's control API (its TAPs then
+// exist) and joins each TAP to its port's bridge.
+func (r *session) attachSwitch(ctx context.Context, swp *proc) error {
+	client := swctl.NewClient("unix:" + r.swControl())
+	if err := r.waitHealthy(ctx, swp, client.WaitHealthy); err != nil {
 		return err
 	}
-	scen := []string{"--scenario", cfg.Scenario, "--seed", strconv.FormatUint(r.prep.Seed(), 10), "--policy", r.prep.Policy()}
-	// 1. The switch, with one TAP per port.
-	ctl := "unix:" + filepath.Join(r.dir, "sw.sock")
-	var taps []string
-	for p := 0; p < ports; p++ {
-		taps = append(taps, "sw"+strconv.Itoa(p))
-	}
-	swArgs := append([]string{"--netns", r.swNS(), "--taps", strings.Join(taps, ","),
-		"--control", ctl, "--batch", strconv.Itoa(cfg.Batch)}, scen...)
-	if cfg.PcapDir != "" {
-		swArgs = append(swArgs, "--pcap", cfg.PcapDir)
-	}
-	startFile := filepath.Join(r.dir, "start")
-	sync := func(name string) []string {
-		return []string{"--ready", filepath.Join(r.dir, name+".ready"), "--start", startFile}
-	}
-	swArgs = append(swArgs, sync("switch")...)
-	swp, err := r.start("switch", "switch", swArgs)
-	if err != nil {
-		return err
-	}
-	client := swctl.NewClient(ctl)
-	hctx, hcancel := context.WithTimeout(ctx, 20*time.Second)
-	herr := make(chan error, 1)
-	go func() { herr <- client.WaitHealthy(hctx) }()
-	select {
-	case err = <-herr:
-	case <-swp.done:
-		err = swp.died()
-	}
-	hcancel()
-	if err != nil {
-		if isDone(swp) {
-			return swp.died()
-		}
-		return fmt.Errorf("up: switch control API: %w", err)
-	}
-	// 2. Join each TAP to its port's bridge (the switch is programmed as
-	// the scenario says already).
+	// Join each TAP to its port's bridge (the switch is programmed as the
+	// scenario says already).
 	swh, err := handleAt(r.swNS())
 	if err != nil {
 		return err
 	}
+	defer swh.Close()
 	for _, pe := range r.peers {
 		p := pe.SwitchPort
-		tl, err := swh.LinkByName(taps[p])
+		tl, err := swh.LinkByName(r.taps[p])
 		if err == nil {
 			var bl netlink.Link
 			if bl, err = swh.LinkByName("br" + strconv.Itoa(p)); err == nil {
@@ -479,55 +537,110 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			}
 		}
 		if err != nil {
-			swh.Close()
-			return fmt.Errorf("up: joining %s to br%d: %w", taps[p], p, err)
+			return fmt.Errorf("up: joining %s to br%d: %w", r.taps[p], p, err)
 		}
 	}
-	swh.Close()
-	// 3. The PSs, then the workers.
-	var psProcs, workers []*proc
+	return nil
+}
+
+// waitHealthy waits (up to 20 s) for p's control API to answer; p exiting
+// first is an error naming it.
+func (r *session) waitHealthy(ctx context.Context, p *proc, wait func(context.Context) error) error {
+	hctx, hcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer hcancel()
+	herr := make(chan error, 1)
+	go func() { herr <- wait(hctx) }()
+	var err error
+	select {
+	case err = <-herr:
+	case <-p.done:
+		err = r.died(p)
+	}
+	if err != nil {
+		if isDone(p) {
+			return diedError{r.died(p)}
+		}
+		return fmt.Errorf("up: %s control API: %w", p.name, err)
+	}
+	return nil
+}
+
+// diedError is a process's exit, which a fault step met: the run's error
+// as it is.
+type diedError struct{ error }
+
+func (e diedError) Unwrap() error { return e.error }
+
+func (r *session) runAll(ctx context.Context, res *Result) error {
+	cfg := r.cfg
+	_, ports, err := r.prep.Node(r.prep.SwitchName())
+	if err != nil {
+		return err
+	}
+	// 1. The switch, with one TAP per port.
+	for p := 0; p < ports; p++ {
+		r.taps = append(r.taps, "sw"+strconv.Itoa(p))
+	}
+	swArgs := append([]string{"--netns", r.swNS(), "--taps", strings.Join(r.taps, ","),
+		"--control", "unix:" + r.swControl(), "--batch", strconv.Itoa(cfg.Batch)}, r.scenArgs()...)
+	if cfg.PcapDir != "" {
+		swArgs = append(swArgs, "--pcap", cfg.PcapDir)
+	}
+	swArgs = append(swArgs, r.syncArgs(switchProc)...)
+	if _, err := r.startSwitch(ctx, swArgs); err != nil {
+		return err
+	}
+	// 2. The PSs, then the workers, each with its fault API's socket.
+	var psNames, workerNames []string
 	var workerPeers []run.Peer
 	for _, role := range []string{"ps", "worker"} {
 		for i, pe := range r.peers {
 			if pe.Role != role {
 				continue
 			}
-			args := append([]string{"--netns", r.peerNS(i), "--dev", "eth0", "--node", pe.Node, "--batch", strconv.Itoa(cfg.Batch)}, scen...)
-			args = append(args, sync(pe.Node)...)
+			args := append([]string{"--netns", r.peerNS(i), "--dev", "eth0", "--node", pe.Node, "--batch", strconv.Itoa(cfg.Batch),
+				"--control", "unix:" + r.peerControl(pe.Node)}, r.scenArgs()...)
+			args = append(args, r.syncArgs(pe.Node)...)
 			if cfg.ProfileDir != "" {
 				args = append(args, "--cpuprofile", filepath.Join(cfg.ProfileDir, pe.Node+".pprof"))
 			}
 			if role == "ps" {
-				p, err := r.start(pe.Node, "ps", args)
-				if err != nil {
+				if _, err := r.start(pe.Node, "ps", args); err != nil {
 					return err
 				}
-				psProcs = append(psProcs, p)
+				psNames = append(psNames, pe.Node)
 				continue
 			}
 			args = append(args, "--done", filepath.Join(r.dir, pe.Node+".done"))
-			p, err := r.start(pe.Node, "host", args)
-			if err != nil {
+			if r.losesState(pe) {
+				args = append(args, "--checkpoint", filepath.Join(r.dir, pe.Node+".ckpt.json"))
+			}
+			if _, err := r.start(pe.Node, "host", args); err != nil {
 				return err
 			}
-			workers = append(workers, p)
+			workerNames = append(workerNames, pe.Node)
 			workerPeers = append(workerPeers, pe)
 		}
 	}
-	// 4. Once every process has its ports open, start all their clocks
+	// 3. Once every process has its ports open, start all their clocks
 	// at the same wall-clock instant.
 	if err := r.waitFiles(ctx, ".ready", "ready"); err != nil {
 		return err
 	}
-	at := time.Now().Add(20 * time.Millisecond).UnixNano()
-	if err := os.WriteFile(startFile+".tmp", []byte(strconv.FormatInt(at, 10)+"\n"), 0o644); err != nil {
+	r.zero = time.Now().Add(20 * time.Millisecond)
+	startFile := filepath.Join(r.dir, "start")
+	if err := os.WriteFile(startFile+".tmp", []byte(strconv.FormatInt(r.zero.UnixNano(), 10)+"\n"), 0o644); err != nil {
 		return err
 	}
 	if err := os.Rename(startFile+".tmp", startFile); err != nil {
 		return err
 	}
+	if err := r.writeIndex(); err != nil {
+		return err
+	}
 	r.logf("running %s (policy %s): switch, %d PS and %d worker processes in namespaces %s",
-		r.prep.Scenario().Name, r.prep.Policy(), len(psProcs), len(workers), strings.Join(r.nsNames, " "))
+		r.prep.Scenario().Name, r.prep.Policy(), len(psNames), len(workerNames), strings.Join(r.nsNames, " "))
+	r.logf("fault API: %s (inabox fault --run %s list)", filepath.Join(r.dir, faultctl.IndexFile), r.dir)
 	if cfg.OnRunning != nil {
 		pids := map[string]int{}
 		for _, p := range r.procs {
@@ -535,20 +648,37 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		}
 		cfg.OnRunning(pids)
 	}
-	// 5. Watchdog: every worker must finish (it says so with its done
-	// file and keeps running for its peers); any exit is fatal.
-	if err := r.waitFiles(ctx, ".done", "unfinished", workers...); err != nil {
+	if cfg.OnStarted != nil {
+		cfg.OnStarted(r.index)
+	}
+	// 4. Watchdog: every worker must finish (it says so with its done
+	// file and keeps running for its peers); any exit a fault did not
+	// cause is fatal. The scenario's faults fire meanwhile, those timed
+	// from the workload when the workers report their events.
+	tctx, tcancel := context.WithCancel(ctx)
+	var twg sync.WaitGroup
+	stopTriggers := func() { tcancel(); twg.Wait() }
+	defer stopTriggers()
+	r.watchTriggers(tctx, &twg)
+	if err := r.waitFiles(ctx, ".done", "unfinished", workerNames...); err != nil {
 		return err
 	}
-	// 6. Counters, then stop every process and read the reports.
-	if res.Counters, err = client.Stats(ctx); err != nil {
+	stopTriggers()
+	// A fault still pending ends (a paused process resumes, a killed one
+	// restarts), so every process can report.
+	if err := r.settleFaults(ctx); err != nil {
+		return err
+	}
+	// 5. Counters, then stop every process and read the reports.
+	if res.Counters, err = swctl.NewClient("unix:" + r.swControl()).Stats(ctx); err != nil {
 		return fmt.Errorf("up: reading switch counters: %w", err)
 	}
-	all := append(append([]*proc{swp}, psProcs...), workers...)
-	for _, p := range all {
-		p.cmd.Process.Signal(syscall.SIGTERM)
+	all := append(append([]string{switchProc}, psNames...), workerNames...)
+	for _, n := range all {
+		r.current[n].cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for _, p := range all {
+	for _, n := range all {
+		p := r.current[n]
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
@@ -558,19 +688,25 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			return p.died()
 		}
 	}
+	swp := r.current[switchProc]
 	if err := readJSON(swp.report, &res.SwitchReport); err != nil {
 		return err
 	}
 	res.Switch = r.procResult(swp, res.SwitchReport.Report)
-	for _, p := range psProcs {
+	ups := map[string]emu.LinkStats{}
+	for _, n := range psNames {
+		p := r.current[n]
 		var pr PeerReport
 		if err := readJSON(p.report, &pr); err != nil {
 			return err
 		}
 		res.PSReports = append(res.PSReports, pr)
 		res.PSs = append(res.PSs, r.procResult(p, pr.Report))
+		if len(pr.Ports) > 0 {
+			ups[n] = pr.Ports[0].ToBackend
+		}
 	}
-	// 7. Every worker's all-reduces, checked in its process against the
+	// 6. Every worker's all-reduces, checked in its process against the
 	// reference sum; jobs' completion times.
 	plans := r.prep.Plans()
 	jobs := make([]JobResult, len(plans))
@@ -578,11 +714,15 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		jobs[j] = JobResult{Name: pl.Name, Workers: pl.Workers, Iterations: pl.Iterations, Exact: true}
 	}
 	var firstStart, lastStart int64
-	for i, p := range workers {
+	for i, n := range workerNames {
+		p := r.current[n]
 		pe := workerPeers[i]
 		var hr PeerReport
 		if err := readJSON(p.report, &hr); err != nil {
 			return err
+		}
+		if len(hr.Ports) > 0 {
+			ups[n] = hr.Ports[0].ToBackend
 		}
 		pl := plans[pe.Job]
 		wr := WorkerResult{ProcResult: r.procResult(p, hr.Report), Job: pl.Name, Rank: pe.Rank, Iterations: hr.Iterations}
@@ -608,13 +748,32 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		res.Workers = append(res.Workers, wr)
 	}
 	res.Jobs = jobs
+	for _, pe := range r.peers {
+		res.Links = append(res.Links, LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Up, Stats: ups[pe.Node]})
+		for _, pr := range res.SwitchReport.Ports {
+			if pr.Port == pe.SwitchPort {
+				res.Links = append(res.Links, LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Down, Stats: pr.ToBackend})
+			}
+		}
+	}
 	res.StartSkew = time.Duration(lastStart - firstStart)
 	res.KeptUp = true
 	for _, pr := range append(append([]ProcResult{res.Switch}, res.PSs...), workerProcs(res.Workers)...) {
 		if !pr.KeptUp {
 			res.KeptUp = false
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s did not keep up with real time: events ran up to %v late (%d events late); the links' rates and delays did not hold then",
-				pr.Name, pr.MaxLate, pr.Late))
+			msg := fmt.Sprintf("%s did not keep up with real time: events ran up to %v late (%d events late); the links' rates and delays did not hold then",
+				pr.Name, pr.MaxLate, pr.Late)
+			if r.faulted(pr.Name) {
+				msg += " (a fault paused or restarted it: a pause makes its events late by as long)"
+			}
+			res.Warnings = append(res.Warnings, msg)
+		}
+	}
+	for _, f := range r.sched.fired() {
+		for _, st := range f.Steps {
+			if st.Error != "" {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("fault %d (%s on %s): %s: %s", f.Index, f.Kind, f.Target, st.What, st.Error))
+			}
 		}
 	}
 	for i, wr := range res.Workers {
@@ -634,33 +793,360 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// waitFiles waits until every process of procs (all if none are given)
-// has created its file <work dir>/<name><suffix>; a process exiting first
-// is fatal, and ctx ending names those still pending.
-func (r *session) waitFiles(ctx context.Context, suffix, pendingWord string, procs ...*proc) error {
-	if len(procs) == 0 {
-		procs = r.procs
+// losesState reports whether a fault crashes pe with its state lost: its
+// process then keeps a checkpoint, from which its restart rejoins (where
+// the policy's workers can).
+func (r *session) losesState(pe run.Peer) bool {
+	for _, f := range r.prep.Scenario().Faults {
+		if f.Kind == scenario.FaultNodeCrash && f.LoseState && f.Target == pe.Host {
+			return true
+		}
+	}
+	return false
+}
+
+// faulted reports whether a fault paused or restarted a process of node.
+func (r *session) faulted(node string) bool {
+	for _, p := range r.procs {
+		if p.name == node && p.faulted {
+			return true
+		}
+	}
+	return false
+}
+
+// writeIndex writes the run's control index (faultctl.Index) into the work
+// directory: every process's fault API socket and which process models
+// each link direction.
+func (r *session) writeIndex() error {
+	ix := &faultctl.Index{ID: r.id, Pid: os.Getpid(), Dir: r.dir, Scenario: r.prep.Scenario().Name, Policy: r.prep.Policy(),
+		StartUnixNano: r.zero.UnixNano(), Sockets: map[string]string{switchProc: r.swControl()}}
+	for _, pe := range r.peers {
+		ix.Sockets[pe.Node] = r.peerControl(pe.Node)
+		ix.Links = append(ix.Links, faultctl.IndexLink{Link: pe.Host, Node: pe.Node, Up: pe.Node, Down: switchProc})
+	}
+	r.index = ix
+	return ix.Write(r.dir)
+}
+
+// waitFiles waits until the process of every node named (all if none are
+// given) has created its file <work dir>/<name><suffix>, firing the
+// scenario's faults when they are due (once the clocks started); a process
+// exiting first — unless a fault killed it — is fatal, and ctx ending names
+// those still pending.
+func (r *session) waitFiles(ctx context.Context, suffix, pendingWord string, names ...string) error {
+	if len(names) == 0 {
+		for n := range r.current {
+			names = append(names, n)
+		}
+		slices.Sort(names)
 	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var pending []string
-		for _, p := range procs {
-			if !fileExists(filepath.Join(r.dir, p.name+suffix)) {
-				pending = append(pending, p.name)
+		for _, n := range names {
+			if !fileExists(filepath.Join(r.dir, n+suffix)) {
+				pending = append(pending, n)
 			}
 		}
 		if len(pending) == 0 {
 			return nil
 		}
+		var fire <-chan time.Time
+		if at, ok := r.sched.next(); ok && !r.zero.IsZero() {
+			t := time.NewTimer(time.Until(r.zero.Add(at)))
+			defer t.Stop()
+			fire = t.C
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("up: stopped (%v) with %s %s", context.Cause(ctx), strings.Join(pending, ", "), pendingWord)
 		case p := <-r.exits:
-			return p.died()
+			if !p.killed {
+				return r.died(p)
+			}
 		case <-tick.C:
+		case tg := <-r.triggered:
+			r.sched.trigger(tg.rec, tg.at)
+		case <-fire:
+			if err := r.fireDue(ctx, time.Since(r.zero)); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// died is the error of a process's unexpected exit. A process a fault
+// restarted that stops because its node cannot rejoin (its policy cannot
+// recover a node whose state was lost) fails the run as the emulator
+// does, with the same message.
+func (r *session) died(p *proc) error {
+	if p.restartedAt > 0 {
+		var rep PeerReport
+		if readJSON(p.report, &rep) == nil && rep.Error != "" {
+			return fmt.Errorf("up: %s: policy %s: at %v: %s", r.prep.Scenario().Name, r.prep.Policy(), p.restartedAt.Round(time.Millisecond), rep.Error)
+		}
+	}
+	return p.died()
+}
+
+// watchTriggers starts, for every fault timed from the workload
+// (faults[].when), what waits for its event on the workers' fault API
+// (POST /progress/wait) and reports it on r.triggered; all end with ctx
+// (wg). The events are the emulator's (harness/run: watch): first_packet
+// is any worker of the job beginning its first all-reduce, iteration and
+// allreduce are rank 0's, run_fraction counts the all-reduces every job's
+// rank 0 has finished.
+func (r *session) watchTriggers(ctx context.Context, wg *sync.WaitGroup) {
+	plans := r.prep.Plans()
+	jobOf := map[string]int{}
+	total := 0
+	for j, p := range plans {
+		jobOf[p.Name] = j
+		total += p.AllReduces()
+	}
+	node := func(job, rank int) string {
+		for _, pe := range r.peers {
+			if pe.Role == "worker" && pe.Job == job && pe.Rank == rank {
+				return pe.Node
+			}
+		}
+		return ""
+	}
+	faults := r.prep.Scenario().Faults
+	for rec := range r.sched.later {
+		w := faults[r.sched.records[rec].Index].When
+		send := func(at time.Duration) {
+			select {
+			case r.triggered <- triggered{rec, at}:
+			case <-ctx.Done():
+			}
+		}
+		wait := func(n string, t faultctl.Trigger) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if at, ok := r.waitOn(ctx, n, t); ok {
+					send(at)
+				}
+			}()
+		}
+		k := func(v int) *int { return &v }
+		j := jobOf[w.Job]
+		switch w.Form() {
+		case scenario.WhenFirstPacket:
+			for rank := range plans[j].Workers {
+				wait(node(j, rank), faultctl.Trigger{Begun: k(0)})
+			}
+		case scenario.WhenIteration:
+			wait(node(j, 0), faultctl.Trigger{Begun: k(w.Iteration * len(plans[j].Buckets))})
+		case scenario.WhenAllReduce:
+			wait(node(j, 0), faultctl.Trigger{AllReduce: k(w.AllReduce), Fraction: w.Fraction})
+		case scenario.WhenRunFraction:
+			need := max(int(math.Ceil(w.RunFraction*float64(total))), 1)
+			ended := make(chan time.Duration)
+			for j, p := range plans {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for n := 1; n <= p.AllReduces(); n++ {
+						at, ok := r.waitOn(ctx, node(j, 0), faultctl.Trigger{Finished: k(n)})
+						if !ok {
+							return
+						}
+						select {
+						case ended <- at:
+						case <-ctx.Done():
+							return
+						}
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 1; ; n++ {
+					select {
+					case at := <-ended:
+						if n >= need {
+							send(at)
+							return
+						}
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+		}
+	}
+}
+
+// waitOn waits for trigger t on node's fault API; after an error (a
+// process a fault restarted answers on the same socket) it asks again,
+// until ctx ends.
+func (r *session) waitOn(ctx context.Context, node string, t faultctl.Trigger) (time.Duration, bool) {
+	c := faultctl.NewClient(r.peerControl(node))
+	for {
+		ev, err := c.Wait(ctx, t)
+		if err == nil {
+			return time.Duration(ev.At), true
+		}
+		var se *faultctl.StatusError
+		if errors.As(err, &se) && se.Code == http.StatusBadRequest {
+			r.logf("waiting for %s on %s: %v", t, node, err)
+			return 0, false
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// fireDue runs the fault steps due at now (since time 0) and records them.
+func (r *session) fireDue(ctx context.Context, now time.Duration) error {
+	for _, pd := range r.sched.due(now) {
+		rec := &r.sched.records[pd.fault]
+		if rec.Fired < 0 {
+			rec.Fired = time.Since(r.zero)
+		}
+		done, err := r.runStep(ctx, pd.at, pd.step)
+		fs := FaultStep{At: done.Sub(r.zero), What: pd.step.what}
+		if err != nil {
+			fs.Error = err.Error()
+			rec.Error = err.Error()
+		}
+		rec.Steps = append(rec.Steps, fs)
+		if pd.step.fatal != nil {
+			return fmt.Errorf("up: %s: policy %s: %w", r.prep.Scenario().Name, r.prep.Policy(), pd.step.fatal(pd.at))
+		}
+		if err != nil {
+			r.logf("fault %d (%s) at %v: %s: %v", rec.Index, rec.Kind, fs.At.Round(time.Microsecond), fs.What, err)
+			if pd.step.call == nil { // a process that could not be restarted
+				var de diedError
+				if errors.As(err, &de) {
+					return de.error // it ran and stopped: why is its own error
+				}
+				return fmt.Errorf("up: fault %d (%s on %s): %s: %w", rec.Index, rec.Kind, rec.Target, fs.What, err)
+			}
+			continue
+		}
+		r.logf("fault %d (%s) at %v: %s", rec.Index, rec.Kind, fs.At.Round(time.Microsecond), fs.What)
+	}
+	return nil
+}
+
+// settleFaults ends what fired faults left pending once the workers have
+// finished — a paused process resumes, a killed one starts again — so
+// every process can report; faults not yet fired are dropped.
+func (r *session) settleFaults(ctx context.Context) error {
+	var rest []pending
+	for _, pd := range r.sched.steps {
+		if r.sched.records[pd.fault].Fired >= 0 && pd.step.call == nil && (pd.step.act == actCont || pd.step.act == actRestart) {
+			pd.at = 0
+			rest = append(rest, pd)
+		}
+	}
+	r.sched.steps = rest
+	if err := r.fireDue(ctx, 0); err != nil {
+		return err
+	}
+	for _, p := range r.current {
+		if p.stopped { // paused for good (an idle PS): let it stop
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+			p.stopped = false
+		}
+	}
+	return nil
+}
+
+// runStep does one fault step, due at (since time 0), and returns when it
+// took effect: a link call once the processes applied it, a signal once
+// sent (a killed process's replacement starts after that), a restart once
+// the new process runs.
+func (r *session) runStep(ctx context.Context, at time.Duration, st step) (time.Time, error) {
+	if st.fatal != nil {
+		return time.Now(), nil
+	}
+	if st.call != nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := r.index.Each(cctx, st.link, st.dir, st.call)
+		return time.Now(), err
+	}
+	var errs []error
+	done := time.Now()
+	for _, n := range st.nodes {
+		p := r.current[n]
+		if p == nil {
+			errs = append(errs, fmt.Errorf("no process %s", n))
+			continue
+		}
+		pid := p.cmd.Process.Pid
+		switch st.act {
+		case actKill:
+			p.killed, p.faulted = true, true
+			syscall.Kill(-pid, syscall.SIGKILL) // the process group: a role may have children
+			p.cmd.Process.Kill()
+			done = time.Now()
+			if st.respawn {
+				errs = append(errs, r.respawn(p, r.zero.Add(at+st.restartAfter)))
+			}
+		case actStop:
+			p.stopped, p.faulted = true, true
+			errs = append(errs, syscall.Kill(-pid, syscall.SIGSTOP))
+		case actCont:
+			p.stopped = false
+			errs = append(errs, syscall.Kill(-pid, syscall.SIGCONT))
+		case actRestart:
+			errs = append(errs, r.restarted(ctx, p))
+		}
+		if st.act != actKill {
+			done = time.Now()
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// respawn starts the process that replaces p, which a fault has just
+// killed: it builds its node at once (that takes a while: the whole
+// testbed) and opens its ports and starts at the instant restart, its
+// node's state lost, continuing the run's clock (--restarted).
+func (r *session) respawn(p *proc, restart time.Time) error {
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%s (pid %d) has not exited after SIGKILL", p.name, p.cmd.Process.Pid)
+	}
+	var args []string
+	for i := 0; i < len(p.args); i++ { // without the flags of an earlier restart
+		switch p.args[i] {
+		case "--restarted":
+		case "--restart-at":
+			i++
+		default:
+			args = append(args, p.args[i])
+		}
+	}
+	args = append(args, "--restarted", "--restart-at", strconv.FormatInt(restart.UnixNano(), 10))
+	np, err := r.start(p.name, p.role, args)
+	if err != nil {
+		return err
+	}
+	np.faulted, np.restartedAt = true, restart.Sub(r.zero)
+	return nil
+}
+
+// restarted waits until the process that replaces p's node runs (its
+// control API answers) and, for the switch, joins its new TAPs to the
+// bridges.
+func (r *session) restarted(ctx context.Context, p *proc) error {
+	if p.role == "switch" {
+		return r.attachSwitch(ctx, p)
+	}
+	return r.waitHealthy(ctx, p, faultctl.NewClient(r.peerControl(p.name)).WaitHealthy)
 }
 
 func workerProcs(ws []WorkerResult) []ProcResult {
@@ -706,6 +1192,9 @@ func (r *session) cleanup() error {
 	// with --keep); SIGKILL whatever has not exited within 3 s.
 	for _, p := range r.procs {
 		if !isDone(p) {
+			if p.stopped { // a process a fault paused handles no signal until it resumes
+				syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+			}
 			p.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
@@ -778,6 +1267,27 @@ func (res *Result) Print(w io.Writer) {
 		if p.PS != nil {
 			fmt.Fprintf(w, "  %-8s %+v\n", res.PSs[i].Name, *p.PS)
 		}
+	}
+	for _, l := range res.Links {
+		if d := l.Stats.Drops; d.Total() > 0 {
+			fmt.Fprintf(w, "  link %-3s %-4s %-4s sent=%d delivered=%d dropped: down=%d mtu=%d queue=%d loss=%d fcs=%d\n", l.Link, l.Dir, l.Node,
+				l.Stats.SentPackets, l.Stats.DeliveredPackets, d.LinkDown, d.MTU, d.Queue, d.Loss, d.FCS)
+		}
+	}
+	for _, f := range res.Faults {
+		var steps []string
+		for _, st := range f.Steps {
+			s := fmt.Sprintf("+%v %s", st.At.Round(time.Millisecond), st.What)
+			if st.Error != "" {
+				s += " (FAILED: " + st.Error + ")"
+			}
+			steps = append(steps, s)
+		}
+		at := f.Planned.String()
+		if f.When != "" {
+			at = fmt.Sprintf("%v: after %s", f.Planned.Round(time.Millisecond), f.When)
+		}
+		fmt.Fprintf(w, "  fault %-2d %s %s (at %s): %s\n", f.Index, f.Kind, f.Target, at, strings.Join(steps, "; "))
 	}
 	fmt.Fprintf(w, "  worker clocks started within %v of each other\n", res.StartSkew.Round(time.Microsecond))
 	if res.KeptUp {

@@ -256,18 +256,11 @@ func TestCleanStale(t *testing.T) {
 // is created, with an error naming the problem.
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	withFaults := filepath.Join(dir, "faults.yaml")
-	b, err := os.ReadFile("testdata/up-16mb.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(withFaults, append(b, []byte("faults:\n  - {at: 1ms, kind: switch_reboot, target: sw}\n")...), 0o644)
 	for _, tc := range []struct {
 		name string
 		cfg  Config
 		want string
 	}{
-		{"faults", Config{Scenario: withFaults}, "does not inject faults"},
 		{"missing file", Config{Scenario: filepath.Join(dir, "nope.yaml")}, "nope.yaml"},
 		{"unknown policy", Config{Scenario: "testdata/up-16mb.yaml", Policy: "bogus"}, `policy "bogus"`},
 	} {

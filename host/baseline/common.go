@@ -51,6 +51,15 @@ func (b *clientBase) init(job uint16, rank, n, values int, q host.Quantizer, tl 
 // (StateLost).
 func (b *clientBase) Reset() { b.LoseState() }
 
+// Restore puts a new worker where a checkpoint left a crashed one: reps
+// are the all-reduces it had finished (host.Core.RestoreReports); it goes
+// on with the next. Call it before the worker starts; a Reset (the
+// crash's state loss) may follow, as emu's Restart resets a crashed node.
+func (b *clientBase) Restore(reps []Report) {
+	b.RestoreReports(reps)
+	b.cur = len(reps)
+}
+
 // schedule arms the timer for the next all-reduce (when the timeline
 // makes it ready), or reports true if it should begin now.
 func (b *clientBase) schedule(env *emu.Env) bool {

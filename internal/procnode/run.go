@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,8 +36,12 @@ type Attachment struct {
 	MTU int `json:"mtu,omitempty"`
 	// Link is the emulated link between the node port and the backend: its
 	// rate, delay, queue and impairments hold in real time (in both
-	// directions) as long as the machine keeps up.
+	// directions, unless In is set) as long as the machine keeps up.
 	Link emu.LinkConfig `json:"link"`
+	// In, if set, is the backend→node direction's configuration instead
+	// of Link (which then models node→backend only): a link whose other
+	// direction is modelled by the process at its far end.
+	In *emu.LinkConfig `json:"in,omitempty"`
 	// Pcap, if set, is a file that receives every frame the node sends and
 	// receives on the port (emu.Network.Capture).
 	Pcap string `json:"pcap,omitempty"`
@@ -59,6 +64,10 @@ type Spec struct {
 	// callback: the race-free place to copy node counters for readers on
 	// other goroutines.
 	AfterEvent func()
+	// Zero, if set, is the wall-clock instant of run time 0 (it may be
+	// past: a process that replaces one that crashed continues its run's
+	// clock; emu.Network.RunRealtimeFrom). Unset: Run starts the clock.
+	Zero time.Time
 }
 
 // hooked wraps the node to run Spec's hooks after each callback on the run
@@ -66,9 +75,11 @@ type Spec struct {
 // the start and end of a run).
 type hooked struct {
 	emu.Node
-	after func()
-	done  func() bool
-	stop  atomic.Pointer[context.CancelFunc]
+	after   func()
+	done    func() bool
+	stop    atomic.Pointer[context.CancelFunc]
+	started chan struct{} // closed by the first Start: the run goroutine owns the network
+	once    sync.Once
 }
 
 func (h *hooked) hook() {
@@ -82,7 +93,11 @@ func (h *hooked) hook() {
 	}
 }
 
-func (h *hooked) Start(env *emu.Env) { h.Node.Start(env); h.hook() }
+func (h *hooked) Start(env *emu.Env) {
+	h.once.Do(func() { close(h.started) })
+	h.Node.Start(env)
+	h.hook()
+}
 func (h *hooked) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	h.Node.Receive(env, port, pkts)
 	h.hook()
@@ -124,7 +139,23 @@ type Proc struct {
 	names []string
 	pcaps []*bufio.Writer
 	files []*os.File
+
+	// mu orders Do against the start and the end of the run: phase is
+	// idle before Run, running during it and ended after it.
+	mu    sync.Mutex
+	phase int
+	ended chan struct{}
 }
+
+// Phases of a Proc.
+const (
+	phaseIdle = iota
+	phaseRunning
+	phaseEnded
+)
+
+// ErrEnded is Do's error once the run has ended.
+var ErrEnded = errors.New("procnode: the run has ended")
 
 // Open builds the network: one node, its attachments opened in spec.Netns.
 // On error everything opened so far is closed.
@@ -132,13 +163,9 @@ func Open(spec Spec) (_ *Proc, err error) {
 	if spec.Name == "" || spec.Node == nil || spec.Ports < 1 {
 		return nil, errors.New("procnode: Spec needs Name, Node and Ports")
 	}
-	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true})}
-	var node emu.Node = spec.Node
-	if spec.Done != nil || spec.AfterEvent != nil {
-		p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done}
-		node = p.hook
-	}
-	if err := p.net.AddNode(spec.Name, spec.Ports, node); err != nil {
+	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true}), ended: make(chan struct{})}
+	p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done, started: make(chan struct{})}
+	if err := p.net.AddNode(spec.Name, spec.Ports, p.hook); err != nil {
 		return nil, err
 	}
 	var ports []emu.Port
@@ -188,6 +215,11 @@ func Open(spec Spec) (_ *Proc, err error) {
 			return nil, err
 		}
 		ports[i] = nil // owned by the network now (closed when the run ends)
+		if a.In != nil {
+			if err := l.SetConfig(emu.BtoA, *a.In); err != nil {
+				return nil, err
+			}
+		}
 		p.links = append(p.links, l)
 		p.names = append(p.names, portName(a))
 		if a.Pcap != "" {
@@ -216,6 +248,46 @@ func portName(a Attachment) string {
 // Network returns the process's network.
 func (p *Proc) Network() *emu.Network { return p.net }
 
+// SetZero sets Spec.Zero (before Run): the wall-clock instant of run
+// time 0.
+func (p *Proc) SetZero(t time.Time) { p.spec.Zero = t }
+
+// Links returns the attachments' links, in Spec.Attach order: direction
+// emu.AtoB is node→backend, emu.BtoA backend→node. Change them only on
+// the run goroutine (Do).
+func (p *Proc) Links() []*emu.Link { return p.links }
+
+// Do runs fn where it may touch the network, and waits for it: before Run
+// on the caller's goroutine (Run waits), during the run on the run
+// goroutine (emu.Network.DoPrompt, once the node has started: between two
+// events, also while the run is behind real time). After the run it
+// returns ErrEnded without calling fn.
+func (p *Proc) Do(fn func()) error {
+	p.mu.Lock()
+	switch p.phase {
+	case phaseIdle:
+		defer p.mu.Unlock()
+		fn()
+		return nil
+	case phaseEnded:
+		p.mu.Unlock()
+		return ErrEnded
+	}
+	p.mu.Unlock()
+	select {
+	case <-p.hook.started:
+	case <-p.ended:
+		return ErrEnded
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock() // Run's end waits for fn: the network is never touched by two
+	if p.phase == phaseEnded {
+		return ErrEnded
+	}
+	p.net.DoPrompt(fn)
+	return nil
+}
+
 func (p *Proc) closeFiles() error {
 	var first error
 	for _, w := range p.pcaps {
@@ -238,11 +310,22 @@ func (p *Proc) closeFiles() error {
 func (p *Proc) Run(ctx context.Context) (Report, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if p.hook != nil {
-		p.hook.stop.Store(&cancel)
-	}
+	p.hook.stop.Store(&cancel)
+	p.mu.Lock()
+	p.phase = phaseRunning
+	p.mu.Unlock()
 	start := time.Now()
-	rt, err := p.net.RunRealtime(ctx, 0)
+	var rt emu.RealtimeStats
+	var err error
+	if p.spec.Zero.IsZero() {
+		rt, err = p.net.RunRealtime(ctx, 0)
+	} else {
+		rt, err = p.net.RunRealtimeFrom(ctx, p.spec.Zero, 0)
+	}
+	p.mu.Lock()
+	p.phase = phaseEnded
+	close(p.ended)
+	p.mu.Unlock()
 	rep := Report{Name: p.spec.Name, Elapsed: time.Since(start), Realtime: rt}
 	for i, a := range p.spec.Attach {
 		pr := PortReport{Port: a.Port, Backend: p.names[i]}

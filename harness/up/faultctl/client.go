@@ -1,0 +1,164 @@
+package faultctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client talks to one process's fault API.
+type Client struct {
+	hc   *http.Client
+	addr string
+}
+
+// NewClient returns a client for a control socket: a unix socket path or
+// "unix:PATH".
+func NewClient(addr string) *Client {
+	path := strings.TrimPrefix(addr, "unix:")
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}, DisableKeepAlives: true}
+	return &Client{hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}, addr: path}
+}
+
+// StatusError is an answer other than 200.
+type StatusError struct {
+	Code int
+	Msg  string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Msg)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://inabox"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return &StatusError{Code: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func linkPath(link, dir, op string) string {
+	return "/links/" + url.PathEscape(link) + "/" + url.PathEscape(dir) + "/" + op
+}
+
+// Healthy reports whether the process answers.
+func (c *Client) Healthy(ctx context.Context) error { return c.do(ctx, "GET", "/healthz", nil, nil) }
+
+// WaitHealthy polls /healthz until it answers or ctx ends.
+func (c *Client) WaitHealthy(ctx context.Context) error {
+	for {
+		err := c.Healthy(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// List returns every direction the process models.
+func (c *Client) List(ctx context.Context) ([]DirState, error) {
+	var st []DirState
+	err := c.do(ctx, "GET", "/links", nil, &st)
+	return st, err
+}
+
+func (c *Client) post(ctx context.Context, method, link, dir, op string, in any) ([]DirState, error) {
+	var st []DirState
+	err := c.do(ctx, method, linkPath(link, dir, op), in, &st)
+	return st, err
+}
+
+// SetImpairments sets the impairments p gives on link's dir.
+func (c *Client) SetImpairments(ctx context.Context, link, dir string, p ImpairmentsPatch) ([]DirState, error) {
+	return c.post(ctx, "POST", link, dir, "impairments", p)
+}
+
+// ClearImpairments removes every impairment of link's dir.
+func (c *Client) ClearImpairments(ctx context.Context, link, dir string) ([]DirState, error) {
+	return c.post(ctx, "DELETE", link, dir, "impairments", nil)
+}
+
+// SetConfig changes link's dir's rate, delay, MTU or queue.
+func (c *Client) SetConfig(ctx context.Context, link, dir string, p ConfigPatch) ([]DirState, error) {
+	return c.post(ctx, "POST", link, dir, "config", p)
+}
+
+// Open opens a window on link's dir.
+func (c *Client) Open(ctx context.Context, link, dir string, w Window) ([]DirState, error) {
+	return c.post(ctx, "POST", link, dir, "window", w)
+}
+
+// SetUp takes link's dir down (for d > 0: then up again) or up.
+func (c *Client) SetUp(ctx context.Context, link, dir string, up bool, d time.Duration) ([]DirState, error) {
+	if up {
+		return c.post(ctx, "POST", link, dir, "up", nil)
+	}
+	var body any
+	if d > 0 {
+		body = struct {
+			Duration Duration `json:"duration"`
+		}{Duration(d)}
+	}
+	return c.post(ctx, "POST", link, dir, "down", body)
+}
+
+// Reset returns link's dir to the process's starting configuration.
+func (c *Client) Reset(ctx context.Context, link, dir string) ([]DirState, error) {
+	return c.post(ctx, "POST", link, dir, "reset", nil)
+}
+
+// Wait waits until trigger t holds on the worker (or ctx ends) and
+// returns when it did.
+func (c *Client) Wait(ctx context.Context, t Trigger) (Event, error) {
+	var ev Event
+	long := *c
+	long.hc = &http.Client{Transport: c.hc.Transport} // no timeout: ctx bounds it
+	err := long.do(ctx, "POST", "/progress/wait", t, &ev)
+	return ev, err
+}
+
+// Progress reads a worker's progress.
+func (c *Client) Progress(ctx context.Context) (Progress, error) {
+	var p Progress
+	err := c.do(ctx, "GET", "/progress", nil, &p)
+	return p, err
+}
