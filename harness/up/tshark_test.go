@@ -3,10 +3,13 @@ package up
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 // checkPcaps runs tshark over every frame of the captures of the given
@@ -17,6 +20,9 @@ func checkPcaps(t *testing.T, dir string, ports []int, minFrames int) {
 	t.Helper()
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
+		if os.Getenv(testenv.NoSkipVar) != "" {
+			t.Fatalf("tshark not installed (%s is set: the captures must be decoded)", testenv.NoSkipVar)
+		}
 		t.Log("tshark not installed; skipping the decode check of the captures")
 		return
 	}

@@ -15,16 +15,15 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/internal/procnode"
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 // needRoot skips a test that needs namespaces and /dev/net/tun.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, TAP devices)")
-	}
+	testenv.NeedRoot(t, "network namespaces, TAP devices")
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("needs /dev/net/tun")
+		testenv.Skip(t, "needs /dev/net/tun")
 	}
 }
 
