@@ -63,10 +63,13 @@ func init() {
 			"Frame numbers are the capture's (Wireshark's); a capture of another link type is refused.",
 			decodeFlags, cmdDecode),
 		{name: "up", args: "[FILE]", flags: up.FlagSet, run: cmdUp,
-			doc: "Runs a scenario (default: the embedded up-multijob.yaml) in real time as processes: inaswitch, inaps and one inahost per worker " +
-				"over TAP and veth in network namespaces (root; needs the three binaries beside inabox: make bin). " +
+			doc: "Runs a scenario (default: the embedded up-multijob.yaml) in real time as processes: inabox switch, inabox ps and one inabox host per worker " +
+				"(or the inaswitch, inaps, inahost of make bin beside inabox) over TAP and veth in network namespaces (root). " +
 				"Removes everything it made, also on failure."},
 		{name: "fault", args: "COMMAND [ARGS]", flags: faultFlags, run: cmdFault, doc: faultDoc},
+		roleCommand("switch", "the scenario's switch (data plane and the policy's control plane) over one TAP per port, with its control and fault API", up.SwitchFlagSet, up.SwitchMain),
+		roleCommand("host", "one worker of the scenario (--node w1.0) on an interface, with its fault API", up.HostFlagSet, up.HostMain),
+		roleCommand("ps", "one parameter server of the scenario (--node ps0) on an interface, with its fault API", up.PSFlagSet, up.PSMain),
 		newCommand("help", "[COMMAND]", "Shows every command with its flags, or one command's.", noFlags("help"), cmdHelp),
 		newCommand("version", "", "Prints the module version and VCS revision of this build.", noFlags("version"), cmdVersion),
 	}
@@ -112,6 +115,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	err := runCLI(args, stdout, stderr)
 	if err == nil {
 		return 0
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code) // printed by the command
 	}
 	fmt.Fprintln(stderr, "inabox:", err)
 	var ue usageError
@@ -250,6 +257,30 @@ func interruptContext() (context.Context, context.CancelFunc) {
 	}()
 	return ctx, stop
 }
+
+// roleCommand is a process role of `inabox up` (docs/processes.md): up
+// starts `inabox ROLE …` (or the ina* binary of make bin beside inabox),
+// and it runs by hand with its own flags (inabox ROLE -h). main is the
+// role's entry point; it prints its own errors and returns the exit code.
+func roleCommand(name, what string, flags func() *flag.FlagSet, main func(args []string, stderr io.Writer) int) command {
+	return command{name: name, args: "[flags]",
+		doc:   "A role of inabox up, started by it as a process (or run by hand): " + what + ".",
+		flags: flags,
+		run: func(args []string, _, stderr io.Writer) error {
+			if _, err := parseArgs(name, flags(), args); err != nil {
+				return err // -h, or a flag error: as every command's
+			}
+			if code := main(args, stderr); code != 0 {
+				return exitCode(code)
+			}
+			return nil
+		}}
+}
+
+// exitCode is the exit code of a command that printed its own error.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // cmdHelp runs `inabox help [COMMAND]`.
 func cmdHelp(_ *struct{}, args []string, stdout, stderr io.Writer) error {

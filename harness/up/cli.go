@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,6 +60,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(positional) == 1 {
 		cfg.Scenario = positional[0]
 	}
+	if cfg.Command == nil {
+		cfg.Command = SelfCommand
+	}
 	res, err := Up(ctx, cfg, stdout, stderr)
 	if f.json != "" {
 		b, jerr := json.MarshalIndent(res, "", "  ")
@@ -68,6 +72,21 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		err = errors.Join(err, jerr)
 	}
 	return err
+}
+
+// SelfCommand builds the command for a role from the inabox binary itself
+// (`inabox switch|host|ps ARGS`), so that `go install …/cmd/inabox` is all
+// `inabox up` needs; inaswitch, inahost or inaps beside the executable (make
+// bin) are used instead where they are.
+func SelfCommand(role string, args []string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		return defaultCommand(role, args)
+	}
+	if p := filepath.Join(filepath.Dir(exe), "ina"+role); fileExists(p) {
+		return exec.Command(p, args...)
+	}
+	return exec.Command(exe, append([]string{role}, args...)...)
 }
 
 // cliFlags are the values of Command's flags.

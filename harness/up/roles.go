@@ -143,7 +143,18 @@ func prepareScenario(file string, seed uint64, policy string) (*run.Prepared, er
 // switch node (policy, pools and jobs as the emulator builds them);
 // without, a bare switch configured by --slots and --config. It runs until
 // SIGINT/SIGTERM.
-func SwitchMain(args []string, stderr io.Writer) int {
+func SwitchMain(args []string, stderr io.Writer) int { return switchMain(args, stderr, nil) }
+
+// SwitchFlagSet returns SwitchMain's flags (for help texts).
+func SwitchFlagSet() *flag.FlagSet {
+	var fs *flag.FlagSet
+	switchMain(nil, io.Discard, &fs)
+	return fs
+}
+
+// switchMain is SwitchMain; with only set it defines the flags, stores
+// the set there and returns.
+func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	fs := flag.NewFlagSet("inaswitch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	netns := fs.String("netns", "", "named network namespace to create the TAP devices in")
@@ -160,7 +171,14 @@ func SwitchMain(args []string, stderr io.Writer) int {
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sync := syncFlags(fs)
+	if only != nil {
+		*only = fs
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h: the usage was printed
+		}
 		return 2
 	}
 	fail := func(err error) int {
@@ -513,14 +531,25 @@ func cancelled() context.Context {
 // keeps serving its peers (a late PULL) until SIGINT/SIGTERM; it then
 // checks each result against the reference sum and writes --report.
 func HostMain(args []string, stderr io.Writer) int {
-	return peerMain("inahost", "worker", args, stderr)
+	return peerMain("inahost", "worker", args, stderr, nil)
 }
 
 // PSMain is the inaps process: a scenario's parameter server node on its
 // own interface in a namespace, until SIGINT/SIGTERM.
-func PSMain(args []string, stderr io.Writer) int { return peerMain("inaps", "ps", args, stderr) }
+func PSMain(args []string, stderr io.Writer) int { return peerMain("inaps", "ps", args, stderr, nil) }
 
-func peerMain(cmd, role string, args []string, stderr io.Writer) int {
+// HostFlagSet and PSFlagSet return HostMain's and PSMain's flags (for help
+// texts).
+func HostFlagSet() *flag.FlagSet { return peerFlagSet("inahost", "worker") }
+func PSFlagSet() *flag.FlagSet   { return peerFlagSet("inaps", "ps") }
+
+func peerFlagSet(cmd, role string) *flag.FlagSet {
+	var fs *flag.FlagSet
+	peerMain(cmd, role, nil, io.Discard, &fs)
+	return fs
+}
+
+func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.FlagSet) int {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	netns := fs.String("netns", "", "named network namespace of the interface")
@@ -538,7 +567,14 @@ func peerMain(cmd, role string, args []string, stderr io.Writer) int {
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sync := syncFlags(fs)
+	if only != nil {
+		*only = fs
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h: the usage was printed
+		}
 		return 2
 	}
 	out := PeerReport{Node: *nodeName, Role: role}
