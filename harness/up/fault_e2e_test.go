@@ -68,7 +68,7 @@ func TestUpFaults(t *testing.T) {
 		if f.When != "" {
 			tol = 150 * time.Millisecond
 		}
-		if late := f.Fired - f.Planned; late < 0 || late > tol || f.Error != "" {
+		if late := (f.Fired - f.Planned).D(); late < 0 || late > tol || f.Error != "" {
 			t.Errorf("fault %d (%s) planned at %v fired at %v (error %q)", f.Index, f.Kind, f.Planned, f.Fired, f.Error)
 		}
 	}
@@ -77,7 +77,7 @@ func TestUpFaults(t *testing.T) {
 	}
 	// Timed from the job's progress: the first packet leaves after its
 	// compute phase; half the first all-reduce's chunks come later.
-	if f := res.Faults[4]; f.When != "job googlenet's first packet" || f.Planned < 100*time.Millisecond ||
+	if f := res.Faults[4]; f.When != "job googlenet's first packet" || f.Planned.D() < 100*time.Millisecond ||
 		!strings.HasPrefix(f.Steps[0].What, "rate 0.05 Gb/s on ps0 (up)") {
 		t.Errorf("rate_change: %+v", f)
 	}
@@ -217,7 +217,7 @@ func TestUpCrashLoseState(t *testing.T) {
 			t.Error("the switch reports from the process that was killed")
 		}
 		pids["switch (restarted)"] = res.Switch.Pid
-		crash := res.Faults[1].Steps[0].At
+		crash := res.Faults[1].Steps[0].At.D()
 		for _, w := range res.Workers {
 			if !w.Exact || len(w.Iterations) != 3 {
 				t.Errorf("%s: exact=%v, %d iterations", w.Name, w.Exact, len(w.Iterations))

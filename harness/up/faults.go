@@ -198,15 +198,15 @@ func crashSteps(nodes []string, dur time.Duration, loseState bool, topo topology
 // run's time 0), what it did and, for a fault with an end (a restart, a
 // resume, a window that closes by itself), when that came.
 type FaultRecord struct {
-	Index     int           `json:"index"` // in the scenario's faults
-	Kind      string        `json:"kind"`
-	Target    string        `json:"target"`
-	Planned   time.Duration `json:"planned_ns"` // the scenario's at
-	Fired     time.Duration `json:"fired_ns"`
-	Duration  time.Duration `json:"duration_ns,omitempty"`
-	Value     float64       `json:"value,omitempty"`
-	LoseState bool          `json:"lose_state,omitempty"`
-	Direction string        `json:"direction,omitempty"`
+	Index     int     `json:"index"` // in the scenario's faults
+	Kind      string  `json:"kind"`
+	Target    string  `json:"target"`
+	Planned   Seconds `json:"planned_s"` // the scenario's at
+	Fired     Seconds `json:"fired_s"`
+	Duration  Seconds `json:"duration_s,omitempty"`
+	Value     float64 `json:"value,omitempty"`
+	LoseState bool    `json:"lose_state,omitempty"`
+	Direction string  `json:"direction,omitempty"`
 	// When is the event a fault timed from the workload waited for
 	// (faults[].when); Planned is then the event's time plus the fault's
 	// at, Fired -1 if the event never came.
@@ -218,9 +218,9 @@ type FaultRecord struct {
 
 // FaultStep is one action of a fault that ran.
 type FaultStep struct {
-	At    time.Duration `json:"at_ns"`
-	What  string        `json:"what"`
-	Error string        `json:"error,omitempty"`
+	At    Seconds `json:"at_s"`
+	What  string  `json:"what"`
+	Error string  `json:"error,omitempty"`
 }
 
 // pending is a step waiting for its time.
@@ -247,8 +247,8 @@ func newSchedule(s *scenario.Scenario, topo topology) (*schedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: faults[%d]: %w", s.File(), i, err)
 		}
-		rec := FaultRecord{Index: i, Kind: f.Kind, Target: f.Target, Planned: f.At.D(),
-			Duration: f.Duration.D(), Value: f.Value, LoseState: f.LoseState, Direction: f.Direction, Fired: -1}
+		rec := FaultRecord{Index: i, Kind: f.Kind, Target: f.Target, Planned: Seconds(f.At),
+			Duration: Seconds(f.Duration), Value: f.Value, LoseState: f.LoseState, Direction: f.Direction, Fired: -1}
 		if f.When != nil {
 			rec.When = f.When.String()
 			sc.records = append(sc.records, rec)
@@ -279,8 +279,8 @@ func (sc *schedule) trigger(rec int, event time.Duration) {
 	}
 	delete(sc.later, rec)
 	r := &sc.records[rec]
-	r.Planned += event // its at is the delay after the event
-	sc.add(rec, r.Planned, steps)
+	r.Planned += Seconds(event) // its at is the delay after the event
+	sc.add(rec, r.Planned.D(), steps)
 }
 
 // next returns the time of the next step, if any.

@@ -136,15 +136,15 @@ func (c *Config) check() (*run.Prepared, *schedule, error) {
 
 // ProcResult is one process's outcome.
 type ProcResult struct {
-	Name    string        `json:"name"`
-	Pid     int           `json:"pid"`
-	Elapsed time.Duration `json:"elapsed_ns"`
+	Name    string  `json:"name"`
+	Pid     int     `json:"pid"`
+	Elapsed Seconds `json:"elapsed_s"`
 	// MaxLate and Late come from emu.RealtimeStats: how late the process
 	// ran its events. KeptUp is MaxLate ≤ Config.LateTolerance.
-	MaxLate time.Duration `json:"max_late_ns"`
-	Late    uint64        `json:"late"`
-	Events  uint64        `json:"events"`
-	KeptUp  bool          `json:"kept_up"`
+	MaxLate Seconds `json:"max_late_s"`
+	Late    uint64  `json:"late"`
+	Events  uint64  `json:"events"`
+	KeptUp  bool    `json:"kept_up"`
 }
 
 // WorkerResult is one worker's outcome.
@@ -169,8 +169,8 @@ type JobResult struct {
 	Iterations int    `json:"iterations"`
 	// JCT is the job completion time: its last all-reduce's end minus its
 	// arrival, on its workers' clocks (each starts with its process).
-	JCT   time.Duration `json:"jct_ns"`
-	Exact bool          `json:"exact"`
+	JCT   Seconds `json:"jct_s"`
+	Exact bool    `json:"exact"`
 }
 
 // Result is what Up measured.
@@ -179,7 +179,7 @@ type Result struct {
 	Scenario string         `json:"scenario"`
 	Policy   string         `json:"policy"`
 	Seed     uint64         `json:"seed"`
-	Elapsed  time.Duration  `json:"elapsed_ns"`
+	Elapsed  Seconds        `json:"elapsed_s"`
 	Jobs     []JobResult    `json:"jobs"`
 	Workers  []WorkerResult `json:"workers"`
 	Switch   ProcResult     `json:"switch"`
@@ -191,7 +191,7 @@ type Result struct {
 	SwitchReport SwitchReport `json:"switch_report"`
 	PSReports    []PeerReport `json:"ps_reports"`
 	// StartSkew is how far apart the worker processes' clocks started.
-	StartSkew time.Duration `json:"start_skew_ns"`
+	StartSkew Seconds `json:"start_skew_s"`
 	// KeptUp is false if any process fell behind real time; Warnings say
 	// which and by how much (link rates and delays did not hold then).
 	KeptUp   bool     `json:"kept_up"`
@@ -314,7 +314,7 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	if err := r.runAll(ctx, &res); err != nil {
 		return res, err
 	}
-	res.Elapsed = time.Since(start)
+	res.Elapsed = Seconds(time.Since(start))
 	res.Faults = r.sched.fired()
 	if stdout != nil {
 		res.Print(stdout)
@@ -735,7 +735,7 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			elems += it.Elements
 		}
 		if n := len(hr.Iterations); n > 0 {
-			jobs[pe.Job].JCT = max(jobs[pe.Job].JCT, hr.Iterations[n-1].End-pl.Arrival)
+			jobs[pe.Job].JCT = max(jobs[pe.Job].JCT, Seconds(hr.Iterations[n-1].End-pl.Arrival))
 		}
 		if busy > 0 {
 			wr.Gbps = float64(4*elems) * 8 / busy.Seconds() / 1e9
@@ -756,7 +756,7 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			}
 		}
 	}
-	res.StartSkew = time.Duration(lastStart - firstStart)
+	res.StartSkew = Seconds(lastStart - firstStart)
 	res.KeptUp = true
 	for _, pr := range append(append([]ProcResult{res.Switch}, res.PSs...), workerProcs(res.Workers)...) {
 		if !pr.KeptUp {
@@ -1010,10 +1010,10 @@ func (r *session) fireDue(ctx context.Context, now time.Duration) error {
 	for _, pd := range r.sched.due(now) {
 		rec := &r.sched.records[pd.fault]
 		if rec.Fired < 0 {
-			rec.Fired = time.Since(r.zero)
+			rec.Fired = Seconds(time.Since(r.zero))
 		}
 		done, err := r.runStep(ctx, pd.at, pd.step)
-		fs := FaultStep{At: done.Sub(r.zero), What: pd.step.what}
+		fs := FaultStep{At: Seconds(done.Sub(r.zero)), What: pd.step.what}
 		if err != nil {
 			fs.Error = err.Error()
 			rec.Error = err.Error()
@@ -1158,7 +1158,7 @@ func workerProcs(ws []WorkerResult) []ProcResult {
 }
 
 func (r *session) procResult(p *proc, rep procnode.Report) ProcResult {
-	return ProcResult{Name: p.name, Pid: p.cmd.Process.Pid, Elapsed: rep.Elapsed, MaxLate: rep.Realtime.MaxLate,
+	return ProcResult{Name: p.name, Pid: p.cmd.Process.Pid, Elapsed: Seconds(rep.Elapsed), MaxLate: Seconds(rep.Realtime.MaxLate),
 		Late: rep.Realtime.Late, Events: rep.Realtime.Events, KeptUp: rep.Realtime.MaxLate <= r.cfg.LateTolerance}
 }
 

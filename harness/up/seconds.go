@@ -1,0 +1,35 @@
+package up
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/inabox/inabox/harness/report"
+)
+
+// Seconds is a duration written to JSON in seconds (with a _s name), the
+// unit of inabox run's results.json.
+type Seconds time.Duration
+
+// D is s as a time.Duration.
+func (s Seconds) D() time.Duration { return time.Duration(s) }
+
+func (s Seconds) String() string { return time.Duration(s).String() }
+
+// Round is time.Duration's Round.
+func (s Seconds) Round(m time.Duration) time.Duration { return time.Duration(s).Round(m) }
+
+// MarshalJSON writes s in seconds, as results.json does (report.Num).
+func (s Seconds) MarshalJSON() ([]byte, error) {
+	return report.Num(time.Duration(s).Seconds()).MarshalJSON()
+}
+
+// UnmarshalJSON reads seconds.
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*s = Seconds(f * float64(time.Second))
+	return nil
+}
