@@ -966,11 +966,16 @@ func (r *session) watchTriggers(ctx context.Context, wg *sync.WaitGroup) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for n := 1; ; n++ {
+				// The answers of different jobs arrive in any order: the
+				// event is the need-th earliest end among those reported.
+				var ends []time.Duration
+				for {
 					select {
 					case at := <-ended:
-						if n >= need {
-							send(at)
+						ends = append(ends, at)
+						if len(ends) >= need {
+							slices.Sort(ends)
+							send(ends[need-1])
 							return
 						}
 					case <-ctx.Done():
