@@ -79,7 +79,7 @@ func tsharkFields(t *testing.T, tshark string, frames [][]byte, extra ...string)
 		"-e", "frame.protocols", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn",
 		"-e", "infiniband.bth.destqp", "-e", "infiniband.invariant.crc", "-e", "_ws.malformed", "-e", "_ws.expert.message")
 	var stderr bytes.Buffer
-	cmd := exec.Command(tshark, args...)
+	cmd := testenv.CleanProfile(t, exec.Command(tshark, args...))
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

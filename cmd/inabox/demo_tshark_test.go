@@ -36,10 +36,10 @@ func TestPcapsDecodeWithTshark(t *testing.T) {
 	for _, port := range []string{"h1:0", "s:0", "s:1", "h2:0"} {
 		file := filepath.Join(cfg.PcapDir, strings.Replace(port, ":", "-", 1)+".pcap")
 		want := ourView(t, file)
-		out, err := exec.Command("tshark", "-r", file, "-o", "ip.check_checksum:TRUE",
+		out, err := testenv.CleanProfile(t, exec.Command("tshark", "-r", file, "-o", "ip.check_checksum:TRUE",
 			"-T", "fields", "-E", "separator=|", "-e", "frame.protocols", "-e", "ip.checksum.status",
 			"-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn",
-			"-e", "_ws.malformed", "-e", "_ws.expert").Output()
+			"-e", "_ws.malformed", "-e", "_ws.expert")).Output()
 		if err != nil {
 			t.Fatalf("tshark %s: %v", file, err)
 		}

@@ -31,7 +31,7 @@ func checkPcaps(t *testing.T, dir string, ports []int, minFrames int) {
 		args := []string{"-n", "-r", path, "--disable-heuristic", "rpcrdma_infiniband",
 			"-T", "fields", "-E", "separator=|", "-e", "frame.protocols", "-e", "infiniband.bth.opcode", "-e", "_ws.malformed", "-e", "_ws.expert.severity"}
 		var stderr bytes.Buffer
-		cmd := exec.Command(tshark, args...)
+		cmd := testenv.CleanProfile(t, exec.Command(tshark, args...))
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {

@@ -41,3 +41,14 @@ func LookPath(t testing.TB, name, install string) string {
 	}
 	return p
 }
+
+// CleanProfile makes cmd (tshark, say) run with a home directory of its
+// own, so that what the user installed (Wireshark's personal plugins, such
+// as `make wireshark`'s INA dissector, and preferences) does not change
+// what a test sees; a test that wants a plugin loads it (-X lua_script:).
+func CleanProfile(t testing.TB, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home+"/.config", "XDG_DATA_HOME="+home+"/.local/share")
+	return cmd
+}

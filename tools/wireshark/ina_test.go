@@ -80,7 +80,7 @@ func tsharkINA(t *testing.T, tshark, file string, extra ...string) []frameRecord
 		args = append(args, "-e", f)
 	}
 	var stderr bytes.Buffer
-	cmd := exec.Command(tshark, args...)
+	cmd := testenv.CleanProfile(t, exec.Command(tshark, args...))
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -563,7 +563,7 @@ func TestDissectorMalformed(t *testing.T) {
 		// The filter of the README finds the malformed frames.
 		fargs := append([]string{"-n", "-r", path, "-X", "lua_script:" + lua}, args...)
 		fargs = append(fargs, "-Y", "_ws.malformed || _ws.expert.severity >= error", "-T", "fields", "-e", "frame.number")
-		out, err := exec.Command(tshark, fargs...).Output()
+		out, err := testenv.CleanProfile(t, exec.Command(tshark, fargs...)).Output()
 		if err != nil {
 			t.Fatalf("tshark %v: %v", fargs, err)
 		}
@@ -589,7 +589,7 @@ func TestDissectorMalformed(t *testing.T) {
 		for _, x := range experts {
 			eargs = append(eargs, "-e", x)
 		}
-		out, err = exec.Command(tshark, eargs...).Output()
+		out, err = testenv.CleanProfile(t, exec.Command(tshark, eargs...)).Output()
 		if err != nil {
 			t.Fatalf("tshark %v: %v", eargs, err)
 		}
