@@ -45,7 +45,7 @@ func (c BarChart) figure() *Figure {
 	}
 	p.X.Tick.Label.Font = p.Y.Tick.Label.Font
 	p.X.Min, p.X.Max = -0.5, float64(max(len(c.Categories), 1))-0.5
-	niceRange(&p.Y, 0, math.NaN())
+	niceRange(&p.Y, 0, p.Y.Max*1.05) // headroom above the tallest bar
 	return f
 }
 

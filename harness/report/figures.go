@@ -402,7 +402,7 @@ func CompareFigures(rs []*Results, what string) []NamedFigure {
 	p.Add(bars)
 	p.NominalX(policies...)
 	p.X.Tick.Label.Font = p.Y.Tick.Label.Font
-	niceRange(&p.Y, 0, math.NaN())
+	niceRange(&p.Y, 0, p.Y.Max*1.05) // headroom above the tallest bar
 	p.X.Min, p.X.Max = -0.5, float64(n)-0.5
 	out = append(out, NamedFigure{CompareJCTJobsFile, &Figure{Title: "Job completion time per job" + sub, Note: scaleOf(r0).timeNote(false),
 		W: 900 + 30*vg.Length(max(n-4, 0)), H: 500, Rows: 1, Cols: 1, Panels: []*plot.Plot{p}, Legend: jobs}})
