@@ -18,7 +18,7 @@ import (
 )
 
 // smallContention is testdata/scenarios/dynaina-contention.yaml (six jobs)
-// at a tenth of its scale and two iterations a job, through the scenario
+// at a fiftieth of its scale and two iterations a job, through the scenario
 // override mechanism: every policy runs in a fraction of a second.
 func smallContention(t *testing.T) string {
 	t.Helper()
@@ -26,7 +26,7 @@ func smallContention(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets := [][2]string{{"scaling.tensor_scale", "0.001"}, {"scaling.rate_scale", "0.001"}}
+	sets := [][2]string{{"scaling.tensor_scale", "0.0002"}, {"scaling.rate_scale", "0.0002"}}
 	for i := range 6 {
 		sets = append(sets, [2]string{fmt.Sprintf("jobs[%d].iterations", i), "2"})
 	}
