@@ -151,7 +151,7 @@ func TestErrorPrintedOnce(t *testing.T) {
 		{1, []string{"compare", bad}, "bad.yaml:1: policy"},
 		{2, []string{"compare", "--policies", "atp,bogus", good}, `"bogus" is not a policy`},
 		{1, []string{"compare", "--seeds", "2", "--out", onFile, good}, "compare: --out " + onFile},
-		{2, []string{"compare", "--out", dir, good}, "--out needs --seeds"},
+		{1, []string{"compare", "--out", onFile, good}, "compare: --out " + onFile},
 		{2, []string{"sweep", "--bogus"}, "sweep: flag provided but not defined"},
 		{1, []string{"sweep", "--set", "seed=1,2", missing}, "missing.yaml"},
 		{1, []string{"sweep", "--set", "seed=1,2", bad}, "bad.yaml"},

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/inabox/inabox/harness/report"
@@ -30,7 +28,7 @@ func compareFlags(o *compareOpts) *flag.FlagSet {
 	fs.Uint64Var(&o.seed, "seed", 0, "replace the scenario's seed with `N`")
 	fs.StringVar(&o.only, "policies", "", "run only the comma-separated policies `P,Q,...` (default: all)")
 	fs.BoolVar(&o.force, "progress", false, "draw the progress bar even when stderr is not a terminal")
-	fs.StringVar(&o.outDir, "out", "", "with --seeds: write compare.json and jct.svg (JCT mean and p95 per policy, 95% CIs) into `DIR`")
+	fs.StringVar(&o.outDir, "out", "", "write into `DIR` compare.json, compare.csv and side-by-side plots (JCT per job and CDF, iteration times, memory, throughput, PS path, collisions per policy); with --seeds also jct.svg (JCT mean and p95, 95% CIs), the plots from the first seed")
 	fs.IntVar(&o.nSeeds, "seeds", 1, "run every policy for `N` seeds (the scenario's or --seed's, then the next ones) and print means with 95% confidence intervals")
 	return fs
 }
@@ -45,9 +43,6 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.nSeeds < 1 || o.nSeeds > 1000 {
 		return usageError{msg: fmt.Sprintf("compare: --seeds %d: must be between 1 and 1000", o.nSeeds)}
-	}
-	if o.outDir != "" && o.nSeeds < 2 {
-		return usageError{msg: "compare: --out needs --seeds N (N ≥ 2)"}
 	}
 	if err := writableDir(o.outDir); err != nil {
 		return fmt.Errorf("compare: --out %s: %w", o.outDir, err) // before the runs, not after them
@@ -108,6 +103,14 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "FAILED (no column): %s\n", f)
 		}
 	}
+	if o.outDir != "" {
+		// the policies that ran: a failed one has no column here either
+		files, err := report.WriteCompareOutputs(o.outDir, c, results)
+		if err != nil {
+			return fmt.Errorf("compare: --out %s: %w", o.outDir, err)
+		}
+		fmt.Fprintf(stderr, "compare: wrote %d files to %s\n", len(files), o.outDir)
+	}
 	if len(failed) > 0 {
 		if !o.asJSON {
 			// the table's FAILED lines say why; the error does not repeat them
@@ -161,35 +164,22 @@ loop:
 		return err
 	}
 	if outDir != "" {
-		if err := writeRepeated(outDir, rp); err != nil {
-			return err
+		var first []*report.Results
+		for _, r := range runs[0] {
+			if r != nil {
+				first = append(first, r)
+			}
 		}
+		files, err := report.WriteRepeatedOutputs(outDir, rp, first)
+		if err != nil {
+			return fmt.Errorf("compare: --out %s: %w", outDir, err)
+		}
+		fmt.Fprintf(stderr, "compare: wrote %d files to %s\n", len(files), outDir)
 	}
 	if len(failed) > 0 {
 		// the output lists why (FAILED lines, or JSON's failed); the error
 		// does not repeat it
 		return fmt.Errorf("compare: %d of %d runs failed: %s (the failed runs on stdout say why)", len(failed), total, strings.Join(failedNames, ", "))
-	}
-	return nil
-}
-
-// writeRepeated writes rp's compare.json and jct.svg into dir.
-func writeRepeated(dir string, rp *report.Repeated) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(io.Writer) error{"compare.json": rp.WriteJSON, "jct.svg": rp.JCTBars().WriteSVG} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if err := write(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -281,7 +281,7 @@ func writeSweepSVG(file string, m report.Metric, name, field string, values, pol
 		c.YLabel = m.Label + ": gain over " + ref + " (×)"
 	}
 	for _, p := range policies {
-		l := report.Line{Name: p}
+		l := report.Line{Name: p, Policy: true}
 		for i, v := range values {
 			y := value(m, pts, v, p)
 			if hasRef {

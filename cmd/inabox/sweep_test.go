@@ -45,7 +45,7 @@ func TestSweep(t *testing.T) {
 	if jct["30/freeina"] != jct["100/freeina"] {
 		t.Errorf("FreeINA changed with the baselines' stack: %.6f vs %.6f s", jct["30/freeina"], jct["100/freeina"])
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "sweep.svg")); err != nil || !bytes.Contains(b, []byte("<circle")) {
+	if b, err := os.ReadFile(filepath.Join(dir, "sweep.svg")); err != nil || !bytes.Contains(b, []byte(`<g class="policy" id="policy-atp">`)) || !bytes.Contains(b, []byte(`<g class="policy" id="policy-freeina">`)) {
 		t.Errorf("sweep.svg: %v", err)
 	}
 }

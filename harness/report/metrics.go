@@ -80,6 +80,19 @@ type jobRec struct {
 	// inUseSS are the job's slot-seconds in use by a chunk
 	// (InUseSlotSeconds).
 	inUseSS float64
+	// inUse are its in-use slot-seconds per bin, sampled (InUseAt) up to
+	// inUseT, where they were inUseCum.
+	inUse    bins
+	inUseT   time.Duration
+	inUseCum float64
+	// coll are its collisions per bin, sampled (CollisionsAt) up to collT,
+	// where they were collCum.
+	coll    bins
+	collT   time.Duration
+	collCum int64
+	// swB and psB are its chunks per bin by path, each all-reduce's spread
+	// over it (AllReduceChunks).
+	swB, psB bins
 }
 
 type occKey struct{ pool, job string }
@@ -144,7 +157,9 @@ func (c *Collector) AddJob(name, model string, workers int, arrival time.Duratio
 func (c *Collector) job(name string) *jobRec {
 	j := c.byName[name]
 	if j == nil {
-		j = &jobRec{name: name, cur: map[int]int{}, tput: bins{width: c.cfg.Resolution}}
+		w := c.cfg.Resolution
+		j = &jobRec{name: name, cur: map[int]int{}, tput: bins{width: w}, inUse: bins{width: w}, coll: bins{width: w},
+			swB: bins{width: w}, psB: bins{width: w}}
 		c.byName[name] = j
 		c.jobs = append(c.jobs, j)
 	}
@@ -161,7 +176,9 @@ func (c *Collector) at(t time.Duration) {
 		c.cfg.Resolution *= 2
 		c.tput.halve()
 		for _, j := range c.jobs {
-			j.tput.halve()
+			for _, b := range []*bins{&j.tput, &j.inUse, &j.coll, &j.swB, &j.psB} {
+				b.halve()
+			}
 		}
 		for _, o := range c.occ {
 			o.b.halve()
@@ -298,6 +315,42 @@ func (c *Collector) InUseSlotSeconds(job string, ss float64) {
 	c.job(job).inUseSS = ss
 }
 
+// InUseAt records the job's slot-seconds in use by a chunk from the start
+// up to t (as InUseSlotSeconds), sampled: the growth since the previous
+// sample is spread evenly over the time between them, giving the in-use
+// time series. Samples must not go back in time. It does not extend the
+// run (Results' end).
+func (c *Collector) InUseAt(t time.Duration, job string, ss float64) {
+	j := c.job(job)
+	if t < j.inUseT {
+		return
+	}
+	j.inUse.spread(j.inUseT, t, ss-j.inUseCum)
+	j.inUseT, j.inUseCum = t, ss
+}
+
+// CollisionsAt records the job's collisions from the start up to t,
+// sampled like InUseAt, for the collision time series (the totals are
+// Collisions'). It does not extend the run.
+func (c *Collector) CollisionsAt(t time.Duration, job string, n int64) {
+	j := c.job(job)
+	if t < j.collT {
+		return
+	}
+	j.coll.spread(j.collT, t, float64(n-j.collCum))
+	j.collT, j.collCum = t, n
+}
+
+// AllReduceChunks records that one all-reduce of the job, from start to
+// end, completed switchPath chunks in the switch and psPath at the PS,
+// spread evenly over it, for the PS-path time series (the totals are
+// Chunks'). It does not extend the run.
+func (c *Collector) AllReduceChunks(start, end time.Duration, job string, switchPath, psPath int64) {
+	j := c.job(job)
+	j.swB.spread(start, end, float64(switchPath))
+	j.psB.spread(start, end, float64(psPath))
+}
+
 func (c *Collector) advanceTotal(t time.Duration) {
 	if t > c.occLast {
 		c.totalSS += float64(c.occNow) * float64(t-c.occLast) / 1e9
@@ -404,6 +457,7 @@ func (c *Collector) Results(end time.Duration) *Results {
 	var comm [][2]time.Duration
 	first, last := math.Inf(1), 0.0
 	inUseSS := 0.0
+	collAll, swAll, psAll := make([]float64, nb), make([]float64, nb), make([]float64, nb)
 	for _, j := range c.jobs {
 		jr := JobResult{Name: j.name, Model: j.model, Workers: j.workers, Arrival: seconds(j.arrival), Finished: j.finished,
 			Collisions: j.collisions, SwitchChunks: j.switchChunks, PSChunks: j.psChunks, Retransmissions: j.retrans,
@@ -441,7 +495,11 @@ func (c *Collector) Results(end time.Duration) *Results {
 			jr.PSFraction = Num(math.NaN())
 		}
 		jr.Throughput = series(j.tput.v, nb, merge, width, width)
+		jr.InUseSlots = series(j.inUse.v, nb, merge, width, width)
 		r.Jobs = append(r.Jobs, jr)
+		addBins(collAll, j.coll.v)
+		addBins(swAll, j.swB.v)
+		addBins(psAll, j.psB.v)
 
 		s.Jobs++
 		if j.finished {
@@ -487,6 +545,11 @@ func (c *Collector) Results(end time.Duration) *Results {
 		s.PSFraction = Num(math.NaN())
 	}
 	r.Throughput = series(c.tput.v, nb, merge, width, width)
+	r.CollisionRate = series(collAll, nb, merge, width, width)
+	r.PSPathSeries = []Point{}
+	if !c.cfg.NoPSPath {
+		r.PSPathSeries = fractionSeries(psAll, swAll, nb, merge, width)
+	}
 	r.JCTCDF = CDF(jcts)
 	r.Faults = slices.Clone(c.faults)
 	return r
@@ -512,6 +575,30 @@ func series(v []float64, nb, k int, width, div float64) []Point {
 			sum += v[j]
 		}
 		out = append(out, Point{X: Num(float64(i/k) * width), Y: Num(sum / div)})
+	}
+	return out
+}
+
+// addBins adds v to sum, bin by bin (the bins past len(sum) are past the
+// run's end).
+func addBins(sum, v []float64) {
+	for i, x := range v {
+		if i < len(sum) {
+			sum[i] += x
+		}
+	}
+}
+
+// fractionSeries is a/(a+b) per merged bin, null where both are 0.
+func fractionSeries(a, b []float64, nb, k int, width float64) []Point {
+	out := []Point{}
+	for i := 0; i < nb; i += k {
+		sa, sb := 0.0, 0.0
+		for j := i; j < i+k && j < nb; j++ {
+			sa += a[j]
+			sb += b[j]
+		}
+		out = append(out, Point{X: Num(float64(i/k) * width), Y: ratio(sa, sa+sb)})
 	}
 	return out
 }

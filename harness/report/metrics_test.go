@@ -196,3 +196,62 @@ func TestCollectorLongRunCoarsens(t *testing.T) {
 		t.Errorf("mean of utilization series %v", avg)
 	}
 }
+
+// TestCollectorSeries: the sampled in-use memory and collisions and the
+// per-all-reduce chunks by path give time series whose sums are the
+// samples' totals, without extending the run; a policy without a PS path
+// has an empty PS-path series.
+func TestCollectorSeries(t *testing.T) {
+	for _, noPS := range []bool{false, true} {
+		c := NewCollector(CollectorConfig{Scenario: "s", Policy: "p", TotalSlots: 100, NoPSPath: noPS})
+		feed(c)
+		// a holds 10 slots in use over [10, 20) ms: 0.1 slot-s, sampled at
+		// 10, 15 and 20 ms (each growth spread since the previous sample)
+		c.InUseAt(10*ms, "a", 0)
+		c.InUseAt(15*ms, "a", 0.05)
+		c.InUseAt(20*ms, "a", 0.1)
+		c.InUseAt(19*ms, "a", 5) // back in time: ignored
+		c.CollisionsAt(12*ms, "b", 2)
+		c.CollisionsAt(50*ms, "b", 5) // past the run's end: not in the series
+		c.AllReduceChunks(10*ms, 20*ms, "a", 90, 10)
+		r := c.Results(40 * ms)
+		if r.End != 0.04 {
+			t.Errorf("end %v: the samples extended the run", r.End)
+		}
+		sum := func(ps []Point) float64 {
+			s := 0.0
+			for _, p := range ps {
+				if !math.IsNaN(float64(p.Y)) {
+					s += float64(p.Y) * float64(r.Bin)
+				}
+			}
+			return s
+		}
+		if got := sum(r.Jobs[0].InUseSlots); math.Abs(got-0.1) > 1e-9 {
+			t.Errorf("in-use slot-s %v, want 0.1", got)
+		}
+		if got := r.Jobs[0].InUseSlots[12].Y; !near(got, 10) {
+			t.Errorf("in use at 12 ms: %v slots, want 10", got)
+		}
+		// 2 by 12 ms, then 3 spread over [12, 50) ms: 2 + 3·28/38 before 40 ms
+		if got := sum(r.CollisionRate); math.Abs(got-(2+3*28.0/38)) > 1e-9 {
+			t.Errorf("collisions %v", got)
+		}
+		if noPS {
+			if len(r.PSPathSeries) != 0 {
+				t.Errorf("no PS path: %d points", len(r.PSPathSeries))
+			}
+			continue
+		}
+		if got := r.PSPathSeries[15].Y; !near(got, 0.1) {
+			t.Errorf("PS-path fraction at 15 ms %v, want 0.1", got)
+		}
+		if got := r.PSPathSeries[30].Y; !math.IsNaN(float64(got)) {
+			t.Errorf("PS-path fraction without chunks %v, want null", got)
+		}
+		b, _ := json.Marshal(r.PSPathSeries[30])
+		if string(b) != "[0.03,null]" {
+			t.Errorf("json %s", b)
+		}
+	}
+}

@@ -31,19 +31,31 @@ func WriteResultsJSON(w io.Writer, r *Results) error {
 // WriteJobsCSV writes one row per job.
 func WriteJobsCSV(w io.Writer, r *Results) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"name", "model", "workers", "arrival_s", "finished", "finish_s", "jct_s", "iterations",
-		"iter_time_mean_s", "iter_time_p50_s", "iter_time_p95_s", "iter_time_p99_s", "comm_time_s", "elements",
-		"agg_throughput_eps", "useful_aggs", "occupied_slot_s", "useful_aggs_per_slot_s", "collisions",
-		"switch_chunks", "ps_chunks", "ps_path_fraction", "retransmissions"})
+	cw.Write(jobsCSVHeader)
+	for _, row := range jobsCSVRows(r) {
+		cw.Write(row)
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// jobsCSVHeader are the columns of jobs.csv.
+var jobsCSVHeader = []string{"name", "model", "workers", "arrival_s", "finished", "finish_s", "jct_s", "iterations",
+	"iter_time_mean_s", "iter_time_p50_s", "iter_time_p95_s", "iter_time_p99_s", "comm_time_s", "elements",
+	"agg_throughput_eps", "useful_aggs", "occupied_slot_s", "useful_aggs_per_slot_s", "collisions",
+	"switch_chunks", "ps_chunks", "ps_path_fraction", "retransmissions"}
+
+// jobsCSVRows are r's rows of jobs.csv.
+func jobsCSVRows(r *Results) [][]string {
+	var out [][]string
 	for _, j := range r.Jobs {
-		cw.Write([]string{j.Name, j.Model, itoa(j.Workers), csvNum(j.Arrival), strconv.FormatBool(j.Finished), csvNum(j.Finish),
+		out = append(out, []string{j.Name, j.Model, itoa(j.Workers), csvNum(j.Arrival), strconv.FormatBool(j.Finished), csvNum(j.Finish),
 			csvNum(j.JCT), itoa(j.Iterations), csvNum(j.IterMean), csvNum(j.IterP50), csvNum(j.IterP95), csvNum(j.IterP99),
 			csvNum(j.CommTime), i64(j.Elements), csvNum(j.AggThroughput), i64(j.Aggregations), csvNum(j.SlotSeconds),
 			csvNum(j.UsefulPerSlotSecond), i64(j.Collisions), i64(j.SwitchChunks), i64(j.PSChunks), csvNum(j.PSFraction),
 			i64(j.Retransmissions)})
 	}
-	cw.Flush()
-	return cw.Error()
+	return out
 }
 
 // WriteIterationsCSV writes one row per iteration of job j; missing times
@@ -96,16 +108,11 @@ func WriteOutputs(dir string, r *Results) ([]string, error) {
 	}
 	var written []string
 	put := func(name string, f func(io.Writer) error) error {
-		var b bytes.Buffer
-		if err := f(&b); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		p, err := writeFile(dir, name, f)
+		if err == nil {
+			written = append(written, p)
 		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
-			return err
-		}
-		written = append(written, p)
-		return nil
+		return err
 	}
 	steps := []struct {
 		name string
@@ -134,6 +141,17 @@ func WriteOutputs(dir string, r *Results) ([]string, error) {
 		}
 	}
 	return written, nil
+}
+
+// writeFile writes the bytes of f into dir/name (whole, or not at all if
+// f fails) and returns its path.
+func writeFile(dir, name string, f func(io.Writer) error) (string, error) {
+	var b bytes.Buffer
+	if err := f(&b); err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	p := filepath.Join(dir, name)
+	return p, os.WriteFile(p, b.Bytes(), 0o644)
 }
 
 // PrintSummary writes the run's summary: one row per job, then the totals.

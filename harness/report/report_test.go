@@ -80,7 +80,8 @@ func TestWriteOutputs(t *testing.T) {
 		checkSVG(t, f, b)
 	}
 	b, _ = os.ReadFile(filepath.Join(dir, MemoryPlotFile))
-	for _, s := range []string{"p0 / a", "p1 / b", "all (utilization)", "virtual time (s)", "% of switch memory"} {
+	for _, s := range []string{`id="job-a"`, `id="job-b"`, `id="job-c"`, "reserved (% of slots)", "in use (% of slots)",
+		"virtual time (s, as run; bins of 1 ms)", ">job arrives<"} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("memory.svg lacks %q", s)
 		}
@@ -127,7 +128,7 @@ func TestChartEdgeCases(t *testing.T) {
 		"nan":       {Title: "t", Lines: []Line{{Name: "a", Points: []Point{{0, Num(nan())}, {1, 2}}}}},
 		"many": func() Chart {
 			c := Chart{Title: "many"}
-			for i := 0; i < 20; i++ {
+			for i := 0; i < 50; i++ {
 				c.Lines = append(c.Lines, Line{Name: "l" + itoa(i), Points: []Point{{0, Num(i)}, {1, Num(i)}}})
 			}
 			return c
@@ -139,7 +140,7 @@ func TestChartEdgeCases(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkSVG(t, name, append(b.Bytes()[:0:0], b.Bytes()...))
-		if name == "many" && !strings.Contains(b.String(), "… 4 more") {
+		if name == "many" && !strings.Contains(b.String(), "… 11 more") {
 			t.Error("legend not truncated")
 		}
 		if name == "big" && !strings.Contains(b.String(), ">4G<") {

@@ -72,6 +72,15 @@ type Results struct {
 	// (bin start s, elements/s), each all-reduce's elements spread evenly
 	// over its duration.
 	Throughput []Point `json:"throughput"`
+	// CollisionRate is every job's collisions over time: (bin start s,
+	// packets that found no aggregator per second), sampled every step of
+	// the runner and spread evenly between samples.
+	CollisionRate []Point `json:"collision_rate"`
+	// PSPathSeries is the PS-path fraction over time: (bin start s, the
+	// share of the bin's chunks completed at the PS, null where none
+	// completed), each all-reduce's chunks of either path spread evenly
+	// over it; empty for a policy without a PS path.
+	PSPathSeries []Point `json:"ps_path_fraction_series"`
 	// JCTCDF is the empirical CDF of finished jobs' JCT: (s, fraction).
 	JCTCDF []Point `json:"jct_cdf"`
 	// Faults are the scenario's faults that fired, in time order.
@@ -237,7 +246,11 @@ type JobResult struct {
 	// claimed the job.
 	Drops testbed.Drops `json:"drops"`
 	// Throughput is the job's aggregation throughput over time.
-	Throughput []Point           `json:"throughput"`
+	Throughput []Point `json:"throughput"`
+	// InUseSlots are the job's slots in use by a chunk over time: (bin
+	// start s, mean over the bin), sampled every step of the runner (a part
+	// of what the job reserves, memory.series).
+	InUseSlots []Point           `json:"in_use_slots"`
 	Iters      []IterationResult `json:"iteration_log"`
 }
 

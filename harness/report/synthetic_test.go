@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -19,7 +20,11 @@ func synthetic(t *testing.T, name, policy string) *Results {
 		t.Fatal(err)
 	}
 	ms := scenario.DefaultModels()
-	c := NewCollector(CollectorConfig{Scenario: s.Name, Policy: policy, Seed: s.Seed, TotalSlots: s.Topology.Switch.Slots})
+	asRun, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCollector(CollectorConfig{Scenario: s.Name, Policy: policy, Seed: s.Seed, TotalSlots: s.Topology.Switch.Slots, ScenarioAsRun: asRun})
 	type ev struct {
 		at time.Duration
 		f  func()
@@ -28,6 +33,7 @@ func synthetic(t *testing.T, name, policy string) *Results {
 	for _, p := range s.Plan(ms) {
 		c.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
 		pool := "pool" + itoa(p.Index%3)
+		inUse, coll := 0.0, int64(0)
 		evs = append(evs, ev{p.Arrival, func() { c.JobArrived(p.Arrival, p.Name) }})
 		at := p.Arrival
 		for i := 0; i < p.Iterations; i++ {
@@ -37,6 +43,12 @@ func synthetic(t *testing.T, name, policy string) *Results {
 				ev{start, func() { c.IterationStart(start, p.Name, i) }},
 				ev{ar, func() { c.AllReduceStart(ar, p.Name, i); c.Occupancy(ar, pool, p.Name, 256*(1+p.Index%3)) }},
 				ev{end, func() {
+					// in use: 9/10 of what it holds; a collision per 100 packets
+					inUse += 0.9 * float64(256*(1+p.Index%3)) * (end - ar).Seconds()
+					coll += p.Packets / 100
+					c.InUseAt(end, p.Name, inUse)
+					c.CollisionsAt(end, p.Name, coll)
+					c.AllReduceChunks(ar, end, p.Name, p.Packets*9/10, p.Packets-p.Packets*9/10)
 					c.AllReduceEnd(end, p.Name, i, p.Bytes, p.Elements)
 					c.Occupancy(end, pool, p.Name, 0)
 					c.IterationEnd(end, p.Name, i)

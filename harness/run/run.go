@@ -178,6 +178,11 @@ type runner struct {
 	fed     []int
 	arrived []bool
 	done    []bool
+	// per job: the switch chunks fed as its all-reduces' (swFed), and
+	// whether its in-use memory and collisions are sampled no more
+	// (sampled: stopped once it finished)
+	swFed   []int64
+	sampled []bool
 	occ     map[occKey]int
 }
 
@@ -197,6 +202,7 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 	n := r.tb.Net
 	nj := len(r.plans)
 	r.fed, r.arrived, r.done = make([]int, nj), make([]bool, nj), make([]bool, nj)
+	r.swFed, r.sampled = make([]int64, nj), make([]bool, nj)
 	r.occ = map[occKey]int{}
 	limit := r.s.TimeLimit.D()
 	total := r.s.Estimate(scenario.DefaultModels()).VirtualTime
@@ -392,6 +398,12 @@ func (r *runner) sample(now time.Duration) error {
 				}
 			}
 			r.col.IterationEnd(arEnd, p.Name, k)
+			// the all-reduce's chunks by path: the switch's completed since
+			// the previous one, the rest at the PS
+			sw, _ := r.tb.SwitchCounts(i)
+			d := min(max(sw-r.swFed[i], 0), p.Packets)
+			r.swFed[i] += d
+			r.col.AllReduceChunks(arStart, arEnd, p.Name, d, p.Packets-d)
 			r.fed[i]++
 			if r.fed[i] == p.Iterations {
 				r.done[i] = true
@@ -400,6 +412,16 @@ func (r *runner) sample(now time.Duration) error {
 				r.col.InUseSlotSeconds(p.Name, r.tb.InUseSlotTime(i).Seconds())
 			}
 		}
+	}
+	// in-use memory and collisions over time, up to each job's finish
+	for i, p := range r.plans {
+		if r.sampled[i] {
+			continue
+		}
+		r.col.InUseAt(now, p.Name, r.tb.InUseSlotTime(i).Seconds())
+		_, coll := r.tb.SwitchCounts(i)
+		r.col.CollisionsAt(now, p.Name, coll)
+		r.sampled[i] = r.done[i]
 	}
 	return nil
 }

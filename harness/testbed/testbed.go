@@ -686,6 +686,14 @@ func (t *Testbed) InUseSlotTime(job int) time.Duration {
 	return busy
 }
 
+// SwitchCounts are job's chunks completed in the switch and its packets
+// that found no aggregator so far: Counters' SwitchChunks and Collisions,
+// cheap enough to sample every step.
+func (t *Testbed) SwitchCounts(job int) (chunks, collisions int64) {
+	c := t.switchJobCounters(job)
+	return c.SwitchChunks, c.Collisions
+}
+
 // Counters returns job's counters.
 func (t *Testbed) Counters(job int) Counters {
 	c := t.policy.Counters(t, job)
