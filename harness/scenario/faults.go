@@ -1,7 +1,10 @@
 package scenario
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"go.yaml.in/yaml/v3"
 )
 
 // This file is the fault language: impairments (standing random effects
@@ -177,6 +181,10 @@ func (s *Scenario) resolvePresets() error {
 	fail := func(p, val, rule string) {
 		errs = append(errs, &FieldError{File: s.file, Line: s.lineOf(p), Path: p, Value: strconv.Quote(val), Rule: rule})
 	}
+	fromFile, err := s.loadPresetsFile()
+	if err != nil {
+		return err
+	}
 	resolved := map[string]LinkImpairment{}
 	var resolve func(name string, stack []string) (LinkImpairment, bool)
 	resolve = func(name string, stack []string) (LinkImpairment, bool) {
@@ -185,8 +193,33 @@ func (s *Scenario) resolvePresets() error {
 		}
 		own, ok := s.Presets[name]
 		if !ok {
-			r, ok := Presets[name]
-			return r, ok
+			f, inFile := fromFile[name]
+			if !inFile {
+				r, ok := Presets[name]
+				return r, ok
+			}
+			// a file's preset: its fields that are set are the ones it gives
+			if slices.Contains(stack, name) {
+				fail("presets_file", name, "presets extend each other in a cycle: "+strings.Join(append(stack, name), " → "))
+				return f, false
+			}
+			out := f
+			if f.Preset != "" {
+				base, ok := resolve(f.Preset, append(stack, name))
+				if !ok {
+					fail("presets_file", s.PresetsFile, fmt.Sprintf("preset %s extends %q: not a preset: %s", name, f.Preset, s.presetList()))
+					return f, false
+				}
+				out = base
+				for _, k := range impairmentKeys {
+					if v := impairmentField(&f, k); !v.IsZero() {
+						impairmentField(&out, k).Set(v)
+					}
+				}
+			}
+			out.Preset = ""
+			resolved[name] = out
+			return out, true
 		}
 		p := "presets." + name
 		if slices.Contains(stack, name) {
@@ -215,6 +248,9 @@ func (s *Scenario) resolvePresets() error {
 		if !namePattern.MatchString(name) {
 			fail("presets."+name, name, "a preset's name must match [A-Za-z0-9_.-]+")
 		}
+		resolve(name, nil)
+	}
+	for _, name := range sortedKeys(fromFile) {
 		resolve(name, nil)
 	}
 	for i := range s.Impairments {
@@ -252,12 +288,65 @@ func (s *Scenario) overlay(base, top LinkImpairment, p string) LinkImpairment {
 
 func (s *Scenario) presetList() string {
 	names := PresetNames()
-	for _, n := range sortedKeys(s.Presets) {
-		if _, builtin := Presets[n]; !builtin {
+	for _, n := range append(sortedKeys(s.Presets), sortedKeys(s.filePresets)...) {
+		if _, builtin := Presets[n]; !builtin && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
 	return "want one of " + strings.Join(names, ", ")
+}
+
+// loadPresetsFile reads presets_file: a mapping of preset names to
+// impairment fields, strictly (unknown keys are errors), each preset
+// checked like the scenario's own.
+func (s *Scenario) loadPresetsFile() (map[string]LinkImpairment, error) {
+	if s.PresetsFile == "" || s.read == nil {
+		return nil, nil
+	}
+	one := func(rule string) error {
+		return &Error{Errs: []*FieldError{{File: s.file, Line: s.lineOf("presets_file"), Path: "presets_file", Value: strconv.Quote(s.PresetsFile), Rule: rule}}}
+	}
+	data, err := s.read(s.PresetsFile)
+	if err != nil {
+		return nil, one("cannot read it: " + err.Error())
+	}
+	if len(data) > MaxFileBytes {
+		return nil, one(fmt.Sprintf("%d bytes: a presets file may have at most %d", len(data), MaxFileBytes))
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, one(err.Error())
+	}
+	idx := newNodeIndex(&root)
+	if idx.over != "" {
+		return nil, one(fmt.Sprintf("line %d: %s: %s", idx.line(idx.over), idx.over, idx.why))
+	}
+	var ps map[string]LinkImpairment
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&ps); err != nil && !errors.Is(err, io.EOF) {
+		return nil, one(err.Error())
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		return nil, one(fmt.Sprintf("line %d: a second YAML document: a presets file holds one", next.Line))
+	}
+	// checked as the scenario's own presets, errors naming this file
+	v := validator{s: &Scenario{file: s.PresetsFile, index: idx, TimeLimit: s.TimeLimit}}
+	for _, name := range sortedKeys(ps) {
+		im := ps[name]
+		v.check(name, name, namePattern.MatchString(name), "a preset's name must match [A-Za-z0-9_.-]+")
+		v.check(name+".link", im.Link, im.Link == "", "a preset names no link (the impairments that use it do)")
+		if b := im.BurstLoss; b != nil && !idx.has(name+".burst_loss.loss_bad") {
+			b.LossBad = 1
+		}
+		v.validateImpairment(name+".", im)
+	}
+	if len(v.errs) > 0 {
+		return nil, &Error{Errs: v.errs}
+	}
+	s.filePresets = ps
+	return ps, nil
 }
 
 func (s *Scenario) lineOf(p string) int {

@@ -84,3 +84,44 @@ func TestDocSnippets(t *testing.T) {
 		t.Errorf("only %d examples found", n)
 	}
 }
+
+// TestPresetsFile: presets from presets_file are used and extended like
+// the scenario's own, which replace one of the same name; a bad preset in
+// the file is an error naming the file, the line and the field.
+func TestPresetsFile(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(dir+"/site.yaml", []byte("dc-uplink: {preset: lossy, corrupt: 0.001, direction: up}\nflaky: {loss: 0.2}\n"), 0o644))
+	sc := dir + "/s.yaml"
+	must(os.WriteFile(sc, []byte(`presets_file: site.yaml
+presets:
+  flaky: {loss: 0.05}
+jobs:
+  - {name: a, model: resnet50, workers: 2, iterations: 1}
+impairments:
+  - {link: h0, preset: dc-uplink}
+  - {link: h1, preset: flaky}
+`), 0o644))
+	b, _ := os.ReadFile(sc)
+	s, err := Parse(sc, b, DefaultModels())
+	must(err)
+	if im := s.LinkConfig("h0", DirUp).Impairments; im.Loss != 0.001 || im.Corrupt != 0.001 {
+		t.Errorf("h0 up: %+v, want the file's preset over lossy", im)
+	}
+	if s.ImpairmentOf("h0", DirDown) != nil {
+		t.Error("h0 down impaired: the file's preset is up only")
+	}
+	if im := s.LinkConfig("h1", DirUp).Impairments; im.Loss != 0.05 {
+		t.Errorf("h1: loss %v, want the scenario's own flaky (0.05) over the file's", im.Loss)
+	}
+	must(os.WriteFile(dir+"/site.yaml", []byte("dc-uplink: {preset: lossy}\nbad:\n  loss: 3\n"), 0o644))
+	_, err = Parse(sc, b, DefaultModels())
+	if err == nil || !strings.Contains(err.Error(), "site.yaml:3: bad.loss: 3: must be a probability") {
+		t.Errorf("bad preset in the file: %v", err)
+	}
+}

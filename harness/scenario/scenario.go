@@ -132,8 +132,11 @@ type Scenario struct {
 	Faults      []Fault          `yaml:"faults,omitempty" json:"faults,omitempty"`
 	Impairments []LinkImpairment `yaml:"impairments,omitempty" json:"impairments,omitempty"`
 	// Presets are named impairments of the scenario's own, usable (and
-	// extensible) like the built-in ones (Presets).
-	Presets map[string]LinkImpairment `yaml:"presets,omitempty" json:"presets,omitempty"`
+	// extensible) like the built-in ones (Presets); PresetsFile reads more
+	// from a file (a mapping of the same form, relative to the scenario's
+	// directory), which the scenario's own of the same name replace.
+	Presets     map[string]LinkImpairment `yaml:"presets,omitempty" json:"presets,omitempty"`
+	PresetsFile string                    `yaml:"presets_file,omitempty" json:"presets_file,omitempty"`
 
 	file  string
 	index *nodeIndex
@@ -143,6 +146,8 @@ type Scenario struct {
 	listed int
 	read   func(string) ([]byte, error)
 	own    Models
+	// filePresets are presets_file's presets.
+	filePresets map[string]LinkImpairment
 }
 
 // withOwn returns models with the scenario's own profiles added.
