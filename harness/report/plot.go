@@ -602,11 +602,10 @@ type barsPlot struct {
 }
 
 type barSeries struct {
-	class, name  string
-	vals, errs   []float64
-	col          color.Color
-	dashes       []vg.Length
-	categoryName []string // for the tooltips
+	class, name string
+	vals, errs  []float64
+	col         color.Color
+	dashes      []vg.Length
 }
 
 func (b *barsPlot) DataRange() (xmin, xmax, ymin, ymax float64) {

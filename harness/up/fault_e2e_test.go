@@ -117,7 +117,28 @@ func driveAPI(ix *faultctl.Index) (string, error) {
 	defer ix.Each(context.Background(), "h3", faultctl.Both, func(ctx context.Context, c *faultctl.Client, l, d string) ([]faultctl.DirState, error) {
 		return c.Reset(ctx, l, d)
 	})
-	time.Sleep(350 * time.Millisecond) // the all-reduce is running
+	// poll samples h3 up every 5 ms until ok holds, for at most limit.
+	poll := func(limit time.Duration, ok func(faultctl.DirState) bool) (faultctl.DirState, error) {
+		end := time.Now().Add(limit)
+		for {
+			st, err := h3up()
+			if err != nil || ok(st) || time.Now().After(end) {
+				return st, err
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Wait until h3 sends (the all-reduce is running): on a loaded machine
+	// the processes start and compute later than planned.
+	first, err := h3up()
+	if err != nil {
+		return "", err
+	}
+	if _, err := poll(5*time.Second, func(st faultctl.DirState) bool {
+		return st.Counters.SentPackets > first.Counters.SentPackets+64
+	}); err != nil {
+		return "", err
+	}
 	all, err := ix.List(ctx)
 	if err != nil || len(all) != 10 {
 		return "", errf("list: %d directions, %v", len(all), err)
@@ -137,9 +158,11 @@ func driveAPI(ix *faultctl.Index) (string, error) {
 		return "", err
 	}
 	// Short: a blackout of about as long as an RC queue pair's retries
-	// (FreeINA's worker to PS) would end the run.
-	time.Sleep(30 * time.Millisecond)
-	during, err := h3up()
+	// (FreeINA's worker to PS) would end the run; over as soon as a frame
+	// is lost (at most 60 ms).
+	during, err := poll(60*time.Millisecond, func(st faultctl.DirState) bool {
+		return st.Counters.Drops.Loss > before.Counters.Drops.Loss
+	})
 	if err != nil {
 		return "", err
 	}
@@ -152,8 +175,9 @@ func driveAPI(ix *faultctl.Index) (string, error) {
 	}); err != nil {
 		return "", errf("clear: %v", err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	after, err := h3up()
+	after, err := poll(time.Second, func(st faultctl.DirState) bool {
+		return st.Counters.DeliveredPackets > during.Counters.DeliveredPackets
+	})
 	if err != nil {
 		return "", err
 	}
