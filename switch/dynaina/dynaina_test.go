@@ -203,7 +203,13 @@ func TestTemporalSharing(t *testing.T) {
 // A job leaving mid-all-reduce of another job in the same pool does not
 // disturb the lease; the pool shrinks when the lease ends.
 func TestJobLeavesDuringAnothersAllReduce(t *testing.T) {
-	s := newSched(t, 2000)
+	// Pools of at least 800 slots: the third job cannot have one of its
+	// own and shares (since undersized pools grow back, 2000 slots with
+	// the default minimum gave it its own, and the test skipped).
+	s, err := New(Config{TotalSlots: 2000, RTT: 20 * time.Microsecond, MinSlots: 800})
+	if err != nil {
+		t.Fatal(err)
+	}
 	small := prof(resnet50, 1)
 	big := prof(incept, 2)
 	s.Register(0, small)
@@ -222,7 +228,7 @@ func TestJobLeavesDuringAnothersAllReduce(t *testing.T) {
 		}
 	}
 	if other == 0 {
-		t.Skipf("job 3 got its own pool (%+v); nothing shared to test", s.Pools())
+		t.Fatalf("job 3 got its own pool (%+v); nothing shared to test", s.Pools())
 	}
 	d, _ := s.PhaseStart(ms, other, 1)
 	if d.Action != Grant {
