@@ -242,33 +242,28 @@ func (x *extPort) reader(pool *Pool, in chan<- ingress, start time.Time, done <-
 // Do runs fn on the run's goroutine and waits for it: the way to read
 // counters or change links while a real-time run is going. Before or after a
 // run (and under virtual time) it simply calls fn.
-func (n *Network) Do(fn func()) {
-	rt := n.rtp.Load()
-	if rt == nil {
-		fn()
-		return
-	}
-	done := make(chan struct{})
-	select {
-	case rt.calls <- func() { fn(); close(done) }:
-		<-done
-	case <-rt.ended:
-		fn() // the run has ended
-	}
-}
+func (n *Network) Do(fn func()) { n.call(fn, false) }
 
 // DoPrompt is Do, served sooner: Do's fn waits until the run loop is idle
 // (no event or arrival overdue), which a run behind real time may not be
 // for long; DoPrompt's runs at the next turn of the loop, between events.
-func (n *Network) DoPrompt(fn func()) {
+func (n *Network) DoPrompt(fn func()) { n.call(fn, true) }
+
+// call runs fn on the run's goroutine (through the prompt queue if prompt)
+// and waits for it; without a run, it calls fn.
+func (n *Network) call(fn func(), prompt bool) {
 	rt := n.rtp.Load()
 	if rt == nil {
 		fn()
 		return
 	}
+	q := rt.calls
+	if prompt {
+		q = rt.prompt
+	}
 	done := make(chan struct{})
 	select {
-	case rt.prompt <- func() { fn(); close(done) }:
+	case q <- func() { fn(); close(done) }:
 		<-done
 	case <-rt.ended:
 		fn() // the run has ended

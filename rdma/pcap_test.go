@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 func TestDecodePcap(t *testing.T) {
@@ -20,7 +22,7 @@ func TestDecodePcap(t *testing.T) {
 		0000 12b7 0028 0000 8100ffff 40000118 00000000 00000000000000000000000000000000 82fd002a`)
 	all := append(append(append([][]byte(nil), frames...), bad, cnp), arp)
 	path := filepath.Join(t.TempDir(), "x.pcap")
-	writePcap(t, path, all)
+	testenv.WritePcap(t, path, all)
 	r, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +57,7 @@ func TestDecodePcap(t *testing.T) {
 func TestDecodePcapFilterAndLinkType(t *testing.T) {
 	frames := sampleFrames(t)
 	path := filepath.Join(t.TempDir(), "x.pcap")
-	writePcap(t, path, frames)
+	testenv.WritePcap(t, path, frames)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

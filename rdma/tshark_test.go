@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/inabox/inabox/emu"
@@ -47,33 +44,12 @@ func sampleFrames(t testing.TB) [][]byte {
 	return frames
 }
 
-func writePcap(t testing.TB, path string, frames [][]byte) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := pcapgo.NewWriter(f)
-	if err := w.WriteFileHeader(65536, layers.LinkTypeEthernet); err != nil {
-		t.Fatal(err)
-	}
-	for i, fr := range frames {
-		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000), CaptureLength: len(fr), Length: len(fr)}
-		if err := w.WritePacket(ci, fr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // tsharkFields runs tshark over a pcap of frames and returns, per frame, the
 // fields protocols, opcode, PSN, DestQP, ICRC, malformed, expert.
 func tsharkFields(t *testing.T, tshark string, frames [][]byte, extra ...string) [][]string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "rc.pcap")
-	writePcap(t, path, frames)
+	testenv.WritePcap(t, path, frames)
 	args := append([]string{"-n", "-r", path}, extra...)
 	args = append(args, "-T", "fields", "-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=;",
 		"-e", "frame.protocols", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn",

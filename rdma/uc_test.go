@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 var ucOps = []Opcode{OpUCSendFirst, OpUCSendMiddle, OpUCSendLast, OpUCSendLastImm, OpUCSendOnly, OpUCSendOnlyImm,
@@ -625,7 +627,7 @@ func TestDecodePcapUC(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), "uc.pcap")
-	writePcap(t, path, frames)
+	testenv.WritePcap(t, path, frames)
 	r, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/inabox/inabox/internal/testenv"
 	"github.com/inabox/inabox/rdma"
@@ -67,21 +64,8 @@ func TestPcapsDecodeWithTshark(t *testing.T) {
 // ourView parses each frame of a pcap with rdma.Frame and renders the line
 // tshark must print for it; "" for a frame that does not parse (corrupted).
 func ourView(t *testing.T, file string) []string {
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for {
-		data, _, err := rd.ReadPacketData()
-		if err != nil {
-			break
-		}
+	for _, data := range testenv.ReadFrames(t, file) {
 		var fr rdma.Frame
 		if fr.Parse(data) != nil || !rdma.CheckICRC(data) {
 			out = append(out, "")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,11 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/scenario"
@@ -195,51 +189,6 @@ func expectINA(frame []byte) goView {
 	return v
 }
 
-// readFrames returns the frames of a pcap.
-func readFrames(t *testing.T, file string) [][]byte {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for {
-		data, _, err := rd.ReadPacketData()
-		if err != nil {
-			break
-		}
-		out = append(out, data)
-	}
-	return out
-}
-
-// writePcap writes frames to an Ethernet pcap at path.
-func writePcap(t *testing.T, path string, frames [][]byte) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := pcapgo.NewWriter(f)
-	if err := w.WriteFileHeader(65536, layers.LinkTypeEthernet); err != nil {
-		t.Fatal(err)
-	}
-	for i, fr := range frames {
-		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000), CaptureLength: len(fr), Length: len(fr)}
-		if err := w.WritePacket(ci, fr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // coverage counts the kinds of INA frames a comparison saw.
 type coverage map[string]int
 
@@ -250,7 +199,7 @@ type coverage map[string]int
 // 0) in errors.
 func compareFile(t *testing.T, tshark, file string, origin func(i int) string) coverage {
 	t.Helper()
-	frames := readFrames(t, file)
+	frames := testenv.ReadFrames(t, file)
 	recs := tsharkINA(t, tshark, file)
 	if len(recs) != len(frames) {
 		t.Fatalf("%s: tshark read %d frames, Go %d", file, len(recs), len(frames))
@@ -380,14 +329,14 @@ func TestDissectorOnRuns(t *testing.T) {
 				var frames [][]byte
 				var origin []string
 				for _, f := range files {
-					fr := readFrames(t, f)
+					fr := testenv.ReadFrames(t, f)
 					for i := range fr {
 						origin = append(origin, fmt.Sprintf("%s frame %d", filepath.Base(f), i+1))
 					}
 					frames = append(frames, fr...)
 				}
 				merged := filepath.Join(t.TempDir(), "all.pcap")
-				writePcap(t, merged, frames)
+				testenv.WritePcap(t, merged, frames)
 				cov := compareFile(t, tshark, merged, func(i int) string { return origin[i] })
 				mu.Lock()
 				defer mu.Unlock()
@@ -494,7 +443,7 @@ func TestDissectorOpcodes(t *testing.T) {
 	}
 	frames = append(frames, notINA...)
 	path := filepath.Join(t.TempDir(), "opcodes.pcap")
-	writePcap(t, path, frames)
+	testenv.WritePcap(t, path, frames)
 	cov := compareFile(t, tshark, path, func(i int) string { return fmt.Sprintf("frame %d", i+1) })
 	want := len(allOnly) * (3 + len(ctls))
 	if n := len(frames) - cov["other"]; n != want || cov["other"] != len(notINA) {
@@ -553,7 +502,7 @@ func TestDissectorMalformed(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), "malformed.pcap")
-	writePcap(t, path, frames)
+	testenv.WritePcap(t, path, frames)
 	lua, _ := filepath.Abs("ina.lua")
 	for _, force := range []bool{false, true} {
 		var args []string

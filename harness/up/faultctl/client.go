@@ -1,17 +1,15 @@
 package faultctl
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/inabox/inabox/harness/up/internal/jsonhttp"
 )
 
 // Client talks to one process's fault API.
@@ -31,45 +29,11 @@ func NewClient(addr string) *Client {
 	return &Client{hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}, addr: path}
 }
 
-// StatusError is an answer other than 200.
-type StatusError struct {
-	Code int
-	Msg  string
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Msg)
-}
+// StatusError is an answer other than 200: its code and its text.
+type StatusError = jsonhttp.StatusError
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://inabox"+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return &StatusError{Code: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return jsonhttp.Do(ctx, c.hc, method, "http://inabox"+path, in, out, 16<<20)
 }
 
 func linkPath(link, dir, op string) string {

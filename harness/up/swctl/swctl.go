@@ -15,7 +15,6 @@
 package swctl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inabox/inabox/harness/up/internal/jsonhttp"
 	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/dynaina"
 )
@@ -331,34 +331,11 @@ func NewClient(addr string) *Client {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	err := jsonhttp.Do(ctx, c.hc, method, c.base+path, in, out, 64<<20)
+	if se, ok := err.(*jsonhttp.StatusError); ok {
+		return fmt.Errorf("swctl: %s %s: %w", method, path, se)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("swctl: %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return err
 }
 
 // Healthy reports whether the switch answers.
