@@ -2,7 +2,6 @@ package faultctl
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -45,17 +44,7 @@ func (c *Client) Healthy(ctx context.Context) error { return c.do(ctx, "GET", "/
 
 // WaitHealthy polls /healthz until it answers or ctx ends.
 func (c *Client) WaitHealthy(ctx context.Context) error {
-	for {
-		err := c.Healthy(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	return jsonhttp.Poll(ctx, 10*time.Millisecond, c.Healthy)
 }
 
 // List returns every direction the process models.

@@ -17,7 +17,6 @@ package swctl
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -343,17 +342,7 @@ func (c *Client) Healthy(ctx context.Context) error { return c.do(ctx, "GET", "/
 
 // WaitHealthy polls /healthz until it answers or ctx ends.
 func (c *Client) WaitHealthy(ctx context.Context) error {
-	for {
-		err := c.Healthy(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return jsonhttp.Poll(ctx, 20*time.Millisecond, c.Healthy)
 }
 
 // Configure installs cfg.

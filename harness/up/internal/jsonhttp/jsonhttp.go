@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // StatusError is an answer other than 200 OK: its code and its text.
@@ -55,4 +57,20 @@ func Do(ctx context.Context, hc *http.Client, method, url string, in, out any, l
 		return json.Unmarshal(b, out)
 	}
 	return nil
+}
+
+// Poll calls check every interval until it succeeds or ctx ends (then the
+// context's error joined with check's last).
+func Poll(ctx context.Context, every time.Duration, check func(context.Context) error) error {
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(every):
+		}
+	}
 }
