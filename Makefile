@@ -7,7 +7,7 @@ STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTSUM = $(GO) run gotest.tools/gotestsum@v1.13.0
 FUZZTIME  ?= 60s
 
-.PHONY: run bin up test unit lint bench vs-ns3 fuzz soak p4-difftest tidy wireshark
+.PHONY: run bin up test unit lint bench vs-ns3 fuzz soak p4-difftest tidy wireshark install-check
 
 ## run: the main job on the embedded default scenario
 run:
@@ -16,6 +16,11 @@ run:
 ## bin: the CLI and the process binaries (inabox up looks for them beside inabox)
 bin:
 	$(GO) build -o bin/ ./cmd/inabox ./cmd/inaswitch ./cmd/inahost ./cmd/inaps
+
+## install-check: go install …/cmd/inabox@latest from a file module proxy serving
+## this checkout (as a published module would be), then run it outside the clone
+install-check:
+	bash scripts/install-check.sh
 
 ## up: the default real-time run over TAP in network namespaces (root)
 up: bin
