@@ -20,11 +20,6 @@ func listenLoopback(t *testing.T) net.Listener {
 	return ln
 }
 
-type barrierResult struct {
-	zero time.Time
-	err  error
-}
-
 func serveBarrier(ctx context.Context, b *Barrier, ln net.Listener) chan barrierResult {
 	ch := make(chan barrierResult, 1)
 	go func() { z, err := b.Serve(ctx, ln); ch <- barrierResult{z, err} }()
