@@ -299,7 +299,9 @@ func (c BarrierClient) Wait(ctx context.Context) (time.Time, error) {
 		if err == nil {
 			break
 		}
-		last = err
+		if last == nil || !time.Now().After(deadline) {
+			last = err // not the attempt the deadline cut short: the reason, "connection refused"
+		}
 		if ctx.Err() != nil {
 			return time.Time{}, fmt.Errorf("barrier %s: stopped while connecting: %w", c.Addr, ctx.Err())
 		}
