@@ -2,6 +2,7 @@ package up
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The network start barrier: processes on different machines start their
@@ -327,10 +332,9 @@ func (c BarrierClient) Wait(ctx context.Context) (time.Time, error) {
 	if c.WaitTimeout > 0 {
 		conn.SetReadDeadline(time.Now().Add(c.WaitTimeout))
 	}
-	br := bufio.NewReaderSize(conn, barrierMaxLine)
+	lr := newLineReader(conn)
 	for {
-		line, err := br.ReadSlice('\n')
-		at := time.Now()
+		line, at, err := lr.readLine()
 		if err != nil {
 			if ctx.Err() != nil {
 				return time.Time{}, fmt.Errorf("barrier %s: stopped while waiting for the start: %w", c.Addr, ctx.Err())
@@ -341,7 +345,7 @@ func (c BarrierClient) Wait(ctx context.Context) (time.Time, error) {
 			}
 			return time.Time{}, fmt.Errorf("barrier %s: connection ended before the start: %w", c.Addr, err)
 		}
-		verb, arg, _ := strings.Cut(strings.TrimSpace(string(line)), " ")
+		verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 		switch verb {
 		case "ok":
 			if c.Connected != nil {
@@ -356,7 +360,7 @@ func (c BarrierClient) Wait(ctx context.Context) (time.Time, error) {
 		case "error":
 			return time.Time{}, fmt.Errorf("barrier %s: refused: %s", c.Addr, arg)
 		default:
-			return time.Time{}, fmt.Errorf("barrier %s: unexpected answer %q", c.Addr, strings.TrimSpace(string(line)))
+			return time.Time{}, fmt.Errorf("barrier %s: unexpected answer %q", c.Addr, strings.TrimSpace(line))
 		}
 	}
 }
@@ -392,4 +396,103 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// lineReader reads a barrier connection's lines, each with the time its
+// last bytes arrived: the kernel's receive timestamp (SO_TIMESTAMPNS) on a
+// TCP socket, so that how late the process wakes to read the start does
+// not shift its clock; time.Now() after the read elsewhere.
+type lineReader struct {
+	conn net.Conn
+	rc   syscall.RawConn // nil: no kernel timestamps
+	buf  []byte          // read, not yet returned
+	at   time.Time       // when buf's last bytes arrived
+}
+
+func newLineReader(conn net.Conn) *lineReader {
+	lr := &lineReader{conn: conn}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			var serr error
+			rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+			if serr == nil {
+				lr.rc = rc
+			}
+		}
+	}
+	return lr
+}
+
+// readLine returns the next line (without its newline) and when it
+// arrived; a line longer than barrierMaxLine is an error.
+func (lr *lineReader) readLine() (string, time.Time, error) {
+	for {
+		if i := bytes.IndexByte(lr.buf, '\n'); i >= 0 {
+			line := string(lr.buf[:i])
+			lr.buf = lr.buf[i+1:]
+			return line, lr.at, nil
+		}
+		if len(lr.buf) >= barrierMaxLine {
+			return "", time.Time{}, fmt.Errorf("a line longer than %d bytes", barrierMaxLine)
+		}
+		var chunk [barrierMaxLine]byte
+		n, at, err := lr.read(chunk[:barrierMaxLine-len(lr.buf)])
+		if n > 0 {
+			lr.buf = append(lr.buf, chunk[:n]...)
+			lr.at = at
+		}
+		if err != nil {
+			return "", time.Time{}, err
+		}
+	}
+}
+
+func (lr *lineReader) read(p []byte) (int, time.Time, error) {
+	if lr.rc == nil {
+		n, err := lr.conn.Read(p)
+		return n, time.Now(), err
+	}
+	var n int
+	var at time.Time
+	var rerr error
+	oob := make([]byte, unix.CmsgSpace(16))
+	err := lr.rc.Read(func(fd uintptr) bool {
+		var oobn int
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), p, oob, 0)
+		if rerr == unix.EAGAIN {
+			return false // wait for readiness (the conn's deadline holds)
+		}
+		at = time.Now()
+		if rerr == nil {
+			if ts, ok := rxTimestamp(oob[:oobn]); ok {
+				at = ts
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	if rerr != nil {
+		return 0, time.Time{}, rerr
+	}
+	if n == 0 {
+		return 0, time.Time{}, io.EOF
+	}
+	return n, at, nil
+}
+
+// rxTimestamp finds SCM_TIMESTAMPNS in a control message.
+func rxTimestamp(oob []byte) (time.Time, bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+			ts := *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			return time.Unix(ts.Unix()), true
+		}
+	}
+	return time.Time{}, false
 }

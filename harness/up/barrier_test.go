@@ -218,3 +218,43 @@ func TestBarrierTimeouts(t *testing.T) {
 		t.Errorf("cancelled wait: %v", r.err)
 	}
 }
+
+// TestBarrierArrivalTime: a peer dates the start by the kernel's receive
+// timestamp, not by when it got round to reading it, so a peer that
+// wakes late does not start late.
+func TestBarrierArrivalTime(t *testing.T) {
+	ln := listenLoopback(t)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var b [1]byte
+		c.Read(b[:]) // the client has its reader: timestamps are on
+		c.Write([]byte("start 0\n"))
+		time.Sleep(time.Second)
+	}()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lr := newLineReader(c)
+	if lr.rc == nil {
+		t.Fatal("no SO_TIMESTAMPNS on a TCP socket")
+	}
+	// The kernel turns receive timestamps on asynchronously (a static key
+	// flipped from a work queue) the first time a socket asks: in a run
+	// the start comes tens of ms after the connection, as here.
+	time.Sleep(20 * time.Millisecond)
+	c.Write([]byte("x"))
+	time.Sleep(100 * time.Millisecond) // the line waits in the socket
+	line, at, err := lr.readLine()
+	if err != nil || line != "start 0" {
+		t.Fatalf("readLine: %q %v", line, err)
+	}
+	if late := time.Since(at); late < 80*time.Millisecond || late > 5*time.Second {
+		t.Errorf("the line is dated %v before it was read, want ≈ 100 ms (the kernel's arrival time)", late)
+	}
+}
