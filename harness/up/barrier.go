@@ -325,6 +325,7 @@ func (c BarrierClient) Wait(ctx context.Context) (time.Time, error) {
 	if c.Watch {
 		verb = "watch"
 	}
+	lr := newLineReader(conn) // receive timestamps on before anything arrives
 	conn.SetWriteDeadline(time.Now().Add(barrierWriteTimeout))
 	if _, err := io.WriteString(conn, verb+" "+c.Name+"\n"); err != nil {
 		return time.Time{}, fmt.Errorf("barrier %s: %w", c.Addr, err)
@@ -332,7 +333,6 @@ func (c BarrierClient) Wait(ctx context.Context) (time.Time, error) {
 	if c.WaitTimeout > 0 {
 		conn.SetReadDeadline(time.Now().Add(c.WaitTimeout))
 	}
-	lr := newLineReader(conn)
 	for {
 		line, at, err := lr.readLine()
 		if err != nil {
