@@ -12,7 +12,7 @@ import (
 // naming the flag (and the port K or the host name); no root, nothing is
 // opened.
 func TestUDPRoleFlags(t *testing.T) {
-	const s = "testdata/up-16mb.yaml" // a PS and 4 workers: switch ports 0-4
+	const s = "testdata/up-multijob.yaml" // 2 PSs and 4 workers: switch ports 0-5; small tensors, quick to prepare
 	ctl := filepath.Join(t.TempDir(), "sw.sock")
 	port := func(k int) string { return "--port=" + string(rune('0'+k)) + "=udp:127.0.0.1:0->127.0.0.1:9" }
 	for _, tc := range []struct {
@@ -21,17 +21,15 @@ func TestUDPRoleFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"switch port missing", switchMainT, []string{"--scenario", s, "--control", ctl, port(0), port(1), port(3), port(4)}, "switch port 2 is missing"},
-		{"switch port out of range", switchMainT, []string{"--scenario", s, "--control", ctl, port(0), port(1), port(2), port(3), port(4), port(7)}, "--port 7: the switch has 5 ports"},
+		{"switch port missing", switchMainT, []string{"--scenario", s, "--control", ctl, port(0), port(1), port(3), port(4), port(5)}, "switch port 2 is missing"},
+		{"switch port out of range", switchMainT, []string{"--scenario", s, "--control", ctl, port(0), port(1), port(2), port(3), port(4), port(5), port(7)}, "--port 7: the switch has 6 ports"},
 		{"switch port twice", switchMainT, []string{"--scenario", s, "--control", ctl, port(0), port(0)}, "switch port 0 given twice"},
 		{"switch port not udp", switchMainT, []string{"--scenario", s, "--control", ctl, "--port", "0=tap:x"}, "want udp:LOCAL->REMOTE"},
-		{"switch port and taps", switchMainT, []string{"--scenario", s, "--control", ctl, "--taps", "a,b,c,d,e", port(0), port(1), port(2), port(3), port(4)}, "--port replaces --taps"},
-		{"switch peers without listen", switchMainT, []string{"--scenario", s, "--control", ctl, "--barrier-peers", "3", port(0), port(1), port(2), port(3), port(4)}, "--barrier-peers without --barrier-listen"},
+		{"switch port and taps", switchMainT, []string{"--scenario", s, "--control", ctl, "--taps", "a,b,c,d,e,f", port(0), port(1), port(2), port(3), port(4), port(5)}, "--port replaces --taps"},
 		{"host port and dev", hostMain, []string{"--scenario", s, "--node", "w1.0", "--dev", "eth0", "--port", "udp:127.0.0.1:0->127.0.0.1:9"}, "--port replaces --backend and --dev"},
 		{"host bad spec", hostMain, []string{"--scenario", s, "--node", "w1.0", "--port", "udp:127.0.0.1:0"}, "--port udp:127.0.0.1:0"},
 		{"host name does not resolve", hostMain, []string{"--scenario", s, "--node", "w1.0", "--resolve-timeout", "300ms", "--port", "udp:127.0.0.1:0->inabox-no-such-host.invalid:7003"},
 			"--port udp:127.0.0.1:0->inabox-no-such-host.invalid:7003: host inabox-no-such-host.invalid:7003 did not resolve within --resolve-timeout 300ms"},
-		{"host barrier and start", hostMain, []string{"--scenario", s, "--node", "w1.0", "--port", "udp:127.0.0.1:0->127.0.0.1:9", "--barrier", "127.0.0.1:1", "--start", "x"}, "--barrier and --start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
