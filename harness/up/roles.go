@@ -179,7 +179,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sn := switchNetFlags(fs)
-	sync := sn.wrapSync(syncFlags(fs), netns, func(f string, a ...any) { fmt.Fprintf(stderr, "inaswitch: "+f+"\n", a...) })
+	sync := sn.wrapSync(syncFlags(fs), func(f string, a ...any) { fmt.Fprintf(stderr, "inaswitch: "+f+"\n", a...) })
 	if only != nil {
 		*only = fs
 		return 0
@@ -197,6 +197,9 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	}
 	if *control == "" {
 		return fail(errors.New("--control is required"))
+	}
+	if err := sn.openBarrier(*netns); err != nil { // the start barrier's, early
+		return fail(err)
 	}
 	var s *sw.Switch
 	var node emu.Node

@@ -185,6 +185,7 @@ func (p portSpecs) Set(v string) error {
 // barrier's server flags.
 type switchNet struct {
 	fs             *flag.FlagSet
+	ln             net.Listener // the barrier's, opened early (openBarrier)
 	ports          portSpecs
 	resolveTimeout *time.Duration
 	listen         *string
@@ -241,34 +242,46 @@ func (n *switchNet) devices(names []string, tapsGiven bool) (string, []string, e
 	return procnode.BackendUDP, devs, nil
 }
 
+// openBarrier opens the barrier's listener (with --barrier-listen; in netns)
+// as soon as the flags are parsed, before the scenario is prepared and
+// the ports' names resolved: peers that connect meanwhile wait in the
+// listen backlog instead of retrying against a closed port, and the
+// barrier still starts no clock before the switch's ports are open.
+func (n *switchNet) openBarrier(netns string) error {
+	if *n.listen == "" {
+		if flagGiven(n.fs, "barrier-peers") {
+			return errors.New("--barrier-peers without --barrier-listen")
+		}
+		return nil
+	}
+	if flagGiven(n.fs, "start") {
+		return errors.New("--barrier-listen and --start: give one or the other")
+	}
+	if *n.peers < 1 {
+		return errors.New("--barrier-listen needs --barrier-peers N ≥ 1 (the PSs and workers)")
+	}
+	err := procnode.InNetns(netns, func() error {
+		var err error
+		n.ln, err = net.Listen("tcp", *n.listen)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("--barrier-listen %s: %w", *n.listen, err)
+	}
+	return nil
+}
+
 // wrapSync returns the switch's start: the --ready/--start files, or with
-// --barrier-listen the network barrier (listening in netns).
-func (n *switchNet) wrapSync(sync func(context.Context) (time.Time, error), netns *string, logf func(string, ...any)) func(context.Context) (time.Time, error) {
+// --barrier-listen the network barrier (on the listener openBarrier opened).
+func (n *switchNet) wrapSync(sync func(context.Context) (time.Time, error), logf func(string, ...any)) func(context.Context) (time.Time, error) {
 	return func(ctx context.Context) (time.Time, error) {
-		if *n.listen == "" {
-			if flagGiven(n.fs, "barrier-peers") {
-				return time.Time{}, errors.New("--barrier-peers without --barrier-listen")
-			}
+		if n.ln == nil {
 			return sync(ctx)
-		}
-		if flagGiven(n.fs, "start") {
-			return time.Time{}, errors.New("--barrier-listen and --start: give one or the other")
-		}
-		if *n.peers < 1 {
-			return time.Time{}, errors.New("--barrier-listen needs --barrier-peers N ≥ 1 (the PSs and workers)")
 		}
 		if _, err := sync(ctx); err != nil { // the --ready file
 			return time.Time{}, err
 		}
-		var ln net.Listener
-		err := procnode.InNetns(*netns, func() error {
-			var err error
-			ln, err = net.Listen("tcp", *n.listen)
-			return err
-		})
-		if err != nil {
-			return time.Time{}, fmt.Errorf("--barrier-listen %s: %w", *n.listen, err)
-		}
+		ln := n.ln
 		// The listener lives as long as the process: late peers are told
 		// the run has started.
 		b := &Barrier{Peers: *n.peers, Delay: *n.delay, Timeout: *n.barrierTimeout, Logf: logf}
