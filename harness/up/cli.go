@@ -22,7 +22,8 @@ import (
 // The scenario is in `inabox run`'s format (default: DefaultScenario,
 // up-multijob.yaml). Flags: --seed and --policy (override the scenario's), --batch,
 // --pcap DIR (one pcap per switch TAP), --json FILE (the Result),
-// --timeout, --keep (keep the work directory), --clean (only remove what
+// --timeout, --keep (keep the work directory), --transport tap|udp
+// (udp: the multi-host path, namespaces as machines), --clean (only remove what
 // runs killed with SIGKILL left behind). It prints a summary on stdout.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f cliFlags
@@ -109,6 +110,7 @@ func newFlagSet(f *cliFlags) *flag.FlagSet {
 	fs.StringVar(&f.json, "json", "", "write the result as JSON to this file")
 	fs.DurationVar(&f.cfg.Timeout, "timeout", 0, "bound on the whole run (default 2m)")
 	fs.BoolVar(&f.cfg.KeepWorkDir, "keep", false, "keep the work directory (reports, sockets)")
+	fs.StringVar(&f.cfg.Transport, "transport", TransportTAP, "how the processes exchange frames: tap (TAP, bridges, veths in namespaces) or udp (namespaces as machines on a routed network, every port a UDP socket, the network start barrier: the multi-host path)")
 	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of every PS and worker process")
 	fs.BoolVar(&f.clean, "clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
 	return fs

@@ -89,6 +89,14 @@ func writeJSON(path string, v any) error {
 	if path == "" {
 		return nil
 	}
+	if path == "-" { // one line on stdout: a pod's log carries it
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(append(b, '\n'))
+		return err
+	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -166,11 +174,12 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	batch := fs.Int("batch", 0, "TAP read batch (0 = default)")
 	cfgFile := fs.String("config", "", "YAML/JSON control-plane entries to install at start (swctl.Config)")
 	pcapDir := fs.String("pcap", "", "directory for one pcap per port (<tap>.pcap)")
-	report := fs.String("report", "", "file to write the final JSON report to")
+	report := fs.String("report", "", "file to write the final JSON report to (- = one line on stdout)")
 	restarted := fs.Bool("restarted", false, "this process replaces a switch that crashed: it reboots (state lost) and continues the clock of the run's --start file")
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
-	sync := syncFlags(fs)
+	sn := switchNetFlags(fs)
+	sync := sn.wrapSync(syncFlags(fs), func(f string, a ...any) { fmt.Fprintf(stderr, "inaswitch: "+f+"\n", a...) })
 	if only != nil {
 		*only = fs
 		return 0
@@ -188,6 +197,9 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	}
 	if *control == "" {
 		return fail(errors.New("--control is required"))
+	}
+	if err := sn.openBarrier(*netns); err != nil { // the start barrier's, early
+		return fail(err)
 	}
 	var s *sw.Switch
 	var node emu.Node
@@ -267,6 +279,10 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	var running atomic.Bool // the run goroutine has started the node
 	spec := procnode.Spec{Name: "switch", Node: node, Ports: *ports, Netns: *netns, Seed: seed,
 		AfterEvent: func() { overruns.Store(nodeStats().Overruns); running.Store(true) }}
+	backend, devs, err := sn.devices(names, *taps != "")
+	if err != nil {
+		return fail(err)
+	}
 	var portIdx []int
 	for i, n := range names {
 		// The switch→peer direction carries the scenario's link (its
@@ -277,7 +293,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 		if pe, ok := peers[i]; ok {
 			out = pe.FromSwitch
 		}
-		a := procnode.Attachment{Port: i, Backend: procnode.BackendTAP, Dev: n, Batch: *batch, MTU: 9000, Link: out, In: &ideal}
+		a := procnode.Attachment{Port: i, Backend: backend, Dev: devs[i], Batch: *batch, MTU: 9000, Link: out, In: &ideal}
 		if *pcapDir != "" {
 			a.Pcap = filepath.Join(*pcapDir, n+".pcap")
 		}
@@ -558,7 +574,7 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	nodeName := fs.String("node", "", "the scenario's node to run (e.g. w1.0, ps; required)")
 	batch := fs.Int("batch", 0, "backend batch (0 = default)")
 	pcap := fs.String("pcap", "", "pcap file of the port")
-	report := fs.String("report", "", "file to write the final JSON report to")
+	report := fs.String("report", "", "file to write the final JSON report to (- = one line on stdout)")
 	doneFile := fs.String("done", "", "worker: file created once every iteration finished")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	control := fs.String("control", "", "fault API address: unix socket path or unix:PATH (docs/processes.md)")
@@ -566,7 +582,8 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	restarted := fs.Bool("restarted", false, "this process replaces one that crashed: its node restarts with its state lost (emu Restart) and continues the clock of the run's --start file")
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
-	sync := syncFlags(fs)
+	pn := peerNetFlags(fs)
+	sync := pn.wrapSync(syncFlags(fs), nodeName, netns)
 	if only != nil {
 		*only = fs
 		return 0
@@ -619,6 +636,10 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	}
 	out.Job, out.Rank = me.Job, me.Rank
 	node, nports, err := prep.Node(me.Node)
+	if err != nil {
+		return fail(err)
+	}
+	*backend, *dev, err = pn.backend(*backend, *dev) // --port: a UDP socket
 	if err != nil {
 		return fail(err)
 	}

@@ -75,6 +75,11 @@ type Config struct {
 	// ProfileDir, if set, receives a CPU profile of every PS and worker
 	// process (<node>.pprof).
 	ProfileDir string
+	// Transport is how the processes exchange frames: TransportTAP ("" =
+	// it: TAP, bridges, veths, AF_PACKET) or TransportUDP (namespaces as
+	// machines on a routed network, every port a UDP socket, the clocks
+	// started by the network barrier; udp.go).
+	Transport string
 
 	// Command builds the command for a role ("switch", "host", "ps");
 	// the default runs inaswitch, inahost or inaps found next to the
@@ -116,6 +121,11 @@ func (c *Config) check() (*run.Prepared, *schedule, error) {
 	if c.LateTolerance == 0 {
 		c.LateTolerance = time.Millisecond
 	}
+	switch c.Transport {
+	case "", TransportTAP, TransportUDP:
+	default:
+		return nil, nil, fmt.Errorf("up: transport %q: want %s or %s", c.Transport, TransportTAP, TransportUDP)
+	}
 	prep, err := prepareScenario(c.Scenario, c.Seed, c.Policy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("up: %w", err)
@@ -130,6 +140,15 @@ func (c *Config) check() (*run.Prepared, *schedule, error) {
 	sched, err := newSchedule(prep.Scenario(), peerTopo{prep, peers})
 	if err != nil {
 		return nil, nil, fmt.Errorf("up: %w", err)
+	}
+	if c.Transport == TransportUDP {
+		_, ports, err := prep.Node(prep.SwitchName())
+		if err != nil {
+			return nil, nil, fmt.Errorf("up: %w", err)
+		}
+		if err := checkUDP(len(peers), ports); err != nil {
+			return nil, nil, err
+		}
 	}
 	return prep, sched, nil
 }
@@ -255,6 +274,8 @@ type session struct {
 	// triggered gets the events the faults timed from the workload wait
 	// for (watchTriggers).
 	triggered chan triggered
+	// barrierCh gets the start of the switch's barrier (TransportUDP).
+	barrierCh chan barrierResult
 }
 
 // triggered is the event a fault is timed from, seen on a worker.
@@ -308,7 +329,11 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 		res.Faults = r.sched.fired()
 	}()
 	start := time.Now()
-	if err := r.setup(); err != nil {
+	setup := r.setup
+	if r.udp() {
+		setup = r.setupUDP
+	}
+	if err := setup(); err != nil {
 		return res, err
 	}
 	if err := r.runAll(ctx, &res); err != nil {
@@ -349,16 +374,9 @@ func (r *session) logf(format string, a ...any) {
 // setup creates the work directory, the namespaces, and per switch port a
 // bridge and a veth pair whose far end is eth0 in the host's namespace.
 func (r *session) setup() error {
-	if r.cfg.PcapDir != "" {
-		if err := os.MkdirAll(r.cfg.PcapDir, 0o755); err != nil {
-			return err
-		}
-	}
-	dir, err := os.MkdirTemp("", "inabox-up-"+r.id+"-")
-	if err != nil {
+	if err := r.workDir(); err != nil {
 		return err
 	}
-	r.dir, r.ownDir = dir, true
 	names := []string{r.swNS()}
 	for i := range r.peers {
 		names = append(names, r.peerNS(i))
@@ -424,6 +442,22 @@ func (r *session) setup() error {
 			return fmt.Errorf("up: eth0 in %s: %w", r.peerNS(i), err)
 		}
 	}
+	return nil
+}
+
+// workDir creates the pcap directory, if any, and the run's work
+// directory.
+func (r *session) workDir() error {
+	if r.cfg.PcapDir != "" {
+		if err := os.MkdirAll(r.cfg.PcapDir, 0o755); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp("", "inabox-up-"+r.id+"-")
+	if err != nil {
+		return err
+	}
+	r.dir, r.ownDir = dir, true
 	return nil
 }
 
@@ -493,6 +527,9 @@ func (r *session) scenArgs() []string {
 }
 
 func (r *session) syncArgs(name string) []string {
+	if r.udp() {
+		return r.udpSyncArgs(name)
+	}
 	return []string{"--ready", filepath.Join(r.dir, name+".ready"), "--start", filepath.Join(r.dir, "start")}
 }
 
@@ -517,6 +554,9 @@ func (r *session) attachSwitch(ctx context.Context, swp *proc) error {
 	client := swctl.NewClient("unix:" + r.swControl())
 	if err := r.waitHealthy(ctx, swp, client.WaitHealthy); err != nil {
 		return err
+	}
+	if r.udp() {
+		return nil // its ports are UDP sockets: nothing to join
 	}
 	// Join each TAP to its port's bridge (the switch is programmed as the
 	// scenario says already).
@@ -581,14 +621,22 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	for p := 0; p < ports; p++ {
 		r.taps = append(r.taps, "sw"+strconv.Itoa(p))
 	}
-	swArgs := append([]string{"--netns", r.swNS(), "--taps", strings.Join(r.taps, ","),
-		"--control", "unix:" + r.swControl(), "--batch", strconv.Itoa(cfg.Batch)}, r.scenArgs()...)
+	swArgs := []string{"--netns", r.swNS(), "--taps", strings.Join(r.taps, ",")}
+	if r.udp() {
+		swArgs = r.udpSwitchArgs(ports)
+	}
+	swArgs = append(append(swArgs, "--control", "unix:"+r.swControl(), "--batch", strconv.Itoa(cfg.Batch)), r.scenArgs()...)
 	if cfg.PcapDir != "" {
 		swArgs = append(swArgs, "--pcap", cfg.PcapDir)
 	}
 	swArgs = append(swArgs, r.syncArgs(switchProc)...)
 	if _, err := r.startSwitch(ctx, swArgs); err != nil {
 		return err
+	}
+	if r.udp() {
+		if err := r.watchBarrier(ctx); err != nil {
+			return err
+		}
 	}
 	// 2. The PSs, then the workers, each with its fault API's socket.
 	var psNames, workerNames []string
@@ -598,8 +646,12 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			if pe.Role != role {
 				continue
 			}
-			args := append([]string{"--netns", r.peerNS(i), "--dev", "eth0", "--node", pe.Node, "--batch", strconv.Itoa(cfg.Batch),
-				"--control", "unix:" + r.peerControl(pe.Node)}, r.scenArgs()...)
+			args := []string{"--netns", r.peerNS(i), "--dev", "eth0"}
+			if r.udp() {
+				args = r.udpPeerArgs(i)
+			}
+			args = append(append(args, "--node", pe.Node, "--batch", strconv.Itoa(cfg.Batch),
+				"--control", "unix:"+r.peerControl(pe.Node)), r.scenArgs()...)
 			args = append(args, r.syncArgs(pe.Node)...)
 			if cfg.ProfileDir != "" {
 				args = append(args, "--cpuprofile", filepath.Join(cfg.ProfileDir, pe.Node+".pprof"))
@@ -624,16 +676,18 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	}
 	// 3. Once every process has its ports open, start all their clocks
 	// at the same wall-clock instant.
-	if err := r.waitFiles(ctx, ".ready", "ready"); err != nil {
-		return err
-	}
-	r.zero = time.Now().Add(20 * time.Millisecond)
-	startFile := filepath.Join(r.dir, "start")
-	if err := os.WriteFile(startFile+".tmp", []byte(strconv.FormatInt(r.zero.UnixNano(), 10)+"\n"), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(startFile+".tmp", startFile); err != nil {
-		return err
+	if r.udp() {
+		if err := r.udpStartClocks(ctx); err != nil {
+			return err
+		}
+	} else {
+		if err := r.waitFiles(ctx, ".ready", "ready"); err != nil {
+			return err
+		}
+		r.zero = time.Now().Add(20 * time.Millisecond)
+		if err := r.writeStart(); err != nil {
+			return err
+		}
 	}
 	if err := r.writeIndex(); err != nil {
 		return err
@@ -1131,9 +1185,14 @@ func (r *session) respawn(p *proc, restart time.Time) error {
 		case "--restarted":
 		case "--restart-at":
 			i++
+		case "--barrier", "--barrier-listen", "--barrier-peers": // the run has started: its clock is the start file's
+			i++
 		default:
 			args = append(args, p.args[i])
 		}
+	}
+	if r.udp() && !slices.Contains(args, "--start") {
+		args = append(args, "--start", filepath.Join(r.dir, "start"))
 	}
 	args = append(args, "--restarted", "--restart-at", strconv.FormatInt(restart.UnixNano(), 10))
 	np, err := r.start(p.name, p.role, args)

@@ -262,6 +262,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"missing file", Config{Scenario: filepath.Join(dir, "nope.yaml")}, "nope.yaml"},
 		{"unknown policy", Config{Scenario: "testdata/up-16mb.yaml", Policy: "bogus"}, `policy "bogus"`},
+		{"unknown transport", Config{Scenario: "testdata/up-16mb.yaml", Transport: "pigeon"}, `transport "pigeon": want tap or udp`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Up(context.Background(), tc.cfg, nil, nil)

@@ -23,6 +23,7 @@ const (
 	BackendTAP    = "tap"    // a TAP device the process creates (and deletes on exit)
 	BackendPacket = "packet" // an AF_PACKET socket on an existing interface (recvmmsg/sendmmsg)
 	BackendRing   = "ring"   // an AF_PACKET socket with mmapped TPACKET_V2 rings
+	BackendUDP    = "udp"    // a UDP socket, one frame per datagram: Dev is LOCAL->REMOTE (udp.go)
 )
 
 // Attachment joins one node port to a backend.
@@ -199,8 +200,14 @@ func Open(spec Spec) (_ *Proc, err error) {
 					return err
 				}
 				pt = s
+			case BackendUDP:
+				u, err := openUDP(a)
+				if err != nil {
+					return err
+				}
+				pt = u
 			default:
-				return fmt.Errorf("procnode: port %d: unknown backend %q (want %q, %q or %q)", a.Port, a.Backend, BackendTAP, BackendPacket, BackendRing)
+				return fmt.Errorf("procnode: port %d: unknown backend %q (want %q, %q, %q or %q)", a.Port, a.Backend, BackendTAP, BackendPacket, BackendRing, BackendUDP)
 			}
 			ports = append(ports, pt)
 		}
@@ -210,6 +217,7 @@ func Open(spec Spec) (_ *Proc, err error) {
 		return nil, err
 	}
 	for i, a := range spec.Attach {
+		name := ports[i].Name() // the network's name for it (ExtStats)
 		l, err := p.net.Attach(spec.Name, a.Port, ports[i], a.Link)
 		if err != nil {
 			return nil, err
@@ -221,7 +229,7 @@ func Open(spec Spec) (_ *Proc, err error) {
 			}
 		}
 		p.links = append(p.links, l)
-		p.names = append(p.names, portName(a))
+		p.names = append(p.names, name)
 		if a.Pcap != "" {
 			f, err := os.Create(a.Pcap)
 			if err != nil {
@@ -236,13 +244,6 @@ func Open(spec Spec) (_ *Proc, err error) {
 		}
 	}
 	return p, nil
-}
-
-func portName(a Attachment) string {
-	if a.Backend == BackendTAP {
-		return "tap:" + a.Dev
-	}
-	return a.Backend + ":" + a.Dev
 }
 
 // Network returns the process's network.

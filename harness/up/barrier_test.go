@@ -1,0 +1,260 @@
+package up
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func listenLoopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+func serveBarrier(ctx context.Context, b *Barrier, ln net.Listener) chan barrierResult {
+	ch := make(chan barrierResult, 1)
+	go func() { z, err := b.Serve(ctx, ln); ch <- barrierResult{z, err} }()
+	return ch
+}
+
+func waitBarrier(ctx context.Context, c BarrierClient) chan barrierResult {
+	ch := make(chan barrierResult, 1)
+	go func() { z, err := c.Wait(ctx); ch <- barrierResult{z, err} }()
+	return ch
+}
+
+func recvWithin(t *testing.T, ch chan barrierResult, d time.Duration, what string) barrierResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(d):
+		t.Fatalf("%s: nothing within %v", what, d)
+		return barrierResult{}
+	}
+}
+
+// rawLine connects, writes s and returns the first line answered ("" if
+// the connection ended without one).
+func rawLine(t *testing.T, addr, s string) string {
+	t.Helper()
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(s)); err != nil {
+		return ""
+	}
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+// TestBarrier: N peers and an observer start within a few ms of the
+// switch's start instant; garbage, over-long lines, silent and closed
+// connections, a peer connecting twice and a peer leaving before the start
+// neither crash nor hang the barrier nor count as ready; a connection
+// after the start is refused; every timeout is bounded. Loopback, no root.
+func TestBarrier(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ln := listenLoopback(t)
+	addr := ln.Addr().String()
+	const delay = 100 * time.Millisecond
+	srv := serveBarrier(ctx, &Barrier{Peers: 3, Delay: delay, Timeout: 15 * time.Second, Logf: t.Logf}, ln)
+
+	// Garbage of every kind, answered with an error (or nothing) and not
+	// counted.
+	for _, g := range []string{"hello\n", "ready\n", "ready a b\n", "ready " + strings.Repeat("x", 65) + "\n", "\x00\xff\x01\n", strings.Repeat("y", 1000)} {
+		if got := rawLine(t, addr, g); !strings.HasPrefix(got, "error ") {
+			t.Errorf("%q answered %q, want an error", g, got)
+		}
+	}
+	silent, err := net.Dial("tcp4", addr) // says nothing: holds only its own goroutine
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if c, err := net.Dial("tcp4", addr); err == nil {
+		c.Close() // connects and leaves at once
+	}
+	// A peer that is ready and then leaves before the start does not count.
+	leaver, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(leaver, "ready gone\n")
+	if l, _ := bufio.NewReader(leaver).ReadString('\n'); strings.TrimSpace(l) != "ok" {
+		t.Fatalf("leaver got %q", l)
+	}
+	leaver.Close()
+
+	client := func(name string, watch bool) BarrierClient {
+		return BarrierClient{Addr: addr, Name: name, Watch: watch, ConnectTimeout: 5 * time.Second, WaitTimeout: 15 * time.Second}
+	}
+	watcher := waitBarrier(ctx, client("inabox-up", true))
+	first := waitBarrier(ctx, client("w1.0", false))
+	time.Sleep(100 * time.Millisecond)
+	again := waitBarrier(ctx, client("w1.0", false)) // the same peer again: replaces the first
+	if r := recvWithin(t, first, 5*time.Second, "replaced connection"); r.err == nil || !strings.Contains(r.err.Error(), "replaced") {
+		t.Errorf("the replaced connection's Wait: %v, want an error saying it was replaced", r.err)
+	}
+	p2 := waitBarrier(ctx, client("w1.1", false))
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case r := <-srv:
+		t.Fatalf("the barrier started with 2 of 3 peers (gone, a duplicate and garbage counted?): %v %v", r.zero, r.err)
+	default:
+	}
+	p3 := waitBarrier(ctx, client("ps", false))
+	s := recvWithin(t, srv, 5*time.Second, "Serve")
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	for name, ch := range map[string]chan barrierResult{"watcher": watcher, "w1.0": again, "w1.1": p2, "ps": p3} {
+		r := recvWithin(t, ch, 5*time.Second, name)
+		if r.err != nil {
+			t.Errorf("%s: %v", name, r.err)
+			continue
+		}
+		// Loopback: the start's one-way latency is microseconds; the
+		// bound allows for a loaded machine.
+		if skew := r.zero.Sub(s.zero); skew < 0 || skew > 30*time.Millisecond {
+			t.Errorf("%s starts %v after the switch, want 0-30 ms", name, skew)
+		}
+		if until := time.Until(r.zero); until > delay {
+			t.Errorf("%s: start %v ahead, more than the delay %v", name, until, delay)
+		}
+	}
+	// After the start: refused, at once.
+	if got := rawLine(t, addr, "ready late\n"); !strings.Contains(got, "started already") && !strings.Contains(got, "barrier is over") {
+		t.Errorf("a connection after the start got %q", got)
+	}
+	cancel() // closes the listener
+	time.Sleep(50 * time.Millisecond)
+	if c, err := net.Dial("tcp4", addr); err == nil {
+		c.Close()
+		t.Error("the listener is still open after ctx ended")
+	}
+}
+
+// TestBarrierTimeouts: a barrier missing a peer, a client with nothing to
+// connect to, and a client whose start never comes each fail within their
+// bounds, naming what they waited for.
+func TestBarrierTimeouts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ln := listenLoopback(t)
+	addr := ln.Addr().String()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	srv := serveBarrier(sctx, &Barrier{Peers: 2, Timeout: 500 * time.Millisecond}, ln)
+	peer := waitBarrier(ctx, BarrierClient{Addr: addr, Name: "w1.0", WaitTimeout: 5 * time.Second})
+	t0 := time.Now()
+	r := recvWithin(t, srv, 3*time.Second, "Serve with a peer missing")
+	if r.err == nil || !strings.Contains(r.err.Error(), "1 of 2 peers ready") || !strings.Contains(r.err.Error(), "w1.0") {
+		t.Errorf("Serve: %v", r.err)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("Serve's 500 ms timeout took %v", d)
+	}
+	if r := recvWithin(t, peer, 3*time.Second, "the waiting peer"); r.err == nil || !strings.Contains(r.err.Error(), "refused") {
+		t.Errorf("the peer of a barrier that gave up: %v", r.err)
+	}
+	scancel()
+
+	// Nothing listens: a bounded number of attempts.
+	dead := listenLoopback(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	t0 = time.Now()
+	_, err := BarrierClient{Addr: deadAddr, Name: "w1.0", ConnectTimeout: 300 * time.Millisecond}.Wait(ctx)
+	if err == nil || !strings.Contains(err.Error(), "could not connect within 300ms") {
+		t.Errorf("connect to nothing: %v", err)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("a 300 ms connect timeout took %v", d)
+	}
+	// A name that does not resolve: the same bound, the name in the error.
+	_, err = BarrierClient{Addr: "inabox-no-such-host.invalid:7100", Name: "w1.0", ConnectTimeout: 300 * time.Millisecond}.Wait(ctx)
+	if err == nil || !strings.Contains(err.Error(), "inabox-no-such-host.invalid") {
+		t.Errorf("unresolvable name: %v", err)
+	}
+	// A server that accepts and never answers.
+	mute := listenLoopback(t)
+	go func() {
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	t0 = time.Now()
+	_, err = BarrierClient{Addr: mute.Addr().String(), Name: "w1.0", WaitTimeout: 300 * time.Millisecond}.Wait(ctx)
+	if err == nil || !strings.Contains(err.Error(), "no start within 300ms") {
+		t.Errorf("mute server: %v", err)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("a 300 ms wait timeout took %v", d)
+	}
+	// ctx ending stops a wait at once.
+	cctx, ccancel := context.WithCancel(ctx)
+	ch := waitBarrier(cctx, BarrierClient{Addr: mute.Addr().String(), Name: "w1.0"})
+	time.Sleep(50 * time.Millisecond)
+	ccancel()
+	if r := recvWithin(t, ch, 2*time.Second, "cancelled wait"); r.err == nil || !strings.Contains(r.err.Error(), "stopped") {
+		t.Errorf("cancelled wait: %v", r.err)
+	}
+}
+
+// TestBarrierArrivalTime: a peer dates the start by the kernel's receive
+// timestamp, not by when it got round to reading it, so a peer that
+// wakes late does not start late.
+func TestBarrierArrivalTime(t *testing.T) {
+	ln := listenLoopback(t)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var b [1]byte
+		c.Read(b[:]) // the client has its reader: timestamps are on
+		c.Write([]byte("start 0\n"))
+		time.Sleep(time.Second)
+	}()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lr := newLineReader(c)
+	if lr.rc == nil {
+		t.Fatal("no SO_TIMESTAMPNS on a TCP socket")
+	}
+	// The kernel turns receive timestamps on asynchronously (a static key
+	// flipped from a work queue) the first time a socket asks: in a run
+	// the start comes tens of ms after the connection, as here.
+	time.Sleep(20 * time.Millisecond)
+	c.Write([]byte("x"))
+	time.Sleep(100 * time.Millisecond) // the line waits in the socket
+	line, at, err := lr.readLine()
+	if err != nil || line != "start 0" {
+		t.Fatalf("readLine: %q %v", line, err)
+	}
+	if late := time.Since(at); late < 80*time.Millisecond || late > 5*time.Second {
+		t.Errorf("the line is dated %v before it was read, want ≈ 100 ms (the kernel's arrival time)", late)
+	}
+}
