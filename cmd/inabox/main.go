@@ -233,7 +233,11 @@ func cmdUp(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	clean := fs.Lookup("clean").Value.String() == "true"
-	if len(pos) > 1 && !clean {
+	if fs.Lookup("emit").Value.String() != "" { // --emit FORMAT DIR [FILE]
+		if len(pos) == 0 || len(pos) > 2 {
+			return usageError{msg: fmt.Sprintf("up: --emit: want DIR [FILE], got %d arguments", len(pos))}
+		}
+	} else if len(pos) > 1 && !clean {
 		return usageError{msg: fmt.Sprintf("up: one scenario file at most (got %s)", strings.Join(pos, ", "))}
 	}
 	if p := fs.Lookup("policy").Value.String(); p != "" {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/inabox/inabox/harness/up/k8s"
 )
 
 // Command is the `inabox up` command line:
@@ -52,6 +54,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintln(stdout, "removed", n)
 		}
 		return err
+	}
+	if f.emit != "" {
+		return f.emitCommand(positional, stdout)
 	}
 	if len(positional) > 1 {
 		return fmt.Errorf("inabox up: at most one scenario file, got %d: %s", len(positional), strings.Join(positional, " "))
@@ -94,6 +99,8 @@ type cliFlags struct {
 	cfg   Config
 	json  string
 	clean bool
+	emit  string // --emit FORMAT (emit.go)
+	k8s   k8s.Options
 }
 
 // FlagSet returns the flags of `inabox up`, the set Command parses its
@@ -111,6 +118,7 @@ func newFlagSet(f *cliFlags) *flag.FlagSet {
 	fs.BoolVar(&f.cfg.KeepWorkDir, "keep", false, "keep the work directory (reports, sockets)")
 	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of every PS and worker process")
 	fs.BoolVar(&f.clean, "clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
+	emitFlags(fs, f)
 	return fs
 }
 
