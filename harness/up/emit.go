@@ -94,7 +94,7 @@ func scenarioFiles(file string, s *scenario.Scenario) (map[string][]byte, error)
 
 // emitFlags registers --emit and the settings of the deployment it writes.
 func emitFlags(fs *flag.FlagSet, f *cliFlags) {
-	fs.StringVar(&f.emit, "emit", "", "`FORMAT` k8s: write Kubernetes manifests of the scenario into DIR, the first argument (inabox up --emit k8s DIR [scenario.yaml]), and run nothing")
+	fs.StringVar(&f.emit, "emit", "", "write the deployment in `FORMAT` (k8s: Kubernetes manifests) into DIR, the first argument (inabox up --emit k8s DIR [scenario.yaml]), and run nothing")
 	fs.StringVar(&f.k8s.Image, "image", k8s.DefaultImage, "with --emit k8s: the container image with inabox at "+k8s.Binary)
 	fs.StringVar(&f.k8s.Namespace, "k8s-namespace", k8s.DefaultNamespace, "with --emit k8s: the Kubernetes namespace")
 	fs.StringVar(&f.k8s.Name, "name", k8s.DefaultName, "with --emit k8s: the prefix of every object's name (pods and services NAME-switch, NAME-w1-0, ...)")
@@ -107,6 +107,11 @@ func (f *cliFlags) emitCommand(positional []string, stdout io.Writer) error {
 	}
 	if len(positional) == 0 || len(positional) > 2 {
 		return fmt.Errorf("inabox up --emit k8s: want DIR [scenario.yaml], got %d arguments", len(positional))
+	}
+	for name, set := range map[string]bool{"--hold": f.cfg.Hold, "--pcap": f.cfg.PcapDir != "", "--profile": f.cfg.ProfileDir != "", "--json": f.json != "", "--keep": f.cfg.KeepWorkDir} {
+		if set {
+			return fmt.Errorf("inabox up --emit k8s: %s applies to a run, and --emit runs nothing", name)
+		}
 	}
 	dir := positional[0]
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
