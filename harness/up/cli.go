@@ -68,15 +68,22 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Command == nil {
 		cfg.Command = SelfCommand
 	}
-	res, err := Up(ctx, cfg, stdout, stderr)
-	if f.json != "" {
-		b, jerr := json.MarshalIndent(res, "", "  ")
-		if jerr == nil {
-			jerr = os.WriteFile(f.json, b, 0o644)
+	written := false
+	writeResult := func(res Result) error {
+		if f.json == "" || written {
+			return nil
 		}
-		err = errors.Join(err, jerr)
+		written = true
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			err = os.WriteFile(f.json, b, 0o644)
+		}
+		return err
 	}
-	return err
+	var holdErr error
+	cfg.OnHold = func(res Result, _ error) { holdErr = writeResult(res) } // written before the hold
+	res, err := Up(ctx, cfg, stdout, stderr)
+	return errors.Join(err, holdErr, writeResult(res))
 }
 
 // SelfCommand builds the command for a role from the inabox binary itself
@@ -116,6 +123,7 @@ func newFlagSet(f *cliFlags) *flag.FlagSet {
 	fs.StringVar(&f.json, "json", "", "write the result as JSON to this file")
 	fs.DurationVar(&f.cfg.Timeout, "timeout", 0, "bound on the whole run (default 2m)")
 	fs.BoolVar(&f.cfg.KeepWorkDir, "keep", false, "keep the work directory (reports, sockets)")
+	fs.BoolVar(&f.cfg.Hold, "hold", false, "once the run ends, keep its namespaces (and processes still running) until Ctrl-C, for inabox exec NODE -- CMD")
 	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of every PS and worker process")
 	fs.BoolVar(&f.clean, "clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
 	emitFlags(fs, f)
@@ -162,5 +170,6 @@ func CleanStale() (removed []string, err error) {
 		}
 		os.RemoveAll(d)
 	}
-	return removed, errors.Join(errs...)
+	more, serrs := cleanSessions() // held sessions' files (and namespaces, if their work directory went)
+	return append(removed, more...), errors.Join(append(errs, serrs...)...)
 }
