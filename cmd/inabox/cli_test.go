@@ -214,7 +214,7 @@ func TestREADMEFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	span := regexp.MustCompile("`inabox ([a-z]+)([^`]*)`")
-	flagRe := regexp.MustCompile(`(?:^|[\s\x60/(])--([a-z][a-z-]*)`)
+	flagRe := regexp.MustCompile(`(?:^|[\s\x60/(])--([a-z][a-z0-9-]*)`)
 	checked := 0
 	for i, line := range strings.Split(string(b), "\n") {
 		for k, m := range span.FindAllStringSubmatch(line, -1) {
