@@ -321,19 +321,24 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	if err := r.writeSession(false); err != nil {
 		return res, err
 	}
-	err = r.runAll(ctx, &res)
-	if err == nil {
-		res.Elapsed = Seconds(time.Since(start))
-		res.Faults = r.sched.fired()
-		if stdout != nil {
-			res.Print(stdout)
-		}
+	if cfg.Hold { // once the run has ended, before the cleanup (hold.go)
+		defer func() {
+			if p := recover(); p != nil {
+				panic(p) // no hold: on to the cleanup
+			}
+			res.Namespaces = r.nsNames
+			r.hold(holdCtx, res, err)
+		}()
 	}
-	if cfg.Hold {
-		res.Namespaces = r.nsNames
-		r.hold(holdCtx, res, err)
+	if err := r.runAll(ctx, &res); err != nil {
+		return res, err
 	}
-	return res, err
+	res.Elapsed = Seconds(time.Since(start))
+	res.Faults = r.sched.fired()
+	if stdout != nil {
+		res.Print(stdout)
+	}
+	return res, nil
 }
 
 func defaultCommand(role string, args []string) *exec.Cmd {
