@@ -175,6 +175,11 @@ func TestErrorPrintedOnce(t *testing.T) {
 		{1, []string{"up", bad}, "bad.yaml"},
 		{2, []string{"up", "--policy", "bogus", good}, `--policy "bogus"`},
 		{2, []string{"up", good, good}, "one scenario file at most"},
+		{2, []string{"up", "--emit", "k8s"}, "up: --emit: want DIR [FILE], got 0 arguments"},
+		{1, []string{"up", "--emit", "k8s", filepath.Join(dir, "k8s"), missing}, "missing.yaml"},
+		{1, []string{"up", "--emit", "k8s", good, good}, "not a directory"},
+		{2, []string{"exec", "--bogus"}, "exec: flag provided but not defined"},
+		{2, []string{"exec", "w1.0"}, "no command to run in w1.0"},
 		{2, []string{"help", "--bogus"}, "help: flag provided but not defined"},
 		{2, []string{"version", "--bogus"}, "version: flag provided but not defined"},
 	}
@@ -214,7 +219,7 @@ func TestREADMEFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	span := regexp.MustCompile("`inabox ([a-z]+)([^`]*)`")
-	flagRe := regexp.MustCompile(`(?:^|[\s\x60/(])--([a-z][a-z-]*)`)
+	flagRe := regexp.MustCompile(`(?:^|[\s\x60/(])--([a-z][a-z0-9-]*)`)
 	checked := 0
 	for i, line := range strings.Split(string(b), "\n") {
 		for k, m := range span.FindAllStringSubmatch(line, -1) {

@@ -65,8 +65,9 @@ func init() {
 		{name: "up", args: "[FILE]", flags: up.FlagSet, run: cmdUp,
 			doc: "Runs a scenario (default: the embedded up-multijob.yaml) in real time as processes: inabox switch, inabox ps and one inabox host per worker " +
 				"(or the inaswitch, inaps, inahost of make bin beside inabox) over TAP and veth in network namespaces (root). " +
-				"Removes everything it made, also on failure."},
+				"Removes everything it made, also on failure (with --hold only at Ctrl-C). --emit k8s DIR writes Kubernetes manifests instead and runs nothing."},
 		{name: "fault", args: "COMMAND [ARGS]", flags: faultFlags, run: cmdFault, doc: faultDoc},
+		{name: "exec", args: "NODE -- CMD [ARGS]", flags: func() *flag.FlagSet { return execFlags(new(execOptions)) }, run: cmdExec, doc: execDoc},
 		roleCommand("switch", "the scenario's switch (data plane and the policy's control plane) over one TAP per port, with its control and fault API", up.SwitchFlagSet, up.SwitchMain),
 		roleCommand("host", "one worker of the scenario (--node w1.0) on an interface, with its fault API", up.HostFlagSet, up.HostMain),
 		roleCommand("ps", "one parameter server of the scenario (--node ps0) on an interface, with its fault API", up.PSFlagSet, up.PSMain),
@@ -233,7 +234,11 @@ func cmdUp(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	clean := fs.Lookup("clean").Value.String() == "true"
-	if len(pos) > 1 && !clean {
+	if fs.Lookup("emit").Value.String() != "" { // --emit FORMAT DIR [FILE]
+		if len(pos) == 0 || len(pos) > 2 {
+			return usageError{msg: fmt.Sprintf("up: --emit: want DIR [FILE], got %d arguments", len(pos))}
+		}
+	} else if len(pos) > 1 && !clean {
 		return usageError{msg: fmt.Sprintf("up: one scenario file at most (got %s)", strings.Join(pos, ", "))}
 	}
 	if p := fs.Lookup("policy").Value.String(); p != "" {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/inabox/inabox/harness/up/k8s"
 )
 
 // Command is the `inabox up` command line:
@@ -54,6 +56,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return err
 	}
+	if f.emit != "" {
+		return f.emitCommand(positional, stdout)
+	}
 	if len(positional) > 1 {
 		return fmt.Errorf("inabox up: at most one scenario file, got %d: %s", len(positional), strings.Join(positional, " "))
 	}
@@ -64,15 +69,22 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Command == nil {
 		cfg.Command = SelfCommand
 	}
-	res, err := Up(ctx, cfg, stdout, stderr)
-	if f.json != "" {
-		b, jerr := json.MarshalIndent(res, "", "  ")
-		if jerr == nil {
-			jerr = os.WriteFile(f.json, b, 0o644)
+	written := false
+	writeResult := func(res Result) error {
+		if f.json == "" || written {
+			return nil
 		}
-		err = errors.Join(err, jerr)
+		written = true
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			err = os.WriteFile(f.json, b, 0o644)
+		}
+		return err
 	}
-	return err
+	var holdErr error
+	cfg.OnHold = func(res Result, _ error) { holdErr = writeResult(res) } // written before the hold
+	res, err := Up(ctx, cfg, stdout, stderr)
+	return errors.Join(err, holdErr, writeResult(res))
 }
 
 // SelfCommand builds the command for a role from the inabox binary itself
@@ -95,6 +107,8 @@ type cliFlags struct {
 	cfg   Config
 	json  string
 	clean bool
+	emit  string // --emit FORMAT (emit.go)
+	k8s   k8s.Options
 }
 
 // FlagSet returns the flags of `inabox up`, the set Command parses its
@@ -113,6 +127,8 @@ func newFlagSet(f *cliFlags) *flag.FlagSet {
 	fs.StringVar(&f.cfg.Transport, "transport", TransportTAP, "how the processes exchange frames: tap (TAP, bridges, veths in namespaces) or udp (namespaces as machines on a routed network, every port a UDP socket, the network start barrier: the multi-host path)")
 	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of every PS and worker process")
 	fs.BoolVar(&f.clean, "clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
+	emitFlags(fs, f)
+	fs.BoolVar(&f.cfg.Hold, "hold", false, "once the run ends, keep its namespaces (and processes still running) until Ctrl-C, for inabox exec NODE -- CMD")
 	return fs
 }
 
@@ -156,5 +172,6 @@ func CleanStale() (removed []string, err error) {
 		}
 		os.RemoveAll(d)
 	}
-	return removed, errors.Join(errs...)
+	more, serrs := cleanSessions() // held sessions' files (and namespaces, if their work directory went)
+	return append(removed, more...), errors.Join(append(errs, serrs...)...)
 }

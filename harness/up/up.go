@@ -92,6 +92,12 @@ type Config struct {
 	// OnStarted, if set, is called once every process runs, with the
 	// run's control index (the fault API's sockets). For tests.
 	OnStarted func(ix *faultctl.Index)
+	// Hold keeps the namespaces, their devices and the processes still
+	// running once the run has ended (succeeded or failed), until ctx ends
+	// or SIGINT/SIGTERM, for `inabox exec` (hold.go); OnHold, if set, is
+	// called with the run's outcome when the hold begins.
+	Hold   bool
+	OnHold func(res Result, runErr error)
 }
 
 // peerTopo is a run's topology for faultSteps.
@@ -313,6 +319,7 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	stderr = &lockedWriter{w: stderr}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	holdCtx := ctx // --hold: until a signal, without the run's timeout
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	var idb [4]byte
@@ -335,6 +342,18 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	}
 	if err := setup(); err != nil {
 		return res, err
+	}
+	if err := r.writeSession(false); err != nil {
+		return res, err
+	}
+	if cfg.Hold { // once the run has ended, before the cleanup (hold.go)
+		defer func() {
+			if p := recover(); p != nil {
+				panic(p) // no hold: on to the cleanup
+			}
+			res.Namespaces = r.nsNames
+			r.hold(holdCtx, res, err)
+		}()
 	}
 	if err := r.runAll(ctx, &res); err != nil {
 		return res, err
@@ -1298,6 +1317,9 @@ func (r *session) cleanup() error {
 		if err := deleteNetns(r.nsNames[i]); err != nil {
 			errs = append(errs, fmt.Errorf("up: deleting netns %s: %w", r.nsNames[i], err))
 		}
+	}
+	if err := r.removeSession(); err != nil {
+		errs = append(errs, err)
 	}
 	if r.ownDir && !r.cfg.KeepWorkDir {
 		if err := os.RemoveAll(r.dir); err != nil {
