@@ -23,6 +23,7 @@ const (
 	BackendTAP    = "tap"    // a TAP device the process creates (and deletes on exit)
 	BackendPacket = "packet" // an AF_PACKET socket on an existing interface (recvmmsg/sendmmsg)
 	BackendRing   = "ring"   // an AF_PACKET socket with mmapped TPACKET_V2 rings
+	BackendXDP    = "xdp"    // an AF_XDP socket and XDP program on an existing interface (xdp.go)
 )
 
 // Attachment joins one node port to a backend.
@@ -42,6 +43,13 @@ type Attachment struct {
 	// of Link (which then models node→backend only): a link whose other
 	// direction is modelled by the process at its far end.
 	In *emu.LinkConfig `json:"in,omitempty"`
+	// XDPMode is the XDP attach mode of BackendXDP: XDPModeAuto ("":
+	// native, else generic), XDPModeNative or XDPModeGeneric.
+	XDPMode string `json:"xdp_mode,omitempty"`
+	// XDPFallback, if set (BackendPacket or BackendRing), is the backend
+	// BackendXDP falls back to when XDP is unavailable on the device;
+	// unset, the attachment fails with the reason.
+	XDPFallback string `json:"xdp_fallback,omitempty"`
 	// Pcap, if set, is a file that receives every frame the node sends and
 	// receives on the port (emu.Network.Capture).
 	Pcap string `json:"pcap,omitempty"`
@@ -199,8 +207,14 @@ func Open(spec Spec) (_ *Proc, err error) {
 					return err
 				}
 				pt = s
+			case BackendXDP:
+				s, err := openXDP(a)
+				if err != nil {
+					return err
+				}
+				pt = s
 			default:
-				return fmt.Errorf("procnode: port %d: unknown backend %q (want %q, %q or %q)", a.Port, a.Backend, BackendTAP, BackendPacket, BackendRing)
+				return fmt.Errorf("procnode: port %d: unknown backend %q (want %q, %q, %q or %q)", a.Port, a.Backend, BackendTAP, BackendPacket, BackendRing, BackendXDP)
 			}
 			ports = append(ports, pt)
 		}
@@ -210,7 +224,8 @@ func Open(spec Spec) (_ *Proc, err error) {
 		return nil, err
 	}
 	for i, a := range spec.Attach {
-		l, err := p.net.Attach(spec.Name, a.Port, ports[i], a.Link)
+		pt := ports[i]
+		l, err := p.net.Attach(spec.Name, a.Port, pt, a.Link)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +236,7 @@ func Open(spec Spec) (_ *Proc, err error) {
 			}
 		}
 		p.links = append(p.links, l)
-		p.names = append(p.names, portName(a))
+		p.names = append(p.names, portName(a, pt))
 		if a.Pcap != "" {
 			f, err := os.Create(a.Pcap)
 			if err != nil {
@@ -238,7 +253,10 @@ func Open(spec Spec) (_ *Proc, err error) {
 	return p, nil
 }
 
-func portName(a Attachment) string {
+func portName(a Attachment, pt emu.Port) string {
+	if a.Backend == BackendXDP {
+		return pt.Name() // "xdp:dev", or its fallback's name
+	}
 	if a.Backend == BackendTAP {
 		return "tap:" + a.Dev
 	}
