@@ -65,6 +65,14 @@ type Config struct {
 	Batch int
 	// PcapDir, if set, receives one pcap per switch TAP (swK.pcap).
 	PcapDir string
+	// Backend is how the switch and the peers meet: "" or "tap" (a TAP per
+	// switch port bridged to the peer's veth; the peers on AF_PACKET), or
+	// "packet", "ring" or "xdp": the veth setup (veth.go), no bridge and no
+	// TAP, the switch and the peers on the veth ends with that backend.
+	Backend string
+	// XDPMode and XDPFallback are the xdp backend's options
+	// (procnode.Attachment's XDPMode and XDPFallback).
+	XDPMode, XDPFallback string
 	// Timeout bounds the whole run (default 2 minutes).
 	Timeout time.Duration
 	// LateTolerance: a process whose events ran later than this did not
@@ -308,7 +316,7 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 		res.Faults = r.sched.fired()
 	}()
 	start := time.Now()
-	if err := r.setup(); err != nil {
+	if err := r.setupBackend(); err != nil {
 		return res, err
 	}
 	if err := r.runAll(ctx, &res); err != nil {
@@ -518,6 +526,9 @@ func (r *session) attachSwitch(ctx context.Context, swp *proc) error {
 	if err := r.waitHealthy(ctx, swp, client.WaitHealthy); err != nil {
 		return err
 	}
+	if r.vethMode() {
+		return nil // the switch opened the veth ends themselves
+	}
 	// Join each TAP to its port's bridge (the switch is programmed as the
 	// scenario says already).
 	swh, err := handleAt(r.swNS())
@@ -577,12 +588,10 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	// 1. The switch, with one TAP per port.
-	for p := 0; p < ports; p++ {
-		r.taps = append(r.taps, "sw"+strconv.Itoa(p))
-	}
-	swArgs := append([]string{"--netns", r.swNS(), "--taps", strings.Join(r.taps, ","),
-		"--control", "unix:" + r.swControl(), "--batch", strconv.Itoa(cfg.Batch)}, r.scenArgs()...)
+	// 1. The switch, with one TAP per port (or its veth ends).
+	swArgs := append(append([]string{"--netns", r.swNS()}, r.switchPortArgs(ports)...),
+		"--control", "unix:"+r.swControl(), "--batch", strconv.Itoa(cfg.Batch))
+	swArgs = append(swArgs, r.scenArgs()...)
 	if cfg.PcapDir != "" {
 		swArgs = append(swArgs, "--pcap", cfg.PcapDir)
 	}
@@ -600,6 +609,7 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			}
 			args := append([]string{"--netns", r.peerNS(i), "--dev", "eth0", "--node", pe.Node, "--batch", strconv.Itoa(cfg.Batch),
 				"--control", "unix:" + r.peerControl(pe.Node)}, r.scenArgs()...)
+			args = append(args, r.peerBackendArgs()...)
 			args = append(args, r.syncArgs(pe.Node)...)
 			if cfg.ProfileDir != "" {
 				args = append(args, "--cpuprofile", filepath.Join(cfg.ProfileDir, pe.Node+".pprof"))

@@ -688,12 +688,14 @@ func (p *XDPPort) release() {
 	}
 }
 
-// openXDP opens attachment a's XDP port; if XDP is unavailable on the
+// openXDP opens attachment a's XDP port and says on stderr which mode it
+// got (XDPPort.Describe); if XDP is unavailable on the
 // device and a.XDPFallback asks for it, it says so on stderr and opens the
 // fallback backend instead.
 func openXDP(a Attachment) (emu.Port, error) {
 	x, err := NewXDPPort(XDPConfig{Dev: a.Dev, Mode: a.XDPMode, BatchSize: a.Batch})
 	if err == nil {
+		fmt.Fprintf(os.Stderr, "procnode: %s\n", x.Describe()) // the mode it got
 		return x, nil
 	}
 	if a.XDPFallback == "" || !errors.Is(err, ErrXDPUnavailable) {
