@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/netip"
 	"os"
 	"sync"
@@ -332,11 +333,11 @@ func tapBase(b *testing.B, frame []byte) float64 {
 	return pps
 }
 
-// openXDPBench opens an AF_XDP port (auto mode) in ns for a benchmark.
-func openXDPBench(tb testing.TB, ns, dev string) *XDPPort {
+// openXDPBench opens an AF_XDP port in ns for a benchmark.
+func openXDPBench(tb testing.TB, ns, dev, mode string) *XDPPort {
 	tb.Helper()
 	var p *XDPPort
-	if err := InNetns(ns, func() (err error) { p, err = NewXDPPort(XDPConfig{Dev: dev}); return err }); err != nil {
+	if err := InNetns(ns, func() (err error) { p, err = NewXDPPort(XDPConfig{Dev: dev, Mode: mode}); return err }); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { p.Close() })
@@ -365,6 +366,8 @@ func benchVeths(tb testing.TB, ns string) {
 //
 //	base=tap-1frame-per-syscall  BenchmarkSwitchTAP's base: read(2)/write(2) one frame between TAPs t0/t1 (no emulator)
 //	runtime=packet-batch64       the switch node on AF_PACKET veth ends (recvmmsg/sendmmsg, 64 a call), AF_PACKET generator and sink
+//	pipe=xdp                     no switch: the AF_XDP generator on g0 straight into an AF_XDP sink on s0 (the kernel path's ceiling)
+//	runtime=xdp-generic          as runtime=xdp with every port in generic (SKB) mode
 //	runtime=xdp                  the switch node on AF_XDP veth ends s0/s1 (auto mode: native on veth, copy),
 //	                             an AF_XDP generator on g0 and sink on g1
 //	ratio=xdp-over-base          runtime=xdp's fwd-pps over the base's, and both
@@ -372,6 +375,8 @@ func benchVeths(tb testing.TB, ns string) {
 // Run it with a fixed count, e.g. -bench SwitchXDP -benchtime 2000000x.
 func BenchmarkSwitchXDP(b *testing.B) {
 	needNetAdmin(b)
+	Notes = io.Discard
+	defer func() { Notes = os.Stderr }()
 	frame := benchFrame(b)
 	var base, pkt, xdp float64
 	b.Run("base=tap-1frame-per-syscall", func(b *testing.B) { base = tapBase(b, frame) })
@@ -385,12 +390,28 @@ func BenchmarkSwitchXDP(b *testing.B) {
 		rep := stop()
 		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
 	})
+	b.Run("pipe=xdp", func(b *testing.B) {
+		ns := benchNS(b)
+		benchVeths(b, ns)
+		pump(b, openXDPBench(b, ns, "g0", XDPModeAuto), openXDPBench(b, ns, "s0", XDPModeAuto), frame)
+	})
+	b.Run("runtime=xdp-generic", func(b *testing.B) {
+		ns := benchNS(b)
+		benchVeths(b, ns)
+		stop := switchProc(b, ns, []Attachment{
+			{Port: 0, Backend: BackendXDP, Dev: "s0", Batch: 64, XDPMode: XDPModeGeneric},
+			{Port: 1, Backend: BackendXDP, Dev: "s1", Batch: 64, XDPMode: XDPModeGeneric}})
+		gen, sink := openXDPBench(b, ns, "g0", XDPModeGeneric), openXDPBench(b, ns, "g1", XDPModeGeneric)
+		pump(b, gen, sink, frame)
+		rep := stop()
+		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+	})
 	b.Run("runtime=xdp", func(b *testing.B) {
 		ns := benchNS(b)
 		benchVeths(b, ns)
 		stop := switchProc(b, ns, []Attachment{
 			{Port: 0, Backend: BackendXDP, Dev: "s0", Batch: 64}, {Port: 1, Backend: BackendXDP, Dev: "s1", Batch: 64}})
-		gen, sink := openXDPBench(b, ns, "g0"), openXDPBench(b, ns, "g1")
+		gen, sink := openXDPBench(b, ns, "g0", XDPModeAuto), openXDPBench(b, ns, "g1", XDPModeAuto)
 		xdp = pump(b, gen, sink, frame)
 		rep := stop()
 		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")

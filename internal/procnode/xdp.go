@@ -5,6 +5,7 @@ package procnode
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -61,6 +62,10 @@ type XDPConfig struct {
 	BatchSize int
 }
 
+// Notes receives what the xdp backend of an Attachment has to say: the
+// mode each port got, and a fallback taken.
+var Notes io.Writer = os.Stderr
+
 // ErrXDPUnavailable is wrapped by NewXDPPort's errors when AF_XDP or XDP
 // cannot be used on the device (no privilege, no kernel support, a driver
 // without the asked mode, ...): the errors an explicit fallback to
@@ -110,7 +115,8 @@ func (r *xdpRing) xdesc(i uint32) *unix.XDPDesc {
 type XDPPort struct {
 	name  string
 	dev   string
-	fd    int
+	fd    int // the socket until file owns it (then -1)
+	sock  int // the socket's number (never File.Fd: it makes the fd blocking)
 	file  *os.File
 	rc    syscall.RawConn
 	batch int
@@ -380,7 +386,7 @@ func NewXDPPort(cfg XDPConfig) (_ *XDPPort, err error) {
 		return nil, xdpFail(dev, "XSKMAP update", err, "")
 	}
 	p.file = os.NewFile(uintptr(fd), p.name) // registers with the netpoller (fd is non-blocking)
-	p.fd = -1                                // owned by file now
+	p.sock, p.fd = fd, -1                    // owned by file now
 	if p.rc, err = p.file.SyscallConn(); err != nil {
 		return nil, err
 	}
@@ -419,8 +425,9 @@ func (p *XDPPort) Name() string { return p.name }
 // BatchSize returns the most frames one Read returns.
 func (p *XDPPort) BatchSize() int { return p.batch }
 
-// Fd returns the AF_XDP socket (readable when the RX ring has frames).
-func (p *XDPPort) Fd() int { return int(p.file.Fd()) }
+// Fd returns the AF_XDP socket (readable when the RX ring has frames),
+// valid until Close.
+func (p *XDPPort) Fd() int { return p.sock }
 
 // Mode returns the attach mode the port got: XDPModeNative or XDPModeGeneric.
 func (p *XDPPort) Mode() string { return p.mode }
@@ -515,7 +522,7 @@ func (p *XDPPort) recv(uintptr) bool {
 	atomic.StoreUint32(p.fill.prod, fprod)
 	if atomic.LoadUint32(p.fill.flags)&unix.XDP_RING_NEED_WAKEUP != 0 {
 		// The driver waits for fill entries (zero-copy): wake it.
-		unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.file.Fd()), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.sock), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	}
 	if r.n > 0 {
 		p.RxPackets.Add(uint64(r.n))
@@ -577,7 +584,7 @@ func (p *XDPPort) Write(bufs [][]byte, offset int) (int, error) {
 	if p.closed.Load() {
 		return 0, p.errClosed
 	}
-	fd := p.file.Fd()
+	fd := uintptr(p.sock)
 	sent, spins := 0, 0
 	prod := atomic.LoadUint32(p.tx.prod)
 	var ferr error
@@ -695,13 +702,13 @@ func (p *XDPPort) release() {
 func openXDP(a Attachment) (emu.Port, error) {
 	x, err := NewXDPPort(XDPConfig{Dev: a.Dev, Mode: a.XDPMode, BatchSize: a.Batch})
 	if err == nil {
-		fmt.Fprintf(os.Stderr, "procnode: %s\n", x.Describe()) // the mode it got
+		fmt.Fprintf(Notes, "procnode: %s\n", x.Describe()) // the mode it got
 		return x, nil
 	}
 	if a.XDPFallback == "" || !errors.Is(err, ErrXDPUnavailable) {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "%v; falling back to %s as asked (xdp fallback %s)\n", err, a.XDPFallback, a.XDPFallback)
+	fmt.Fprintf(Notes, "%v; falling back to %s as asked (xdp fallback %s)\n", err, a.XDPFallback, a.XDPFallback)
 	switch a.XDPFallback {
 	case BackendPacket:
 		return NewPacketPort(PacketConfig{Dev: a.Dev, BatchSize: a.Batch})
