@@ -6,7 +6,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,5 +208,46 @@ func TestXDPErrors(t *testing.T) {
 	att.Dev = "nosuchdev"
 	if _, err := Open(Spec{Name: "x", Node: nopNode{}, Ports: 1, Netns: ns, Attach: []Attachment{att}}); err == nil || !strings.Contains(err.Error(), "nosuchdev") {
 		t.Fatalf("bad device: %v", err)
+	}
+}
+
+// TestXDPNoPrivilege: without privilege (the test binary again, as user
+// nobody) the port fails saying what it needs, as XDP unavailable.
+func TestXDPNoPrivilege(t *testing.T) {
+	if os.Getenv("INABOX_XDP_CHILD") == "1" {
+		_, err := NewXDPPort(XDPConfig{Dev: "lo"})
+		fmt.Printf("ERR %v; unavailable=%v\n", err, errors.Is(err, ErrXDPUnavailable))
+		return
+	}
+	testenv.NeedRoot(t, "to run a child as another user")
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // t.TempDir's are 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "child.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestXDPNoPrivilege$")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "INABOX_XDP_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	want := "ERR procnode: xdp on lo: socket(AF_XDP): operation not permitted (needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF); unavailable=true"
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("child said:\n%s\nwant %q", out, want)
 	}
 }
