@@ -398,7 +398,7 @@ func benchVeths(tb testing.TB, ns string) {
 //	                             an AF_XDP generator on g0 and sink on g1
 //	ratio=xdp-over-base          runtime=xdp's fwd-pps over the base's, and both
 //
-// The generator runs at most INABOX_BENCH_WINDOW frames (default 1024;
+// The generator runs at most INABOX_BENCH_WINDOW frames (default 256;
 // 0: no limit) ahead of the sink in every row (pumpWindow).
 // Run it with a fixed count, e.g. -bench SwitchXDP -benchtime 1000000x.
 func BenchmarkSwitchXDP(b *testing.B) {
@@ -462,10 +462,10 @@ func BenchmarkSwitchXDP(b *testing.B) {
 }
 
 // benchWindow is BenchmarkSwitchXDP's generator window:
-// $INABOX_BENCH_WINDOW, default 1024.
+// $INABOX_BENCH_WINDOW, default 256.
 func benchWindow() int {
 	if v, err := strconv.Atoi(os.Getenv("INABOX_BENCH_WINDOW")); err == nil && v >= 0 {
 		return v
 	}
-	return 1024
+	return 256
 }
