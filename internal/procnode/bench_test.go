@@ -107,7 +107,7 @@ func pump(b *testing.B, gen, sink emu.Port, frame []byte) float64 {
 
 // pumpWindow is pump with the generator at most window frames ahead of
 // the sink (0: no limit): it waits for the sink when window frames are in
-// flight, up to 2 ms, after which it writes those frames off as lost. A closed
+// flight, up to 10 ms, after which it writes those frames off as lost. A closed
 // loop keeps the forwarder busy without the generator taking the CPU for
 // frames that would only be dropped.
 func pumpWindow(b *testing.B, gen, sink emu.Port, frame []byte, window int) float64 {
@@ -149,7 +149,7 @@ func pumpWindow(b *testing.B, gen, sink emu.Port, frame []byte, window int) floa
 	lost := 0 // frames written off as lost (not waited for again)
 	for sent < b.N {
 		for window > 0 && sent-lost-int(got.Load()) > window-len(batch) {
-			wait.Reset(2 * time.Millisecond)
+			wait.Reset(10 * time.Millisecond)
 			select {
 			case <-more:
 				wait.Stop()
