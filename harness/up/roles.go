@@ -168,6 +168,9 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	netns := fs.String("netns", "", "named network namespace to create the TAP devices in")
 	ports := fs.Int("ports", 2, "number of switch ports (without --scenario)")
 	taps := fs.String("taps", "", "comma-separated TAP names, one per port (default sw0,sw1,...)")
+	devs := fs.String("devs", "", "comma-separated existing interfaces, one per port, opened with --backend instead of creating TAPs")
+	swBackend := fs.String("backend", procnode.BackendTAP, "tap (create the --taps), or with --devs: packet (AF_PACKET), ring (AF_PACKET rings) or xdp (AF_XDP)")
+	xdpOpts := newXDPFlags(fs)
 	control := fs.String("control", "", "control API address: unix socket path, unix:PATH or tcp:127.0.0.1:PORT (required)")
 	slots := fs.Int("slots", 0, "aggregator slots (without --scenario; 0 = default)")
 	passTime := fs.Duration("pass-time", 0, "pipeline time per pass (without --scenario; 0 = infinitely fast)")
@@ -257,6 +260,16 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 		}
 		names = t
 	}
+	if *devs != "" || *swBackend != procnode.BackendTAP {
+		d := strings.Split(*devs, ",")
+		if *devs == "" || *taps != "" || *swBackend == procnode.BackendTAP {
+			return fail(errors.New("--devs goes with --backend packet, ring or xdp (and without --taps)"))
+		}
+		if len(d) != *ports {
+			return fail(fmt.Errorf("--devs lists %d names for the switch's %d ports", len(d), *ports))
+		}
+		names = d
+	}
 	if *cfgFile != "" {
 		b, err := os.ReadFile(*cfgFile)
 		if err != nil {
@@ -279,7 +292,10 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	var running atomic.Bool // the run goroutine has started the node
 	spec := procnode.Spec{Name: "switch", Node: node, Ports: *ports, Netns: *netns, Seed: seed,
 		AfterEvent: func() { overruns.Store(nodeStats().Overruns); running.Store(true) }}
-	backend, devs, err := sn.devices(names, *taps != "")
+	if len(sn.ports) > 0 && *devs != "" {
+		return fail(errors.New("--port replaces --devs: give one or the other"))
+	}
+	backend, portDevs, err := sn.devices(names, *taps != "")
 	if err != nil {
 		return fail(err)
 	}
@@ -293,7 +309,13 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 		if pe, ok := peers[i]; ok {
 			out = pe.FromSwitch
 		}
-		a := procnode.Attachment{Port: i, Backend: backend, Dev: devs[i], Batch: *batch, MTU: 9000, Link: out, In: &ideal}
+		a := procnode.Attachment{Port: i, Backend: backend, Dev: portDevs[i], Batch: *batch, MTU: 9000, Link: out, In: &ideal}
+		if *devs != "" {
+			a.Backend, a.MTU = *swBackend, 0
+		}
+		if err := xdpOpts.apply(&a); err != nil {
+			return fail(err)
+		}
 		if *pcapDir != "" {
 			a.Pcap = filepath.Join(*pcapDir, n+".pcap")
 		}
@@ -570,7 +592,8 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	fs.SetOutput(stderr)
 	netns := fs.String("netns", "", "named network namespace of the interface")
 	dev := fs.String("dev", "eth0", "interface for RoCEv2 frames")
-	backend := fs.String("backend", procnode.BackendPacket, "packet (AF_PACKET on --dev), ring (AF_PACKET rings) or tap (create TAP --dev)")
+	backend := fs.String("backend", procnode.BackendPacket, "packet (AF_PACKET on --dev), ring (AF_PACKET rings), xdp (AF_XDP on --dev) or tap (create TAP --dev)")
+	xdpOpts := newXDPFlags(fs)
 	nodeName := fs.String("node", "", "the scenario's node to run (e.g. w1.0, ps; required)")
 	batch := fs.Int("batch", 0, "backend batch (0 = default)")
 	pcap := fs.String("pcap", "", "pcap file of the port")
@@ -647,6 +670,9 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	// NIC is its transmitter); the switch process models switch→host.
 	spec := procnode.Spec{Name: me.Node, Node: node, Ports: nports, Netns: *netns, Seed: prep.Seed(),
 		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: me.ToSwitch, In: &ideal, Pcap: *pcap}}}
+	if err := xdpOpts.apply(&spec.Attach[0]); err != nil {
+		return fail(err)
+	}
 	// A node whose transport gave up (an RC queue pair out of retries) can
 	// never finish: end the run at once and say why.
 	spec.Done = func() bool { return prep.Failed() != nil }

@@ -65,6 +65,14 @@ type Config struct {
 	Batch int
 	// PcapDir, if set, receives one pcap per switch TAP (swK.pcap).
 	PcapDir string
+	// Backend is how the switch and the peers meet: "" or "tap" (a TAP per
+	// switch port bridged to the peer's veth; the peers on AF_PACKET), or
+	// "packet", "ring" or "xdp": the veth setup (veth.go), no bridge and no
+	// TAP, the switch and the peers on the veth ends with that backend.
+	Backend string
+	// XDPMode and XDPFallback are the xdp backend's options
+	// (procnode.Attachment's XDPMode and XDPFallback).
+	XDPMode, XDPFallback string
 	// Timeout bounds the whole run (default 2 minutes).
 	Timeout time.Duration
 	// LateTolerance: a process whose events ran later than this did not
@@ -336,8 +344,11 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 		res.Faults = r.sched.fired()
 	}()
 	start := time.Now()
-	setup := r.setup
+	setup := r.setupBackend
 	if r.udp() {
+		if r.vethMode() {
+			return res, fmt.Errorf("up: --transport udp carries every port in UDP sockets: it takes no --backend %s", r.cfg.Backend)
+		}
 		setup = r.setupUDP
 	}
 	if err := setup(); err != nil {
@@ -577,6 +588,9 @@ func (r *session) attachSwitch(ctx context.Context, swp *proc) error {
 	if r.udp() {
 		return nil // its ports are UDP sockets: nothing to join
 	}
+	if r.vethMode() {
+		return nil // the switch opened the veth ends themselves
+	}
 	// Join each TAP to its port's bridge (the switch is programmed as the
 	// scenario says already).
 	swh, err := handleAt(r.swNS())
@@ -636,11 +650,8 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	// 1. The switch, with one TAP per port.
-	for p := 0; p < ports; p++ {
-		r.taps = append(r.taps, "sw"+strconv.Itoa(p))
-	}
-	swArgs := []string{"--netns", r.swNS(), "--taps", strings.Join(r.taps, ",")}
+	// 1. The switch, with one TAP per port (or its veth ends, or UDP sockets).
+	swArgs := append([]string{"--netns", r.swNS()}, r.switchPortArgs(ports)...)
 	if r.udp() {
 		swArgs = r.udpSwitchArgs(ports)
 	}
@@ -665,7 +676,7 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			if pe.Role != role {
 				continue
 			}
-			args := []string{"--netns", r.peerNS(i), "--dev", "eth0"}
+			args := append([]string{"--netns", r.peerNS(i), "--dev", "eth0"}, r.peerBackendArgs()...)
 			if r.udp() {
 				args = r.udpPeerArgs(i)
 			}

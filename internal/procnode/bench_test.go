@@ -7,8 +7,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/netip"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,7 +101,17 @@ func linkUp(tb testing.TB, h *netlink.Handle, name string) {
 // pump sends b.N copies of frame with the generator and counts what the
 // sink receives until it has been idle for 100 ms; it returns the
 // forwarded packets per second (from the first send to the last receipt).
-func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
+func pump(b *testing.B, gen, sink emu.Port, frame []byte) float64 {
+	return pumpWindow(b, gen, sink, frame, 0)
+}
+
+// pumpWindow is pump with the generator at most window frames ahead of
+// the sink (0: no limit): it waits for the sink when window frames are in
+// flight, up to 10 ms, after which it writes those frames off as lost. A closed
+// loop keeps the forwarder busy without the generator taking the CPU for
+// frames that would only be dropped.
+func pumpWindow(b *testing.B, gen, sink emu.Port, frame []byte, window int) float64 {
+	more := make(chan struct{}, 1)
 	var got atomic.Uint64
 	var last atomic.Int64
 	var wg sync.WaitGroup
@@ -115,6 +128,10 @@ func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
 			if n > 0 {
 				got.Add(uint64(n))
 				last.Store(time.Now().UnixNano())
+				select {
+				case more <- struct{}{}:
+				default:
+				}
 			}
 			if err != nil {
 				return
@@ -128,7 +145,20 @@ func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
 	b.ResetTimer()
 	start := time.Now()
 	sent := 0
+	wait := time.NewTimer(time.Hour)
+	lost := 0 // frames written off as lost (not waited for again)
 	for sent < b.N {
+		for window > 0 && sent-lost-int(got.Load()) > window-len(batch) {
+			wait.Reset(10 * time.Millisecond)
+			select {
+			case <-more:
+				wait.Stop()
+				continue
+			case <-wait.C:
+			}
+			lost = sent - int(got.Load()) // frames were lost: go on
+			break
+		}
 		k := min(len(batch), b.N-sent)
 		n, err := gen.Write(batch[:k], 0)
 		sent += n
@@ -152,10 +182,12 @@ func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
 	if fwd == 0 {
 		b.Fatalf("nothing forwarded of %d", sent)
 	}
-	b.ReportMetric(float64(fwd)/end.Sub(start).Seconds(), "fwd-pps")
+	pps := float64(fwd) / end.Sub(start).Seconds()
+	b.ReportMetric(pps, "fwd-pps")
 	b.ReportMetric(float64(sent)/end.Sub(start).Seconds(), "offered-pps")
 	b.ReportMetric(100*(1-float64(fwd)/float64(sent)), "loss-%")
 	b.ReportMetric(0, "ns/op")
+	return pps
 }
 
 // openPacket opens an AF_PACKET port in ns.
@@ -247,46 +279,7 @@ func BenchmarkSwitchTAP(b *testing.B) {
 		gen.Close()
 		b.ReportMetric(float64(st.MaxLate.Microseconds()), "max-late-µs")
 	})
-	b.Run("base=tap-1frame-per-syscall", func(b *testing.B) {
-		ns := benchNS(b)
-		var t0, t1 *emu.TAPPort
-		err := InNetns(ns, func() (err error) {
-			if t0, err = emu.NewTAPPort(emu.TAPConfig{Name: "t0", BatchSize: 1}); err != nil {
-				return err
-			}
-			t1, err = emu.NewTAPPort(emu.TAPConfig{Name: "t1", BatchSize: 1})
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		h := nsHandle(b, ns)
-		linkUp(b, h, "t0")
-		linkUp(b, h, "t1")
-		gen, sink := openPacket(b, ns, "t0", 64), openPacket(b, ns, "t1", 64)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { // the forwarder
-			defer wg.Done()
-			bufs := [][]byte{make([]byte, 2048)}
-			sizes := []int{0}
-			for {
-				n, err := t0.Read(bufs, sizes, 0)
-				if err != nil {
-					return
-				}
-				if n == 1 {
-					if _, err := t1.Write([][]byte{bufs[0][:sizes[0]]}, 0); err != nil && !errors.Is(err, os.ErrClosed) {
-						return
-					}
-				}
-			}
-		}()
-		pump(b, gen, sink, frame)
-		t0.Close()
-		t1.Close()
-		wg.Wait()
-	})
+	b.Run("base=tap-1frame-per-syscall", func(b *testing.B) { tapBase(b, frame, 0) })
 	b.Run("runtime=tap", func(b *testing.B) {
 		ns := benchNS(b)
 		stop := switchProc(b, ns, []Attachment{
@@ -321,4 +314,186 @@ func BenchmarkSwitchTAP(b *testing.B) {
 			b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
 		})
 	}
+}
+
+// tapBase is the base of the switch benchmarks: a bare loop that reads one
+// frame from TAP t0 and writes it to TAP t1 (one read(2) and one write(2)
+// per frame, no emulator), fed and drained by AF_PACKET sendmmsg/recvmmsg.
+// It returns the forwarded packets per second.
+func tapBase(b *testing.B, frame []byte, window int) float64 {
+	ns := benchNS(b)
+	var t0, t1 *emu.TAPPort
+	err := InNetns(ns, func() (err error) {
+		if t0, err = emu.NewTAPPort(emu.TAPConfig{Name: "t0", BatchSize: 1}); err != nil {
+			return err
+		}
+		t1, err = emu.NewTAPPort(emu.TAPConfig{Name: "t1", BatchSize: 1})
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := nsHandle(b, ns)
+	linkUp(b, h, "t0")
+	linkUp(b, h, "t1")
+	gen, sink := openPacket(b, ns, "t0", 64), openPacket(b, ns, "t1", 64)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the forwarder
+		defer wg.Done()
+		bufs := [][]byte{make([]byte, 2048)}
+		sizes := []int{0}
+		for {
+			n, err := t0.Read(bufs, sizes, 0)
+			if err != nil {
+				return
+			}
+			if n == 1 {
+				if _, err := t1.Write([][]byte{bufs[0][:sizes[0]]}, 0); err != nil && !errors.Is(err, os.ErrClosed) {
+					return
+				}
+			}
+		}
+	}()
+	pps := pumpWindow(b, gen, sink, frame, window)
+	t0.Close()
+	t1.Close()
+	wg.Wait()
+	return pps
+}
+
+// openXDPBench opens an AF_XDP port in ns for a benchmark.
+func openXDPBench(tb testing.TB, ns, dev, mode string) *XDPPort {
+	tb.Helper()
+	var p *XDPPort
+	if err := InNetns(ns, func() (err error) { p, err = NewXDPPort(XDPConfig{Dev: dev, Mode: mode}); return err }); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// benchVeths makes veth pairs g0<->s0 and g1<->s1 in ns (one queue each,
+// as AF_XDP serves queue 0), all up.
+func benchVeths(tb testing.TB, ns string) {
+	tb.Helper()
+	h := nsHandle(tb, ns)
+	for _, v := range [][2]string{{"g0", "s0"}, {"g1", "s1"}} {
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v[0], NumTxQueues: 1, NumRxQueues: 1},
+			PeerName: v[1], PeerNumTxQueues: 1, PeerNumRxQueues: 1}); err != nil {
+			tb.Fatal(err)
+		}
+		linkUp(tb, h, v[0])
+		linkUp(tb, h, v[1])
+	}
+}
+
+// BenchmarkSwitchXDP measures packets/s through the switch node under
+// RunRealtime (l2_fwd, 256-byte-payload RoCEv2 frames, as
+// BenchmarkSwitchTAP) on AF_XDP ports, against the base measured in the
+// same run:
+//
+//	base=tap-1frame-per-syscall  BenchmarkSwitchTAP's base: read(2)/write(2) one frame between TAPs t0/t1 (no emulator)
+//	runtime=packet-batch64       the switch node on AF_PACKET veth ends (recvmmsg/sendmmsg, 64 a call), AF_PACKET generator and sink
+//	pipe=xdp                     no switch: the AF_XDP generator on g0 straight into an AF_XDP sink on s0 (the kernel path's ceiling)
+//	runtime=xdp-generic          as runtime=xdp with every port in generic (SKB) mode
+//	runtime=xdp                  the switch node on AF_XDP veth ends s0/s1 (auto mode: native on veth, copy),
+//	                             an AF_XDP generator on g0 and sink on g1
+//	ratio=xdp-over-base          the medians (over -count runs) of runtime=xdp's, runtime=xdp-generic's
+//	                             and runtime=packet-batch64's fwd-pps over the base's, and the medians
+//
+// The generator runs at most INABOX_BENCH_WINDOW frames (default 256;
+// 0: no limit) ahead of the sink in every row (pumpWindow).
+// Run it with a fixed count, e.g. -bench SwitchXDP -benchtime 1000000x.
+func BenchmarkSwitchXDP(b *testing.B) {
+	needNetAdmin(b)
+	Notes = io.Discard
+	defer func() { Notes = os.Stderr }()
+	frame := benchFrame(b)
+	// Every measurement of a row (-count n) is kept; the ratio row reports
+	// medians.
+	var base, pkt, gen, xdp []float64
+	keep := func(b *testing.B, v *[]float64, pps float64) {
+		if b.N >= 10000 { // not testing's first probe with b.N = 1
+			*v = append(*v, pps)
+		}
+	}
+	w := benchWindow()
+	b.Run("base=tap-1frame-per-syscall", func(b *testing.B) { keep(b, &base, tapBase(b, frame, w)) })
+	b.Run("runtime=packet-batch64", func(b *testing.B) {
+		ns := benchNS(b)
+		benchVeths(b, ns)
+		stop := switchProc(b, ns, []Attachment{
+			{Port: 0, Backend: BackendPacket, Dev: "s0", Batch: 64}, {Port: 1, Backend: BackendPacket, Dev: "s1", Batch: 64}})
+		gen, sink := openPacket(b, ns, "g0", 64), openPacket(b, ns, "g1", 64)
+		keep(b, &pkt, pumpWindow(b, gen, sink, frame, w))
+		rep := stop()
+		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+	})
+	b.Run("pipe=xdp", func(b *testing.B) {
+		ns := benchNS(b)
+		benchVeths(b, ns)
+		pumpWindow(b, openXDPBench(b, ns, "g0", XDPModeAuto), openXDPBench(b, ns, "s0", XDPModeAuto), frame, w)
+	})
+	b.Run("runtime=xdp-generic", func(b *testing.B) {
+		ns := benchNS(b)
+		benchVeths(b, ns)
+		stop := switchProc(b, ns, []Attachment{
+			{Port: 0, Backend: BackendXDP, Dev: "s0", Batch: 64, XDPMode: XDPModeGeneric},
+			{Port: 1, Backend: BackendXDP, Dev: "s1", Batch: 64, XDPMode: XDPModeGeneric}})
+		g, sink := openXDPBench(b, ns, "g0", XDPModeGeneric), openXDPBench(b, ns, "g1", XDPModeGeneric)
+		keep(b, &gen, pumpWindow(b, g, sink, frame, w))
+		rep := stop()
+		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+	})
+	b.Run("runtime=xdp", func(b *testing.B) {
+		ns := benchNS(b)
+		benchVeths(b, ns)
+		stop := switchProc(b, ns, []Attachment{
+			{Port: 0, Backend: BackendXDP, Dev: "s0", Batch: 64}, {Port: 1, Backend: BackendXDP, Dev: "s1", Batch: 64}})
+		gen, sink := openXDPBench(b, ns, "g0", XDPModeAuto), openXDPBench(b, ns, "g1", XDPModeAuto)
+		keep(b, &xdp, pumpWindow(b, gen, sink, frame, w))
+		rep := stop()
+		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+		if b.N > 1 {
+			b.Logf("generator %s, sink %s; switch ports %s, %s", gen.Describe(), sink.Describe(), rep.Ports[0].Backend, rep.Ports[1].Backend)
+		}
+	})
+	b.Run("ratio=xdp-over-base", func(b *testing.B) {
+		if len(base) == 0 || len(xdp) == 0 {
+			b.Skip("a measurement is missing")
+		}
+		mb, mp, mg, mx := median(base), median(pkt), median(gen), median(xdp)
+		b.ReportMetric(mx/mb, "xdp/base")
+		b.ReportMetric(mg/mb, "xdp-generic/base")
+		b.ReportMetric(mp/mb, "packet/base")
+		b.ReportMetric(mb, "base-pps")
+		b.ReportMetric(mp, "packet-pps")
+		b.ReportMetric(mg, "xdp-generic-pps")
+		b.ReportMetric(mx, "xdp-pps")
+		b.ReportMetric(float64(len(xdp)), "runs")
+		b.ReportMetric(0, "ns/op")
+	})
+}
+
+// benchWindow is BenchmarkSwitchXDP's generator window:
+// $INABOX_BENCH_WINDOW, default 256.
+func benchWindow() int {
+	if v, err := strconv.Atoi(os.Getenv("INABOX_BENCH_WINDOW")); err == nil && v >= 0 {
+		return v
+	}
+	return 256
+}
+
+// median of v (0 if empty).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

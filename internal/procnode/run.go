@@ -24,6 +24,7 @@ const (
 	BackendPacket = "packet" // an AF_PACKET socket on an existing interface (recvmmsg/sendmmsg)
 	BackendRing   = "ring"   // an AF_PACKET socket with mmapped TPACKET_V2 rings
 	BackendUDP    = "udp"    // a UDP socket, one frame per datagram: Dev is LOCAL->REMOTE (udp.go)
+	BackendXDP    = "xdp"    // an AF_XDP socket and XDP program on an existing interface (xdp.go)
 )
 
 // Attachment joins one node port to a backend.
@@ -43,6 +44,13 @@ type Attachment struct {
 	// of Link (which then models node→backend only): a link whose other
 	// direction is modelled by the process at its far end.
 	In *emu.LinkConfig `json:"in,omitempty"`
+	// XDPMode is the XDP attach mode of BackendXDP: XDPModeAuto ("":
+	// native, else generic), XDPModeNative or XDPModeGeneric.
+	XDPMode string `json:"xdp_mode,omitempty"`
+	// XDPFallback, if set (BackendPacket or BackendRing), is the backend
+	// BackendXDP falls back to when XDP is unavailable on the device;
+	// unset, the attachment fails with the reason.
+	XDPFallback string `json:"xdp_fallback,omitempty"`
 	// Pcap, if set, is a file that receives every frame the node sends and
 	// receives on the port (emu.Network.Capture).
 	Pcap string `json:"pcap,omitempty"`
@@ -206,8 +214,14 @@ func Open(spec Spec) (_ *Proc, err error) {
 					return err
 				}
 				pt = u
+			case BackendXDP:
+				s, err := openXDP(a)
+				if err != nil {
+					return err
+				}
+				pt = s
 			default:
-				return fmt.Errorf("procnode: port %d: unknown backend %q (want %q, %q, %q or %q)", a.Port, a.Backend, BackendTAP, BackendPacket, BackendRing, BackendUDP)
+				return fmt.Errorf("procnode: port %d: unknown backend %q (want %q, %q, %q, %q or %q)", a.Port, a.Backend, BackendTAP, BackendPacket, BackendRing, BackendUDP, BackendXDP)
 			}
 			ports = append(ports, pt)
 		}
@@ -217,7 +231,7 @@ func Open(spec Spec) (_ *Proc, err error) {
 		return nil, err
 	}
 	for i, a := range spec.Attach {
-		name := ports[i].Name() // the network's name for it (ExtStats)
+		name := ports[i].Name() // the network's name for it (ExtStats): "xdp:dev" or its fallback's, "udp:…", …
 		l, err := p.net.Attach(spec.Name, a.Port, ports[i], a.Link)
 		if err != nil {
 			return nil, err
