@@ -98,7 +98,11 @@ func linkUp(tb testing.TB, h *netlink.Handle, name string) {
 // pump sends b.N copies of frame with the generator and counts what the
 // sink receives until it has been idle for 100 ms; it returns the
 // forwarded packets per second (from the first send to the last receipt).
-func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
+func pump(b *testing.B, gen, sink emu.Port, frame []byte) uint64 { return pumpPaced(b, gen, sink, frame, 0) }
+
+// pumpPaced is pump; with interval > 0 the generator sends one frame per
+// interval (busy-waiting between frames) instead of as fast as it can.
+func pumpPaced(b *testing.B, gen, sink emu.Port, frame []byte, interval time.Duration) uint64 {
 	var got atomic.Uint64
 	var last atomic.Int64
 	var wg sync.WaitGroup
@@ -128,8 +132,15 @@ func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
 	b.ResetTimer()
 	start := time.Now()
 	sent := 0
+	next := start
 	for sent < b.N {
 		k := min(len(batch), b.N-sent)
+		if interval > 0 {
+			k = 1
+			for time.Now().Before(next) {
+			}
+			next = next.Add(interval)
+		}
 		n, err := gen.Write(batch[:k], 0)
 		sent += n
 		if err != nil {
@@ -156,6 +167,7 @@ func pump(b *testing.B, gen, sink emu.Port, frame []byte) {
 	b.ReportMetric(float64(sent)/end.Sub(start).Seconds(), "offered-pps")
 	b.ReportMetric(100*(1-float64(fwd)/float64(sent)), "loss-%")
 	b.ReportMetric(0, "ns/op")
+	return fwd
 }
 
 // openPacket opens an AF_PACKET port in ns.

@@ -68,6 +68,10 @@ type Spec struct {
 	// past: a process that replaces one that crashed continues its run's
 	// clock; emu.Network.RunRealtimeFrom). Unset: Run starts the clock.
 	Zero time.Time
+	// GoroutinePorts drives the backends from reader and writer
+	// goroutines (emu.Config.GoroutinePorts: the driver before the
+	// polled one), for comparison.
+	GoroutinePorts bool
 }
 
 // hooked wraps the node to run Spec's hooks after each callback on the run
@@ -163,7 +167,7 @@ func Open(spec Spec) (_ *Proc, err error) {
 	if spec.Name == "" || spec.Node == nil || spec.Ports < 1 {
 		return nil, errors.New("procnode: Spec needs Name, Node and Ports")
 	}
-	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true}), ended: make(chan struct{})}
+	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true, GoroutinePorts: spec.GoroutinePorts}), ended: make(chan struct{})}
 	p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done, started: make(chan struct{})}
 	if err := p.net.AddNode(spec.Name, spec.Ports, p.hook); err != nil {
 		return nil, err
