@@ -98,7 +98,9 @@ func linkUp(tb testing.TB, h *netlink.Handle, name string) {
 // pump sends b.N copies of frame with the generator and counts what the
 // sink receives until it has been idle for 100 ms; it returns the
 // forwarded packets per second (from the first send to the last receipt).
-func pump(b *testing.B, gen, sink emu.Port, frame []byte) uint64 { return pumpPaced(b, gen, sink, frame, 0) }
+func pump(b *testing.B, gen, sink emu.Port, frame []byte) uint64 {
+	return pumpPaced(b, gen, sink, frame, 0)
+}
 
 // pumpPaced is pump; with interval > 0 the generator sends one frame per
 // interval (busy-waiting between frames) instead of as fast as it can.
