@@ -109,6 +109,7 @@ func newFlagSet(f *cliFlags) *flag.FlagSet {
 	fs.StringVar(&f.json, "json", "", "write the result as JSON to this file")
 	fs.DurationVar(&f.cfg.Timeout, "timeout", 0, "bound on the whole run (default 2m)")
 	fs.BoolVar(&f.cfg.KeepWorkDir, "keep", false, "keep the work directory (reports, sockets)")
+	fs.BoolVar(&f.cfg.VsVirtual, "vs-virtual", false, "also run the scenario in virtual time and report each job's JCT ÷ its virtual JCT")
 	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of every PS and worker process")
 	fs.BoolVar(&f.clean, "clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
 	return fs
