@@ -397,6 +397,9 @@ func (r *session) setup() error {
 			return err
 		}
 	}
+	if _, err := bridgeNetfilterOff(r.swNS()); err != nil {
+		return err
+	}
 	swh, err := handleAt(r.swNS())
 	if err != nil {
 		return err

@@ -25,6 +25,11 @@ const (
 	BackendRing   = "ring"   // an AF_PACKET socket with mmapped TPACKET_V2 rings
 )
 
+// GoroutinePortsEnv set to 1 in a process's environment has it drive its
+// backends with the goroutine driver (Spec.GoroutinePorts): for comparing
+// the two drivers under inabox up, whose processes inherit it.
+const GoroutinePortsEnv = "INABOX_GOROUTINE_PORTS"
+
 // Attachment joins one node port to a backend.
 type Attachment struct {
 	Port    int    `json:"port"`
@@ -167,7 +172,7 @@ func Open(spec Spec) (_ *Proc, err error) {
 	if spec.Name == "" || spec.Node == nil || spec.Ports < 1 {
 		return nil, errors.New("procnode: Spec needs Name, Node and Ports")
 	}
-	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true, GoroutinePorts: spec.GoroutinePorts}), ended: make(chan struct{})}
+	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true, GoroutinePorts: spec.GoroutinePorts || os.Getenv(GoroutinePortsEnv) == "1"}), ended: make(chan struct{})}
 	p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done, started: make(chan struct{})}
 	if err := p.net.AddNode(spec.Name, spec.Ports, p.hook); err != nil {
 		return nil, err
