@@ -439,42 +439,33 @@ func (n *Network) pollWrite(x *extPort) {
 	for i < len(x.pending) {
 		k := min(len(x.pending)-i, bs)
 		wb := s.wbufs[:0]
-		for j := i; j < i+k; j++ {
+		for j := i; j < i+k; {
 			f, ok := writeBuf(x.pending[j])
 			if !ok { // cannot fit the headroom: dropped, as by the writer goroutine
 				n.cache.put(x.pending[j])
-				x.pending[j] = nil
+				x.pending = append(x.pending[:j], x.pending[j+1:]...)
+				k--
 				continue
 			}
 			wb = append(wb, f)
+			j++
 		}
 		w, err := x.poll.TryWrite(wb, writeOffset)
-		// w frames of wb were written: free them (and the dropped ones
-		// before the first unwritten frame).
-		j, sent := i, 0
-		for ; j < i+k && (sent < w || x.pending[j] == nil); j++ {
-			if x.pending[j] != nil {
-				n.cache.put(x.pending[j])
-				x.pending[j] = nil
-				sent++
-			}
-		}
 		x.mu.Lock()
 		x.stats.WritePackets += uint64(w)
 		if err != nil {
-			x.stats.WriteErrors += uint64(len(wb) - w)
+			x.stats.WriteErrors += uint64(k - w)
 		}
 		x.mu.Unlock()
-		if err != nil { // the rest of this batch is lost, as by the writer goroutine
-			for ; j < i+k; j++ {
-				n.cache.put(x.pending[j])
-				x.pending[j] = nil
-			}
-			i = j
-			continue
+		if err != nil {
+			w = k // the rest of this batch is lost, as by the writer goroutine
 		}
-		i = j
-		if w < len(wb) { // would block
+		for j := i; j < i+w; j++ {
+			n.cache.put(x.pending[j])
+			x.pending[j] = nil
+		}
+		i += w
+		if w < k { // would block
 			break
 		}
 	}
