@@ -30,6 +30,10 @@ const (
 // the two drivers under inabox up, whose processes inherit it.
 const GoroutinePortsEnv = "INABOX_GOROUTINE_PORTS"
 
+// SpinWaitEnv, a duration in a process's environment, sets
+// emu.Config.SpinWait (negative: never spin), for experiments.
+const SpinWaitEnv = "INABOX_SPIN_WAIT"
+
 // Attachment joins one node port to a backend.
 type Attachment struct {
 	Port    int    `json:"port"`
@@ -172,7 +176,11 @@ func Open(spec Spec) (_ *Proc, err error) {
 	if spec.Name == "" || spec.Node == nil || spec.Ports < 1 {
 		return nil, errors.New("procnode: Spec needs Name, Node and Ports")
 	}
-	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true, GoroutinePorts: spec.GoroutinePorts || os.Getenv(GoroutinePortsEnv) == "1"}), ended: make(chan struct{})}
+	cfg := emu.Config{Seed: spec.Seed, PreciseWake: true, GoroutinePorts: spec.GoroutinePorts || os.Getenv(GoroutinePortsEnv) == "1"}
+	if d, err := time.ParseDuration(os.Getenv(SpinWaitEnv)); err == nil {
+		cfg.SpinWait = d
+	}
+	p := &Proc{spec: spec, net: emu.NewNetwork(cfg), ended: make(chan struct{})}
 	p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done, started: make(chan struct{})}
 	if err := p.net.AddNode(spec.Name, spec.Ports, p.hook); err != nil {
 		return nil, err
