@@ -255,3 +255,47 @@ func TestPolledLateKeepsArrivalOrder(t *testing.T) {
 		t.Errorf("frame delivered at %v; want before the timer (20ms)", node.frameAt)
 	}
 }
+
+// Frames beyond what a blocked backend and the loop's queue for it hold
+// are dropped and counted (DropBackpressure), not queued without bound.
+func TestPolledDriverDropsBeyondQueue(t *testing.T) {
+	n := emu.NewNetwork(emu.Config{Seed: 1, PreciseWake: true})
+	must(t, n.AddNode("s", 2, nodes.NewL2Switch()))
+	p0, gen := sockPair(t, "sock0")
+	p1, _ := sockPair(t, "sock1") // nobody reads
+	cfg := emu.LinkConfig{BitsPerSecond: 100e9, QueuePackets: 1 << 20}
+	_, err := n.Attach("s", 0, p0, cfg)
+	must(t, err)
+	_, err = n.Attach("s", 1, p1, cfg)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { _, err := n.RunRealtime(ctx, 0); ran <- err }()
+	const count = 20000
+	f := frame64(0)
+	for i := 0; i < count; i++ {
+		if _, err := unix.Write(gen, f); err == unix.EINTR {
+			i--
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var s1 emu.ExtStats
+	for time.Now().Before(deadline) {
+		n.Do(func() { s1, _ = n.ExtStats("sock1") })
+		if s1.DropBackpressure > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	must(t, <-ran)
+	s1, _ = n.ExtStats("sock1")
+	if s1.DropBackpressure == 0 || p1.blocked.Load() == 0 {
+		t.Fatalf("nothing dropped for a backend that never drains: %+v", s1)
+	}
+	if s1.WritePackets+s1.DropBackpressure > count {
+		t.Fatalf("%+v: more than the %d frames sent", s1, count)
+	}
+}
