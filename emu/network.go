@@ -24,7 +24,20 @@ type Config struct {
 	// inside a testing/synctest bubble, whose fake clock only Go timers
 	// follow.
 	PreciseWake bool
+	// SpinWait: with PreciseWake, the real-time driver busy-waits for an
+	// event due sooner than this instead of sleeping (a sleep and wake-up
+	// costs tens of µs on a VM). 0 means DefaultSpinWait; negative never
+	// spins.
+	SpinWait time.Duration
+	// GoroutinePorts makes the real-time driver hand every backend's frames
+	// to and from reader and writer goroutines, as before the polled driver
+	// (for comparison). Without it, with PreciseWake on Linux, ports that
+	// implement PollPort are read and written from the run loop itself.
+	GoroutinePorts bool
 }
+
+// DefaultSpinWait is the default Config.SpinWait.
+const DefaultSpinWait = 20 * time.Microsecond
 
 // NodePortStats are the counters of one node port.
 type NodePortStats struct {

@@ -28,3 +28,22 @@ type Port interface {
 	// Close releases the backend; it unblocks a pending Read.
 	Close() error
 }
+
+// PollPort is a Port the real-time driver can read and write from its own
+// loop (Linux): it waits for the port's fd in one epoll set with the other
+// ports and the next timer, instead of handing frames to and from reader
+// and writer goroutines. TAPPort and procnode's PacketPort implement it.
+type PollPort interface {
+	Port
+	// PollFd switches the port to polled use and returns its non-blocking
+	// fd, which the driver only waits on (epoll). The port may leave the Go
+	// netpoller for it; afterwards the driver calls only TryRead, TryWrite
+	// and Close.
+	PollFd() (int, error)
+	// TryRead is Read without waiting: 0 frames and a nil error when none
+	// is queued.
+	TryRead(bufs [][]byte, sizes []int, offset int) (n int, err error)
+	// TryWrite is Write without waiting: a short count with a nil error
+	// when the backend would block (the driver waits for writability).
+	TryWrite(bufs [][]byte, offset int) (n int, err error)
+}

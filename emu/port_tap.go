@@ -67,6 +67,7 @@ type TAPPort struct {
 	batch    int
 	closed   atomic.Bool
 	stats    portCounters
+	pollFd   int // ≥ 0 once PollFd moved the device out of the Go netpoller
 
 	errClosed error
 
@@ -91,7 +92,7 @@ type TAPPort struct {
 	}
 }
 
-var _ Port = (*TAPPort)(nil)
+var _ PollPort = (*TAPPort)(nil)
 
 // NewTAPPort opens (or creates) the TAP device cfg.Name in the calling
 // thread's network namespace. It needs CAP_NET_ADMIN and /dev/net/tun.
@@ -129,6 +130,7 @@ func NewTAPPort(cfg TAPConfig) (*TAPPort, error) {
 		file:    file,
 		created: !existed,
 		batch:   cfg.BatchSize,
+		pollFd:  -1,
 	}
 	if p.batch <= 0 {
 		p.batch = DefaultTAPBatch
@@ -328,5 +330,86 @@ func (p *TAPPort) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return p.errClosed
 	}
+	if p.pollFd >= 0 {
+		return unix.Close(p.pollFd)
+	}
 	return p.ifce.Close()
+}
+
+// PollFd implements PollPort: it moves the device's fd out of the Go
+// netpoller (whose threads would otherwise wake for every frame the
+// driver's own epoll reads) by duplicating it and closing the original;
+// the device stays as it was. Read and Write fail afterwards.
+func (p *TAPPort) PollFd() (int, error) {
+	if p.pollFd >= 0 {
+		return p.pollFd, nil
+	}
+	fd, err := dupOut(p.rc, p.file)
+	if err != nil {
+		return -1, fmt.Errorf("emu: %s: %w", p.name, err)
+	}
+	p.pollFd = fd
+	return fd, nil
+}
+
+// TryRead implements PollPort: Read without waiting.
+func (p *TAPPort) TryRead(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	r := &p.rd
+	r.bufs, r.sizes, r.offset, r.n, r.err = bufs[:min(len(bufs), p.batch)], sizes, offset, 0, nil
+	p.readFrames(uintptr(p.pollFd))
+	n, err := r.n, r.err
+	r.bufs, r.sizes = nil, nil
+	r.iov[0].Base = nil
+	if n > 0 {
+		return n, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("emu: %s: %w", p.name, err)
+	}
+	return 0, nil
+}
+
+// TryWrite implements PollPort: Write without waiting.
+func (p *TAPPort) TryWrite(bufs [][]byte, offset int) (int, error) {
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	w := &p.wr
+	w.bufs, w.offset, w.n, w.err = bufs, offset, 0, nil
+	p.writeFrames(uintptr(p.pollFd))
+	n, err := w.n, w.err
+	w.bufs = nil
+	return n, err
+}
+
+// dupOut duplicates f's fd (close-on-exec; the file status flags, so
+// O_NONBLOCK, are shared) and closes f, which takes the original out of
+// the Go netpoller. The caller owns the duplicate.
+func dupOut(rc syscall.RawConn, f *os.File) (int, error) {
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, os.NewSyscallError("fcntl", derr)
+	}
+	if err := f.Close(); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// DupOutOfNetpoller is dupOut for backends outside this package (an
+// AF_PACKET socket): the fd of f, moved out of the Go netpoller.
+func DupOutOfNetpoller(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	return dupOut(rc, f)
 }

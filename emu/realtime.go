@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type extPort struct {
 
 	mu    sync.Mutex
 	stats ExtStats
+
+	// A port the polled driver reads and writes itself (PollPort, Linux).
+	poll PollPort
+	pl   *pollState
 }
 
 // ExtStats counts what crossed an attached backend port.
@@ -64,6 +69,20 @@ type realtime struct {
 	prompt    chan func()   // DoPrompt's calls, served on every loop turn
 	ended     chan struct{} // closed when the run has returned
 	stats     RealtimeStats
+
+	// The polled driver sleeps in epoll, not in a select: whoever hands it
+	// work (a reader goroutine's batch, a Do) wakes it through wakeFn once
+	// the work is visible. callers counts Do calls about to be received:
+	// the loop does not sleep while one is.
+	wakeFn  func()
+	callers atomic.Int32
+}
+
+// wakeup wakes the polled driver (no-op for the goroutine driver).
+func (rt *realtime) wakeup() {
+	if rt.wakeFn != nil {
+		rt.wakeFn()
+	}
 }
 
 // Attach joins a node's port to a backend Port (in-memory pipe, UDP socket,
@@ -115,6 +134,13 @@ func (x *extPort) deliver(n *Network, p *Packet) {
 		n.cache.put(p)
 		return
 	}
+	if x.pl != nil && len(x.pending) >= pollMaxPending {
+		x.mu.Lock()
+		x.stats.DropBackpressure++
+		x.mu.Unlock()
+		n.cache.put(p)
+		return
+	}
 	x.pending = append(x.pending, p)
 }
 
@@ -144,6 +170,23 @@ func (x *extPort) flush(n *Network) {
 	clear(x.pending[len(x.pending):cap(x.pending)])
 }
 
+// writeBuf returns p's frame with writeOffset bytes of headroom in front,
+// moving the frame if a node used up the headroom; false if it cannot fit.
+func writeBuf(p *Packet) ([]byte, bool) {
+	if p.off < writeOffset { // rare: a node used up the headroom
+		l := p.Len()
+		if writeOffset+l > p.cap() {
+			return nil, false
+		}
+		if writeOffset+l > len(p.buf) {
+			p.grow(writeOffset + l)
+		}
+		copy(p.buf[writeOffset:], p.Bytes())
+		p.off, p.end = writeOffset, writeOffset+l
+	}
+	return p.buf[p.off-writeOffset : p.end], true
+}
+
 func (x *extPort) writer(pool *Pool, wg *sync.WaitGroup) {
 	defer wg.Done()
 	bs := x.port.BatchSize()
@@ -151,18 +194,9 @@ func (x *extPort) writer(pool *Pool, wg *sync.WaitGroup) {
 	for b := range x.toW {
 		bufs = bufs[:0]
 		for _, p := range b {
-			if p.off < writeOffset { // rare: a node used up the headroom
-				l := p.Len()
-				if writeOffset+l > p.cap() {
-					continue
-				}
-				if writeOffset+l > len(p.buf) {
-					p.grow(writeOffset + l)
-				}
-				copy(p.buf[writeOffset:], p.Bytes())
-				p.off, p.end = writeOffset, writeOffset+l
+			if f, ok := writeBuf(p); ok {
+				bufs = append(bufs, f)
 			}
-			bufs = append(bufs, p.buf[p.off-writeOffset:p.end])
 		}
 		for len(bufs) > 0 {
 			k, err := x.port.Write(bufs, writeOffset)
@@ -188,7 +222,7 @@ func (x *extPort) writer(pool *Pool, wg *sync.WaitGroup) {
 	}
 }
 
-func (x *extPort) reader(pool *Pool, in chan<- ingress, start time.Time, done <-chan struct{}, wg *sync.WaitGroup) {
+func (x *extPort) reader(pool *Pool, in chan<- ingress, start time.Time, done <-chan struct{}, wake func(), wg *sync.WaitGroup) {
 	defer wg.Done()
 	bs := x.port.BatchSize()
 	bufs := make([][]byte, bs)
@@ -221,6 +255,9 @@ func (x *extPort) reader(pool *Pool, in chan<- ingress, start time.Time, done <-
 			x.mu.Unlock()
 			select {
 			case in <- ingress{ext: x, pkts: b, at: int64(time.Since(start))}:
+				if wake != nil {
+					wake()
+				}
 			case <-done:
 				for _, p := range b {
 					pool.Put(p)
@@ -262,10 +299,14 @@ func (n *Network) call(fn func(), prompt bool) {
 		q = rt.prompt
 	}
 	done := make(chan struct{})
+	rt.callers.Add(1)
+	rt.wakeup()
 	select {
 	case q <- func() { fn(); close(done) }:
+		rt.callers.Add(-1)
 		<-done
 	case <-rt.ended:
+		rt.callers.Add(-1)
 		fn() // the run has ended
 	}
 }
@@ -294,6 +335,9 @@ func (n *Network) runRealtime(ctx context.Context, zero time.Time, catchUp bool,
 	if n.started {
 		return RealtimeStats{}, errors.New("emu: the network has already run")
 	}
+	if n.cfg.PreciseWake && !n.cfg.GoroutinePorts && pollSupported {
+		return n.runPolled(ctx, zero, catchUp, until)
+	}
 	var timer waker = newGoWaker()
 	if n.cfg.PreciseWake {
 		w, err := newPreciseWaker()
@@ -318,7 +362,7 @@ func (n *Network) runRealtime(ctx context.Context, zero time.Time, catchUp bool,
 		x.freeR = make(chan []*Packet, 64)
 		wgR.Add(1)
 		wgW.Add(1)
-		go x.reader(n.pool, rt.ingress, rt.wallStart, done, &wgR)
+		go x.reader(n.pool, rt.ingress, rt.wallStart, done, nil, &wgR)
 		go x.writer(n.pool, &wgW)
 	}
 	n.start()
@@ -456,7 +500,11 @@ func (n *Network) ingest(in ingress) {
 
 func (n *Network) flushExts() {
 	for _, x := range n.exts {
-		if len(x.pending) > 0 {
+		switch {
+		case len(x.pending) == 0:
+		case x.pl != nil:
+			n.pollWrite(x)
+		default:
 			x.flush(n)
 		}
 	}

@@ -21,20 +21,25 @@ func (t *ticker) Timer(env *Env, key uint64) {
 }
 
 // BenchmarkRealtimeWake measures how late the real-time driver runs events
-// 200 µs apart with each waker: a Go timer (waits under 1 ms last ~1 ms)
-// and the timerfd of Config.PreciseWake. Reported: the largest and the
+// 200 µs apart with each waker: a Go timer (waits under 1 ms last ~1 ms),
+// the goroutine driver's timerfd and the polled driver's epoll_pwait2. Reported: the largest and the
 // mean lateness per event.
 func BenchmarkRealtimeWake(b *testing.B) {
-	for _, precise := range []bool{false, true} {
-		name := "go-timer"
-		if precise {
-			name = "precise"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"go-timer", Config{}},
+		{"timerfd", Config{PreciseWake: true, GoroutinePorts: true}},
+		{"polled", Config{PreciseWake: true}}, // epoll_pwait2 and a spin under SpinWait
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			var maxLate time.Duration
 			var late, events uint64
 			for i := 0; i < b.N; i++ {
-				n := NewNetwork(Config{Seed: 1, PreciseWake: precise})
+				cfg := c.cfg
+				cfg.Seed = 1
+				n := NewNetwork(cfg)
 				tk := &ticker{Step: 200 * time.Microsecond, N: 100}
 				if err := n.AddNode("t", 1, tk); err != nil {
 					b.Fatal(err)

@@ -88,6 +88,9 @@ type Config struct {
 	// machines on a routed network, every port a UDP socket, the clocks
 	// started by the network barrier; udp.go).
 	Transport string
+	// VsVirtual also runs the scenario, seed and policy in virtual time
+	// (after the processes) and reports each job's JCT ÷ its virtual JCT.
+	VsVirtual bool
 
 	// Command builds the command for a role ("switch", "host", "ps");
 	// the default runs inaswitch, inahost or inaps found next to the
@@ -178,6 +181,10 @@ type ProcResult struct {
 	Late    uint64  `json:"late"`
 	Events  uint64  `json:"events"`
 	KeptUp  bool    `json:"kept_up"`
+	// RateFraction is the fraction of its links' configured rate the
+	// process achieved while the workers all-reduced (measures.go,
+	// docs/processes.md "Measured"); 0 if it has no such window.
+	RateFraction float64 `json:"rate_fraction"`
 }
 
 // WorkerResult is one worker's outcome.
@@ -204,6 +211,10 @@ type JobResult struct {
 	// arrival, on its workers' clocks (each starts with its process).
 	JCT   Seconds `json:"jct_s"`
 	Exact bool    `json:"exact"`
+	// VirtualJCT is the job's JCT in virtual time, same scenario, seed and
+	// policy, and JCTVsVirtual JCT ÷ VirtualJCT (Config.VsVirtual).
+	VirtualJCT   Seconds `json:"virtual_jct_s,omitempty"`
+	JCTVsVirtual float64 `json:"jct_vs_virtual,omitempty"`
 }
 
 // Result is what Up measured.
@@ -244,6 +255,11 @@ type LinkResult struct {
 	Node  string        `json:"node"`
 	Dir   string        `json:"dir"` // up: host→switch, down: switch→host
 	Stats emu.LinkStats `json:"stats"`
+	// RateFraction is Stats.DeliveredBytes ÷ (the direction's configured
+	// rate × Window), Window the all-reduce time of the link's worker (a
+	// PS's link: all workers' all-reduce span).
+	RateFraction float64 `json:"rate_fraction"`
+	Window       Seconds `json:"window_s"`
 }
 
 // proc is one process of a node; a node whose process a fault killed and
@@ -371,6 +387,12 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	}
 	res.Elapsed = Seconds(time.Since(start))
 	res.Faults = r.sched.fired()
+	if cfg.VsVirtual {
+		r.logf("running %s in virtual time (--vs-virtual)", prep.Scenario().Name)
+		if err := vsVirtual(ctx, cfg.Scenario, prep, &res); err != nil {
+			return res, err
+		}
+	}
 	if stdout != nil {
 		res.Print(stdout)
 	}
@@ -422,6 +444,9 @@ func (r *session) setup() error {
 		if err := procnode.CreateNetns(n); err != nil {
 			return err
 		}
+	}
+	if _, err := bridgeNetfilterOff(r.swNS()); err != nil {
+		return err
 	}
 	swh, err := handleAt(r.swNS())
 	if err != nil {
@@ -841,6 +866,7 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		}
 	}
 	res.StartSkew = Seconds(lastStart - firstStart)
+	r.rateFractions(res)
 	res.KeptUp = true
 	for _, pr := range append(append([]ProcResult{res.Switch}, res.PSs...), workerProcs(res.Workers)...) {
 		if !pr.KeptUp {
@@ -1347,15 +1373,19 @@ func (res *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "inabox up %s: scenario %s, policy %s, seed %d: %d workers done in %v\n",
 		res.ID, res.Scenario, res.Policy, res.Seed, len(res.Workers), res.Elapsed.Round(time.Millisecond))
 	for _, j := range res.Jobs {
-		fmt.Fprintf(w, "  job %-12s workers=%d iterations=%d exact=%v JCT=%v\n", j.Name, j.Workers, j.Iterations, j.Exact, j.JCT.Round(time.Microsecond))
+		fmt.Fprintf(w, "  job %-12s workers=%d iterations=%d exact=%v JCT=%v", j.Name, j.Workers, j.Iterations, j.Exact, j.JCT.Round(time.Microsecond))
+		if j.VirtualJCT > 0 {
+			fmt.Fprintf(w, "  virtual JCT=%v  ×%.3f", j.VirtualJCT.Round(time.Microsecond), j.JCTVsVirtual)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, wr := range res.Workers {
-		fmt.Fprintf(w, "  %-8s %s/%d exact=%v iterations=%d  %.3f Gb/s while all-reducing  max-late=%v late=%d\n",
-			wr.Name, wr.Job, wr.Rank, wr.Exact, len(wr.Iterations), wr.Gbps, wr.MaxLate, wr.Late)
+		fmt.Fprintf(w, "  %-8s %s/%d exact=%v iterations=%d  %.3f Gb/s while all-reducing (%.1f %% of its link's rate)  max-late=%v late=%d\n",
+			wr.Name, wr.Job, wr.Rank, wr.Exact, len(wr.Iterations), wr.Gbps, 100*wr.RateFraction, wr.MaxLate, wr.Late)
 	}
 	c := res.Counters
-	fmt.Fprintf(w, "  switch   packets=%d ina=%d passes=%d recirc=%d  max-late=%v late=%d\n",
-		c.Switch.Packets, c.Switch.INAPackets, c.Switch.Passes, c.Switch.Recirculations, res.Switch.MaxLate, res.Switch.Late)
+	fmt.Fprintf(w, "  switch   packets=%d ina=%d passes=%d recirc=%d  max-late=%v late=%d  %.1f %% of the rate toward the workers (lowest)\n",
+		c.Switch.Packets, c.Switch.INAPackets, c.Switch.Passes, c.Switch.Recirculations, res.Switch.MaxLate, res.Switch.Late, 100*res.Switch.RateFraction)
 	fmt.Fprintf(w, "  switch   by reason: %v\n", c.Reason)
 	for _, j := range c.Jobs {
 		fmt.Fprintf(w, "  job %-4d %+v\n", j.ID, j.JobStats)

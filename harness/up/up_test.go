@@ -81,6 +81,7 @@ func testConfig() Config {
 func TestUpExactSum(t *testing.T) {
 	needRoot(t)
 	cfg := testConfig()
+	cfg.VsVirtual = true
 	cfg.PcapDir = t.TempDir()
 	if d := os.Getenv("INABOX_UP_KEEP_PCAP"); d != "" {
 		cfg.PcapDir = d
@@ -109,6 +110,16 @@ func TestUpExactSum(t *testing.T) {
 	}
 	if !res.Jobs[0].Exact || res.Jobs[0].JCT <= 0 {
 		t.Errorf("job: %+v", res.Jobs[0])
+	}
+	// The honest measures: JCT against the same run in virtual time, and
+	// the share of the links' rate each process achieved.
+	if j := res.Jobs[0]; j.VirtualJCT <= 0 || j.JCTVsVirtual < 0.5 || j.JCTVsVirtual > 10 {
+		t.Errorf("vs virtual: JCT %v, virtual %v, ratio %v", j.JCT, j.VirtualJCT, j.JCTVsVirtual)
+	}
+	for _, pr := range append(workerProcs(res.Workers), res.Switch) {
+		if pr.RateFraction <= 0.05 || pr.RateFraction > 1.2 {
+			t.Errorf("%s achieved %.3f of its links' rate", pr.Name, pr.RateFraction)
+		}
 	}
 	// Every chunk went through the switch's INA pipeline at least once
 	// per worker (256 values a packet).

@@ -109,8 +109,23 @@ func pump(b *testing.B, gen, sink emu.Port, frame []byte) float64 {
 // the sink (0: no limit): it waits for the sink when window frames are in
 // flight, up to 10 ms, after which it writes those frames off as lost. A closed
 // loop keeps the forwarder busy without the generator taking the CPU for
-// frames that would only be dropped.
+// frames that would only be dropped. It returns the forwarded packets/s.
 func pumpWindow(b *testing.B, gen, sink emu.Port, frame []byte, window int) float64 {
+	pps, _ := pumpWith(b, gen, sink, frame, window, 0)
+	return pps
+}
+
+// pumpPaced is pump; with interval > 0 the generator sends one frame per
+// interval (busy-waiting between frames) instead of as fast as it can. It
+// returns the frames forwarded.
+func pumpPaced(b *testing.B, gen, sink emu.Port, frame []byte, interval time.Duration) uint64 {
+	_, fwd := pumpWith(b, gen, sink, frame, 0, interval)
+	return fwd
+}
+
+// pumpWith is pumpWindow and pumpPaced in one: a window (0: none) and an
+// interval (0: as fast as the generator can).
+func pumpWith(b *testing.B, gen, sink emu.Port, frame []byte, window int, interval time.Duration) (float64, uint64) {
 	more := make(chan struct{}, 1)
 	var got atomic.Uint64
 	var last atomic.Int64
@@ -147,6 +162,7 @@ func pumpWindow(b *testing.B, gen, sink emu.Port, frame []byte, window int) floa
 	sent := 0
 	wait := time.NewTimer(time.Hour)
 	lost := 0 // frames written off as lost (not waited for again)
+	next := start
 	for sent < b.N {
 		for window > 0 && sent-lost-int(got.Load()) > window-len(batch) {
 			wait.Reset(10 * time.Millisecond)
@@ -160,6 +176,12 @@ func pumpWindow(b *testing.B, gen, sink emu.Port, frame []byte, window int) floa
 			break
 		}
 		k := min(len(batch), b.N-sent)
+		if interval > 0 {
+			k = 1
+			for time.Now().Before(next) {
+			}
+			next = next.Add(interval)
+		}
 		n, err := gen.Write(batch[:k], 0)
 		sent += n
 		if err != nil {
@@ -187,7 +209,7 @@ func pumpWindow(b *testing.B, gen, sink emu.Port, frame []byte, window int) floa
 	b.ReportMetric(float64(sent)/end.Sub(start).Seconds(), "offered-pps")
 	b.ReportMetric(100*(1-float64(fwd)/float64(sent)), "loss-%")
 	b.ReportMetric(0, "ns/op")
-	return pps
+	return pps, fwd
 }
 
 // openPacket opens an AF_PACKET port in ns.

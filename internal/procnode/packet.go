@@ -46,6 +46,7 @@ type PacketPort struct {
 	rc     syscall.RawConn
 	batch  int
 	closed atomic.Bool
+	pollFd int // ≥ 0 once PollFd moved the socket out of the Go netpoller
 
 	RxPackets, TxPackets, RxTrunc atomic.Uint64
 
@@ -72,7 +73,7 @@ type PacketPort struct {
 	}
 }
 
-var _ emu.Port = (*PacketPort)(nil)
+var _ emu.PollPort = (*PacketPort)(nil)
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
@@ -117,7 +118,7 @@ func NewPacketPort(cfg PacketConfig) (*PacketPort, error) {
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
 		return nil, fail("bind", err)
 	}
-	p := &PacketPort{name: "packet:" + cfg.Dev, batch: cfg.BatchSize}
+	p := &PacketPort{name: "packet:" + cfg.Dev, batch: cfg.BatchSize, pollFd: -1}
 	if p.batch <= 0 {
 		p.batch = DefaultPacketBatch
 	}
@@ -282,5 +283,75 @@ func (p *PacketPort) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return p.errClosed
 	}
+	if p.pollFd >= 0 {
+		return unix.Close(p.pollFd)
+	}
 	return p.file.Close()
+}
+
+// PollFd implements emu.PollPort: the socket's fd, moved out of the Go
+// netpoller (emu.DupOutOfNetpoller). Read and Write fail afterwards.
+func (p *PacketPort) PollFd() (int, error) {
+	if p.pollFd >= 0 {
+		return p.pollFd, nil
+	}
+	fd, err := emu.DupOutOfNetpoller(p.file)
+	if err != nil {
+		return -1, fmt.Errorf("procnode: %s: %w", p.name, err)
+	}
+	p.pollFd = fd
+	return fd, nil
+}
+
+// TryRead implements emu.PollPort: one recvmmsg, without waiting.
+func (p *PacketPort) TryRead(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	m := min(len(bufs), p.batch)
+	if m == 0 {
+		return 0, nil
+	}
+	r := &p.rd
+	r.bufs, r.sizes, r.off, r.n, r.err = bufs[:m], sizes, offset, 0, nil
+	p.recv(uintptr(p.pollFd))
+	n, err := r.n, r.err
+	r.bufs, r.sizes = nil, nil
+	for i := range r.iovs[:m] {
+		r.iovs[i].Base = nil
+	}
+	if n > 0 {
+		return n, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("procnode: %s: %w", p.name, err)
+	}
+	return 0, nil
+}
+
+// TryWrite implements emu.PollPort: sendmmsg, BatchSize frames a call,
+// until the socket would block.
+func (p *PacketPort) TryWrite(bufs [][]byte, offset int) (int, error) {
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	w := &p.wr
+	total := 0
+	for total < len(bufs) {
+		chunk := bufs[total:min(len(bufs), total+p.batch)]
+		w.bufs, w.off, w.n, w.err = chunk, offset, 0, nil
+		p.send(uintptr(p.pollFd))
+		n, err := w.n, w.err
+		w.bufs = nil
+		for i := range w.iovs[:len(chunk)] {
+			w.iovs[i].Base = nil
+		}
+		total += n
+		if err != nil || n < len(chunk) {
+			p.TxPackets.Add(uint64(total))
+			return total, err
+		}
+	}
+	p.TxPackets.Add(uint64(total))
+	return total, nil
 }

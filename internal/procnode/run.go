@@ -27,6 +27,15 @@ const (
 	BackendXDP    = "xdp"    // an AF_XDP socket and XDP program on an existing interface (xdp.go)
 )
 
+// GoroutinePortsEnv set to 1 in a process's environment has it drive its
+// backends with the goroutine driver (Spec.GoroutinePorts): for comparing
+// the two drivers under inabox up, whose processes inherit it.
+const GoroutinePortsEnv = "INABOX_GOROUTINE_PORTS"
+
+// SpinWaitEnv, a duration in a process's environment, sets
+// emu.Config.SpinWait (negative: never spin), for experiments.
+const SpinWaitEnv = "INABOX_SPIN_WAIT"
+
 // Attachment joins one node port to a backend.
 type Attachment struct {
 	Port    int    `json:"port"`
@@ -77,6 +86,10 @@ type Spec struct {
 	// past: a process that replaces one that crashed continues its run's
 	// clock; emu.Network.RunRealtimeFrom). Unset: Run starts the clock.
 	Zero time.Time
+	// GoroutinePorts drives the backends from reader and writer
+	// goroutines (emu.Config.GoroutinePorts: the driver before the
+	// polled one), for comparison.
+	GoroutinePorts bool
 }
 
 // hooked wraps the node to run Spec's hooks after each callback on the run
@@ -172,7 +185,11 @@ func Open(spec Spec) (_ *Proc, err error) {
 	if spec.Name == "" || spec.Node == nil || spec.Ports < 1 {
 		return nil, errors.New("procnode: Spec needs Name, Node and Ports")
 	}
-	p := &Proc{spec: spec, net: emu.NewNetwork(emu.Config{Seed: spec.Seed, PreciseWake: true}), ended: make(chan struct{})}
+	cfg := emu.Config{Seed: spec.Seed, PreciseWake: true, GoroutinePorts: spec.GoroutinePorts || os.Getenv(GoroutinePortsEnv) == "1"}
+	if d, err := time.ParseDuration(os.Getenv(SpinWaitEnv)); err == nil {
+		cfg.SpinWait = d
+	}
+	p := &Proc{spec: spec, net: emu.NewNetwork(cfg), ended: make(chan struct{})}
 	p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done, started: make(chan struct{})}
 	if err := p.net.AddNode(spec.Name, spec.Ports, p.hook); err != nil {
 		return nil, err

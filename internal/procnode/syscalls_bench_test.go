@@ -1,0 +1,181 @@
+//go:build linux
+
+package procnode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	sw "github.com/inabox/inabox/switch"
+)
+
+// helperEnv makes the test binary a switch process for
+// BenchmarkRealtimeSyscalls: "netns,backend,dev0,dev1,driver".
+const helperEnv = "INABOX_BENCH_SWITCH"
+
+func TestMain(m *testing.M) {
+	if h := os.Getenv(helperEnv); h != "" {
+		os.Exit(switchHelper(h))
+	}
+	os.Exit(m.Run())
+}
+
+// switchHelper runs the switch node (l2_fwd from port 0 to port 1) until
+// its stdin closes, after printing "ready", then prints its Report.
+func switchHelper(h string) int {
+	f := strings.Split(h, ",")
+	if len(f) != 5 {
+		fmt.Fprintln(os.Stderr, "bad", helperEnv, h)
+		return 2
+	}
+	s, err := sw.New(sw.Config{Ports: 2})
+	if err == nil {
+		err = s.AddL2([6]byte{2, 0xbe, 0, 0, 0, 2}, 1)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p, err := Open(Spec{Name: "switch", Node: sw.NewNode(s), Ports: 2, Netns: f[0], GoroutinePorts: f[4] == "goroutine",
+		Attach: []Attachment{{Port: 0, Backend: f[1], Dev: f[2]}, {Port: 1, Backend: f[1], Dev: f[3]}}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { io.Copy(io.Discard, os.Stdin); cancel() }()
+	fmt.Println("ready")
+	rep, err := p.Run(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	json.NewEncoder(os.Stdout).Encode(rep)
+	return 0
+}
+
+// perfCount counts the system calls and context switches of every thread
+// of pid with perf stat until stop is called.
+func perfCount(tb testing.TB, pid int) (stop func() (syscalls, ctxsw float64)) {
+	var out bytes.Buffer
+	cmd := exec.Command("perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter,context-switches", "-p", strconv.Itoa(pid))
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		tb.Skip("perf:", err)
+	}
+	time.Sleep(200 * time.Millisecond) // perf has attached to every thread
+	return func() (float64, float64) {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+		var sc, cs float64 = -1, -1
+		for _, line := range strings.Split(out.String(), "\n") {
+			f := strings.Split(line, ",")
+			if len(f) < 3 {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				continue
+			}
+			switch f[2] {
+			case "raw_syscalls:sys_enter":
+				sc = v
+			case "context-switches":
+				cs = v
+			}
+		}
+		if sc < 0 || cs < 0 {
+			tb.Skipf("perf stat gave no counts: %s", out.String())
+		}
+		return sc, cs
+	}
+}
+
+// BenchmarkRealtimeSyscalls measures what the switch process costs the
+// kernel per forwarded frame: system calls and context switches of all
+// its threads (perf stat on a child process running the switch node),
+// with the goroutine driver and the polled one, on TAP devices and on
+// AF_PACKET veth ends, at saturation and paced (one frame every 50 µs:
+// the per-frame wake-ups of a lightly loaded link).
+//
+//	go test -run '^$' -bench RealtimeSyscalls -benchtime 100000x ./internal/procnode
+func BenchmarkRealtimeSyscalls(b *testing.B) {
+	needNetAdmin(b)
+	if _, err := exec.LookPath("perf"); err != nil {
+		b.Skip("needs perf")
+	}
+	frame := benchFrame(b)
+	for _, load := range []struct {
+		name     string
+		interval time.Duration
+	}{{"paced-50us", 50 * time.Microsecond}, {"saturated", 0}} {
+		for _, backend := range []string{BackendTAP, BackendPacket} {
+			for _, driver := range []string{"goroutine", "polled"} {
+				b.Run(fmt.Sprintf("load=%s/backend=%s/driver=%s", load.name, backend, driver), func(b *testing.B) {
+					ns := benchNS(b)
+					h := nsHandle(b, ns)
+					dev0, dev1, g0, g1 := "t0", "t1", "t0", "t1"
+					if backend == BackendPacket {
+						dev0, dev1, g0, g1 = "s0", "s1", "g0", "g1"
+						for _, v := range [][2]string{{"g0", "s0"}, {"g1", "s1"}} {
+							if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v[0]}, PeerName: v[1]}); err != nil {
+								b.Fatal(err)
+							}
+							linkUp(b, h, v[0])
+							linkUp(b, h, v[1])
+						}
+					}
+					cmd := exec.Command(os.Args[0], "-test.run=^$")
+					cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join([]string{ns, backend, dev0, dev1, driver}, ","))
+					cmd.Stderr = os.Stderr
+					stdin, err := cmd.StdinPipe()
+					if err != nil {
+						b.Fatal(err)
+					}
+					stdout, err := cmd.StdoutPipe()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := cmd.Start(); err != nil {
+						b.Fatal(err)
+					}
+					defer cmd.Wait()
+					defer stdin.Close()
+					rd := bufio.NewReader(stdout)
+					if l, err := rd.ReadString('\n'); err != nil || l != "ready\n" {
+						b.Fatalf("switch process: %q %v", l, err)
+					}
+					if backend == BackendTAP {
+						linkUp(b, h, "t0")
+						linkUp(b, h, "t1")
+					}
+					gen, sink := openPacket(b, ns, g0, 64), openPacket(b, ns, g1, 64)
+					stop := perfCount(b, cmd.Process.Pid)
+					fwd := pumpPaced(b, gen, sink, frame, load.interval)
+					sc, cs := stop()
+					stdin.Close()
+					var rep Report
+					if err := json.NewDecoder(rd).Decode(&rep); err != nil {
+						b.Fatal("switch report:", err)
+					}
+					b.ReportMetric(sc/float64(fwd), "syscalls/frame")
+					b.ReportMetric(cs/float64(fwd), "ctxsw/frame")
+					b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+				})
+			}
+		}
+	}
+}
