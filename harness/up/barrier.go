@@ -139,6 +139,7 @@ type BarrierRun struct {
 	once    sync.Once
 	conns   map[string]*barrierConn // the peers' connections, by name
 	peers   []string                // the peers that started, sorted
+	lost    map[string]time.Time    // Resume: every peer, until it rejoins
 }
 
 // close closes every connection and ends the handlers.
@@ -166,18 +167,33 @@ func (b *Barrier) Serve(ctx context.Context, ln net.Listener) (time.Time, error)
 	return zero, err
 }
 
-// Start is Serve, keeping the peers' connections open for the end phase:
-// the caller then calls End.
-func (b *Barrier) Start(ctx context.Context, ln net.Listener) (*BarrierRun, time.Time, error) {
-	delay := b.Delay
-	if delay <= 0 {
-		delay = DefaultBarrierDelay
-	}
+func (b *Barrier) newRun() *BarrierRun {
 	r := &BarrierRun{b: b, logf: b.Logf, hello: make(chan *barrierConn), gone: make(chan *barrierConn),
-		msgs: make(chan barrierMsg), done: make(chan struct{})}
+		msgs: make(chan barrierMsg), done: make(chan struct{}), conns: map[string]*barrierConn{}}
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
 	}
+	return r
+}
+
+// Resume serves the end phase of a run that has started without this
+// process (a switch that replaces a crashed one): every one of the named
+// peers counts as lost until it rejoins (BarrierClient.RejoinWithin),
+// within LostTimeout. The caller then calls End.
+func (b *Barrier) Resume(ctx context.Context, ln net.Listener, peers []string) *BarrierRun {
+	r := b.newRun()
+	r.started.Store(true)
+	r.peers = slices.Sorted(slices.Values(peers))
+	r.lost = map[string]time.Time{}
+	for _, n := range peers {
+		r.lost[n] = time.Now()
+	}
+	r.serve(ctx, ln)
+	return r
+}
+
+// serve accepts connections on ln (closed when ctx ends).
+func (r *BarrierRun) serve(ctx context.Context, ln net.Listener) {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -191,6 +207,17 @@ func (b *Barrier) Start(ctx context.Context, ln net.Listener) (*BarrierRun, time
 			go r.handle(ctx, c)
 		}
 	}()
+}
+
+// Start is Serve, keeping the peers' connections open for the end phase:
+// the caller then calls End.
+func (b *Barrier) Start(ctx context.Context, ln net.Listener) (*BarrierRun, time.Time, error) {
+	delay := b.Delay
+	if delay <= 0 {
+		delay = DefaultBarrierDelay
+	}
+	r := b.newRun()
+	r.serve(ctx, ln)
 	var timeout <-chan time.Time
 	if b.Timeout > 0 {
 		t := time.NewTimer(b.Timeout)
@@ -312,6 +339,9 @@ func (r *BarrierRun) End(ctx context.Context, onStop func(error)) (map[string]js
 	done := map[string]bool{}
 	reports := map[string]json.RawMessage{}
 	lost := map[string]time.Time{}
+	for n, at := range r.lost {
+		lost[n] = at
+	}
 	var stopping bool
 	var stopLine string
 	var stopAt time.Time
@@ -569,6 +599,11 @@ type BarrierClient struct {
 	// start (its clock is the run's start file's): Join then returns once
 	// the switch accepted it, with no start.
 	Rejoin bool
+	// RejoinWithin, if positive, makes a joined peer whose connection
+	// breaks before the stop (the switch crashed and a process replacing
+	// it listens again) rejoin, retrying that long before its run ends with
+	// the error; 0: the error at once.
+	RejoinWithin time.Duration
 	// ConnectTimeout bounds the attempts to connect, every 100 ms (0: 60 s).
 	ConnectTimeout time.Duration
 	// WaitTimeout bounds the wait for the start once connected (0: until
@@ -593,8 +628,20 @@ func (c BarrierClient) Wait(ctx context.Context) (time.Time, error) {
 
 // Join is Wait, keeping the connection for the end phase (BarrierPeer).
 func (c BarrierClient) Join(ctx context.Context) (*BarrierPeer, time.Time, error) {
+	conn, lr, zero, err := c.connect(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	p := &BarrierPeer{client: c, addr: c.Addr, name: c.Name, conn: conn, end: make(chan struct{}), acked: make(chan struct{}), eof: make(chan struct{})}
+	go p.read(lr)
+	return p, zero, nil
+}
+
+// connect connects, says hello and returns the connection once started
+// (or, for a rejoin, accepted).
+func (c BarrierClient) connect(ctx context.Context) (net.Conn, *lineReader, time.Time, error) {
 	if !validBarrierName(c.Name) {
-		return nil, time.Time{}, fmt.Errorf("barrier: name %q: want 1-64 of [A-Za-z0-9._-]", c.Name)
+		return nil, nil, time.Time{}, fmt.Errorf("barrier: name %q: want 1-64 of [A-Za-z0-9._-]", c.Name)
 	}
 	timeout := c.ConnectTimeout
 	if timeout <= 0 {
@@ -624,10 +671,10 @@ func (c BarrierClient) Join(ctx context.Context) (*BarrierPeer, time.Time, error
 			last = err // not the attempt the deadline cut short: the reason, "connection refused"
 		}
 		if ctx.Err() != nil {
-			return nil, time.Time{}, fmt.Errorf("barrier %s: stopped while connecting: %w", c.Addr, ctx.Err())
+			return nil, nil, time.Time{}, fmt.Errorf("barrier %s: stopped while connecting: %w", c.Addr, ctx.Err())
 		}
 		if time.Now().After(deadline) {
-			return nil, time.Time{}, fmt.Errorf("barrier %s: could not connect within %v: %w", c.Addr, timeout, last)
+			return nil, nil, time.Time{}, fmt.Errorf("barrier %s: could not connect within %v: %w", c.Addr, timeout, last)
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):
@@ -651,32 +698,30 @@ func (c BarrierClient) Join(ctx context.Context) (*BarrierPeer, time.Time, error
 	lr := newLineReader(conn) // receive timestamps on before anything arrives
 	conn.SetWriteDeadline(time.Now().Add(barrierWriteTimeout))
 	if _, err := io.WriteString(conn, verb+" "+c.Name+"\n"); err != nil {
-		return nil, time.Time{}, fmt.Errorf("barrier %s: %w", c.Addr, err)
+		return nil, nil, time.Time{}, fmt.Errorf("barrier %s: %w", c.Addr, err)
 	}
 	if c.WaitTimeout > 0 {
 		conn.SetReadDeadline(time.Now().Add(c.WaitTimeout))
 	}
-	join := func(zero time.Time) (*BarrierPeer, time.Time, error) {
+	join := func(zero time.Time) (net.Conn, *lineReader, time.Time, error) {
 		if !stop() {
-			return nil, time.Time{}, fmt.Errorf("barrier %s: stopped while waiting for the start: %w", c.Addr, ctx.Err())
+			return nil, nil, time.Time{}, fmt.Errorf("barrier %s: stopped while waiting for the start: %w", c.Addr, ctx.Err())
 		}
 		conn.SetReadDeadline(time.Time{})
 		joined = true
-		p := &BarrierPeer{addr: c.Addr, name: c.Name, conn: conn, end: make(chan struct{}), acked: make(chan struct{}), eof: make(chan struct{})}
-		go p.read(lr)
-		return p, zero, nil
+		return conn, lr, zero, nil
 	}
 	for {
 		line, at, err := lr.readLine()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, time.Time{}, fmt.Errorf("barrier %s: stopped while waiting for the start: %w", c.Addr, ctx.Err())
+				return nil, nil, time.Time{}, fmt.Errorf("barrier %s: stopped while waiting for the start: %w", c.Addr, ctx.Err())
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return nil, time.Time{}, fmt.Errorf("barrier %s: no start within %v", c.Addr, c.WaitTimeout)
+				return nil, nil, time.Time{}, fmt.Errorf("barrier %s: no start within %v", c.Addr, c.WaitTimeout)
 			}
-			return nil, time.Time{}, fmt.Errorf("barrier %s: connection ended before the start: %w", c.Addr, err)
+			return nil, nil, time.Time{}, fmt.Errorf("barrier %s: connection ended before the start: %w", c.Addr, err)
 		}
 		verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 		switch verb {
@@ -690,13 +735,13 @@ func (c BarrierClient) Join(ctx context.Context) (*BarrierPeer, time.Time, error
 		case "start":
 			d, err := strconv.ParseInt(arg, 10, 64)
 			if err != nil || d < 0 || time.Duration(d) > time.Minute {
-				return nil, time.Time{}, fmt.Errorf("barrier %s: bad start %q", c.Addr, arg)
+				return nil, nil, time.Time{}, fmt.Errorf("barrier %s: bad start %q", c.Addr, arg)
 			}
 			return join(at.Add(time.Duration(d)))
 		case "error":
-			return nil, time.Time{}, fmt.Errorf("barrier %s: refused: %s", c.Addr, arg)
+			return nil, nil, time.Time{}, fmt.Errorf("barrier %s: refused: %s", c.Addr, arg)
 		default:
-			return nil, time.Time{}, fmt.Errorf("barrier %s: unexpected answer %q", c.Addr, strings.TrimSpace(line))
+			return nil, nil, time.Time{}, fmt.Errorf("barrier %s: unexpected answer %q", c.Addr, strings.TrimSpace(line))
 		}
 	}
 }
@@ -706,9 +751,12 @@ func (c BarrierClient) Join(ctx context.Context) (*BarrierPeer, time.Time, error
 // when the switch says stop or abort, or the connection breaks; Report
 // sends the final report.
 type BarrierPeer struct {
+	client     BarrierClient
 	addr, name string
+	mu         sync.Mutex // writes, and conn
 	conn       net.Conn
-	mu         sync.Mutex // writes
+	sentDone   bool
+	closing    atomic.Bool
 	once       sync.Once
 	end        chan struct{} // closed: stop, abort, or the connection ended
 	err        error         // why it ended (nil: stop); set before end closes
@@ -729,7 +777,20 @@ func (p *BarrierPeer) read(lr *lineReader) {
 	for {
 		line, _, err := lr.readLine()
 		if err != nil {
-			p.finish(fmt.Errorf("barrier %s: the connection to the switch ended before the run's end: %w", p.addr, err))
+			err = fmt.Errorf("barrier %s: the connection to the switch ended before the run's end: %w", p.addr, err)
+			select {
+			case <-p.end:
+			default:
+				if p.client.RejoinWithin > 0 && !p.closing.Load() && !p.reported.Load() {
+					nlr, rerr := p.rejoin()
+					if rerr == nil {
+						lr = nlr
+						continue
+					}
+					err = fmt.Errorf("%w; no rejoin within %v: %v", err, p.client.RejoinWithin, rerr)
+				}
+			}
+			p.finish(err)
 			return
 		}
 		verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
@@ -753,9 +814,49 @@ func (p *BarrierPeer) read(lr *lineReader) {
 	}
 }
 
+// rejoin connects again (a switch that replaces a crashed one) and says
+// done again if it had.
+func (p *BarrierPeer) rejoin() (*lineReader, error) {
+	c := p.client
+	c.Rejoin, c.Connected = true, nil
+	deadline := time.Now().Add(c.RejoinWithin)
+	var conn net.Conn
+	var lr *lineReader
+	for {
+		// A connection the dying switch's listener took is reset: try
+		// again, until the deadline or the switch refuses.
+		c.ConnectTimeout = max(time.Until(deadline), time.Millisecond)
+		var err error
+		conn, lr, _, err = c.connect(context.Background())
+		if err == nil {
+			break
+		}
+		if strings.Contains(err.Error(), ": refused: ") || time.Now().After(deadline) || p.closing.Load() {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.mu.Lock()
+	old := p.conn
+	p.conn = conn
+	done := p.sentDone
+	p.mu.Unlock()
+	old.Close()
+	if p.closing.Load() {
+		conn.Close()
+	}
+	if done {
+		p.Done()
+	}
+	return lr, nil
+}
+
 func (p *BarrierPeer) send(line string, timeout time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if strings.HasPrefix(line, "done") {
+		p.sentDone = true
+	}
 	p.conn.SetWriteDeadline(time.Now().Add(timeout))
 	_, err := io.WriteString(p.conn, line+"\n")
 	return err
@@ -817,7 +918,12 @@ func (p *BarrierPeer) Report(v any) error {
 }
 
 // Close closes the connection.
-func (p *BarrierPeer) Close() { p.conn.Close() }
+func (p *BarrierPeer) Close() {
+	p.closing.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conn.Close()
+}
 
 // resolveHostPort looks a HOST:PORT's host name up (IPv4) and returns a
 // literal address; a literal is returned as it is.

@@ -179,6 +179,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sn := switchNetFlags(fs)
+	sn.restarted = restarted
 	sync := sn.wrapSync(syncFlags(fs), func(f string, a ...any) { fmt.Fprintf(stderr, "inaswitch: "+f+"\n", a...) })
 	if only != nil {
 		*only = fs
@@ -232,6 +233,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 		}
 		for _, pe := range pl {
 			peers[pe.SwitchPort] = pe
+			sn.peerNames = append(sn.peerNames, pe.Node)
 			if pe.Role == "worker" {
 				sn.workers = append(sn.workers, pe.Node) // their done ends the run (the barrier)
 			}

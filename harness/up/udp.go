@@ -209,7 +209,8 @@ func (r *session) udpSyncArgs(name string) []string {
 	if name == switchProc {
 		return []string{"--barrier-listen", r.barrierAddr(), "--barrier-peers", strconv.Itoa(len(r.peers)), "--result", r.udpResultFile()}
 	}
-	return []string{"--barrier", r.barrierAddr()}
+	// A switch a fault restarts listens again: the peers rejoin it.
+	return []string{"--barrier", r.barrierAddr(), "--barrier-rejoin", "30s"}
 }
 
 // watchBarrier connects the orchestrator to the switch's barrier as an

@@ -80,6 +80,7 @@ type peerNet struct {
 	resolveTimeout *time.Duration
 	barrier        *string
 	barrierTimeout *time.Duration
+	rejoin         *time.Duration
 	bp             *BarrierPeer // the barrier's connection after the start: the end phase
 }
 
@@ -89,6 +90,7 @@ func peerNetFlags(fs *flag.FlagSet) *peerNet {
 		resolveTimeout: fs.Duration("resolve-timeout", DefaultResolveTimeout, "how long to retry resolving host names (--port, --barrier) and connecting to --barrier"),
 		barrier:        fs.String("barrier", "", "start barrier HOST:PORT (the switch's --barrier-listen): start the clock when the switch says, instead of --start"),
 		barrierTimeout: fs.Duration("barrier-timeout", DefaultBarrierTimeout, "how long to wait at --barrier for the start once connected"),
+		rejoin:         fs.Duration("barrier-rejoin", 0, "if the --barrier connection breaks before the run's end (the switch crashed), retry rejoining a switch that replaces it this long before ending with the error (0: at once)"),
 	}
 }
 
@@ -134,7 +136,8 @@ func (n *peerNet) wrapSync(sync func(context.Context) (time.Time, error), node, 
 		if err != nil {
 			return time.Time{}, err
 		}
-		c := BarrierClient{Addr: *n.barrier, Name: *node, Rejoin: rejoin, ConnectTimeout: *n.resolveTimeout, WaitTimeout: *n.barrierTimeout, Dial: dialIn(*netns)}
+		c := BarrierClient{Addr: *n.barrier, Name: *node, Rejoin: rejoin, RejoinWithin: *n.rejoin,
+			ConnectTimeout: *n.resolveTimeout, WaitTimeout: *n.barrierTimeout, Dial: dialIn(*netns)}
 		bp, z, err := c.Join(ctx)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("--barrier %s: %w", *n.barrier, err)
@@ -241,9 +244,11 @@ type switchNet struct {
 	lostTimeout    *time.Duration
 	result         *string
 	// workers are the peers whose done ends the run (the scenario's
-	// workers; none: every peer); run is the barrier once started.
-	workers []string
-	run     *BarrierRun
+	// workers; none: every peer), peers all of them (a restarted switch
+	// waits for them to rejoin); run is the barrier once started.
+	workers, peerNames []string
+	restarted          *bool
+	run                *BarrierRun
 }
 
 func switchNetFlags(fs *flag.FlagSet) *switchNet {
@@ -314,8 +319,8 @@ func (n *switchNet) openBarrier(netns string) error {
 	if *n.result != "" && !flagGiven(n.fs, "scenario") {
 		return errors.New("--result needs --scenario")
 	}
-	if flagGiven(n.fs, "start") {
-		return errors.New("--barrier-listen and --start: give one or the other")
+	if flagGiven(n.fs, "start") && !*n.restarted {
+		return errors.New("--barrier-listen and --start: give one or the other (both only with --restarted: the clock is the start file's, the peers rejoin for the end)")
 	}
 	if *n.peers < 1 {
 		return errors.New("--barrier-listen needs --barrier-peers N ≥ 1 (the PSs and workers)")
@@ -338,13 +343,23 @@ func (n *switchNet) wrapSync(sync func(context.Context) (time.Time, error), logf
 		if n.ln == nil {
 			return sync(ctx)
 		}
-		if _, err := sync(ctx); err != nil { // the --ready file
+		zero, err := sync(ctx) // the --ready file; restarted, the start file's clock
+		if err != nil {
 			return time.Time{}, err
 		}
 		ln := n.ln
 		// The listener lives as long as the process: late peers are told
 		// the run has started.
 		b := &Barrier{Peers: *n.peers, Delay: *n.delay, Timeout: *n.barrierTimeout, Logf: logf, Workers: n.workers, LostTimeout: *n.lostTimeout}
+		if *n.restarted && flagGiven(n.fs, "start") {
+			// A switch that replaces a crashed one: the run has started;
+			// the peers rejoin (--barrier-rejoin) for its end.
+			if len(n.peerNames) == 0 {
+				return time.Time{}, errors.New("--restarted with --barrier-listen needs --scenario (the peers to wait for)")
+			}
+			n.run = b.Resume(ctx, ln, n.peerNames)
+			return zero, nil
+		}
 		run, zero, err := b.Start(ctx, ln)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("--barrier-listen %s: %w", *n.listen, err)

@@ -1137,9 +1137,7 @@ func (r *session) respawn(p *proc, restart time.Time) error {
 		case "--restarted":
 		case "--restart-at":
 			i++
-		case "--barrier-listen", "--barrier-peers", "--result": // the run has started: its clock is the start file's
-			i++
-		default:
+		default: // --barrier(-listen) kept: the clock is the start file's, the barrier's end phase is rejoined
 			args = append(args, p.args[i])
 		}
 	}
