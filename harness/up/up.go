@@ -659,7 +659,6 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	}
 	// 2. The PSs, then the workers, each with its fault API's socket.
 	var psNames, workerNames []string
-	var workerPeers []run.Peer
 	for _, role := range []string{"ps", "worker"} {
 		for i, pe := range r.peers {
 			if pe.Role != role {
@@ -690,7 +689,6 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 				return err
 			}
 			workerNames = append(workerNames, pe.Node)
-			workerPeers = append(workerPeers, pe)
 		}
 	}
 	// 3. Once every process has its ports open, start all their clocks
