@@ -529,6 +529,8 @@ func (r *BarrierRun) handle(ctx context.Context, c net.Conn) {
 		c.Close()
 		return
 	}
+	// From here on only the barrier's end (r.done) stops the handler, not
+	// ctx: a switch that is stopped still collects the reports (End).
 	c.SetReadDeadline(time.Time{})
 	for {
 		line, err := readBoundedLine(br, barrierMaxReport)
@@ -539,7 +541,6 @@ func (r *BarrierRun) handle(ctx context.Context, c net.Conn) {
 			select {
 			case r.gone <- bc:
 			case <-r.done:
-			case <-ctx.Done():
 			}
 			c.Close()
 			return
@@ -547,9 +548,6 @@ func (r *BarrierRun) handle(ctx context.Context, c net.Conn) {
 		select {
 		case r.msgs <- barrierMsg{bc, line}:
 		case <-r.done:
-			c.Close()
-			return
-		case <-ctx.Done():
 			c.Close()
 			return
 		}

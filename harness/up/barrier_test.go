@@ -514,3 +514,30 @@ func TestBarrierEndLost(t *testing.T) {
 		t.Error("a report to a dead switch: no error")
 	}
 }
+
+// TestBarrierEndStopped: the switch stopped (SIGTERM, kubectl delete)
+// before every worker is done aborts the run: the peers are told abort,
+// still report, and End returns their reports and an error saying so.
+func TestBarrierEndStopped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	_, peers, ech, stops := startEnd(t, sctx, &Barrier{}, []string{"ps", "w1.0"})
+	stop()
+	for n, p := range peers {
+		endedWithin(t, p, 5*time.Second, n)
+		if err := p.Err(); err == nil || !strings.Contains(err.Error(), "aborted") || !strings.Contains(err.Error(), "stopped") {
+			t.Errorf("%s: %v, want an abort saying the switch was stopped", n, err)
+		}
+		if err := p.Report(n); err != nil {
+			t.Errorf("%s's report after the abort: %v", n, err)
+		}
+	}
+	if err := <-stops; err == nil {
+		t.Error("onStop(nil) on a stop of the switch")
+	}
+	r := endWithin(t, ech, 5*time.Second)
+	if r.err == nil || !strings.Contains(r.err.Error(), "stopped") || len(r.reports) != 2 {
+		t.Errorf("End: %d reports, %v; want both and the stop", len(r.reports), r.err)
+	}
+}
