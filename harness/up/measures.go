@@ -18,7 +18,7 @@ import (
 // all-reduce's start to the last one's end. A worker's and a PS's
 // fraction is that of its link toward the switch, the switch's the lowest
 // of its directions toward the workers.
-func (r *session) rateFractions(res *Result) {
+func rateFractions(peers []run.Peer, res *Result) {
 	busy := map[string]time.Duration{}
 	var first, last time.Duration
 	seen := false
@@ -33,7 +33,7 @@ func (r *session) rateFractions(res *Result) {
 		}
 	}
 	role := map[string]run.Peer{}
-	for _, pe := range r.peers {
+	for _, pe := range peers {
 		role[pe.Node] = pe
 	}
 	frac := map[string]float64{} // node's up link

@@ -182,6 +182,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	sn := switchNetFlags(fs)
+	sn.restarted = restarted
 	sync := sn.wrapSync(syncFlags(fs), func(f string, a ...any) { fmt.Fprintf(stderr, "inaswitch: "+f+"\n", a...) })
 	if only != nil {
 		*only = fs
@@ -235,6 +236,10 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 		}
 		for _, pe := range pl {
 			peers[pe.SwitchPort] = pe
+			sn.peerNames = append(sn.peerNames, pe.Node)
+			if pe.Role == "worker" {
+				sn.workers = append(sn.workers, pe.Node) // their done ends the run (the barrier)
+			}
 		}
 		events := prep.Events(prep.SwitchName())
 		schedule = func(net *emu.Network, from time.Duration) {
@@ -385,7 +390,11 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 			}
 		}
 	}
-	rep, err := proc.Run(ctx)
+	// Over the barrier the run ends when every worker is done (the
+	// counters are read then, as inabox up reads them).
+	var counters swctl.Stats
+	rctx, end := sn.endPhase(ctx, func() { counters = srv.Snapshot() })
+	rep, err := proc.Run(rctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	hs.Shutdown(sctx)
 	scancel()
@@ -395,6 +404,11 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	}
 	if werr := writeJSON(*report, out); werr != nil && err == nil {
 		err = werr
+	}
+	if end != nil { // the peers' reports, then the run's result
+		if rerr := sn.writeResult(prepared, <-end, out, counters, time.Since(zero)); rerr != nil && err == nil {
+			err = rerr
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "inaswitch:", err)
@@ -606,7 +620,7 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	waitRestart := restartAtFlag(fs)
 	prepare := scenarioFlags(fs)
 	pn := peerNetFlags(fs)
-	sync := pn.wrapSync(syncFlags(fs), nodeName, netns)
+	sync := pn.wrapSync(syncFlags(fs), nodeName, netns, restarted)
 	if only != nil {
 		*only = fs
 		return 0
@@ -738,11 +752,14 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	defer stopControl()
 	ctx, stop := signalContext()
 	defer stop()
-	if *doneFile != "" {
+	if *doneFile != "" || *pn.barrier != "" {
 		go func() {
 			select {
 			case <-finished:
-				os.WriteFile(*doneFile, []byte("done\n"), 0o644)
+				if *doneFile != "" {
+					os.WriteFile(*doneFile, []byte("done\n"), 0o644)
+				}
+				pn.done() // the barrier's end phase: after the file (inabox up's observer)
 			case <-ctx.Done():
 			}
 		}()
@@ -778,7 +795,11 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	if *restarted {
 		out.StartUnixNano = zero.UnixNano() // the clock it continues
 	}
-	rep, err := proc.Run(ctx)
+	rctx, barrierErr := pn.runContext(ctx) // the barrier's stop ends the run as SIGTERM does
+	rep, err := proc.Run(rctx)
+	if berr := barrierErr(); berr != nil && err == nil {
+		err = berr
+	}
 	out.Report = rep
 	if ferr := prep.Failed(); ferr != nil && err == nil {
 		err = ferr
@@ -805,6 +826,9 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	}
 	if werr := writeJSON(*report, out); werr != nil && err == nil {
 		err = werr
+	}
+	if berr := pn.report(out); berr != nil && err == nil {
+		err = berr
 	}
 	if err != nil {
 		say(err)

@@ -207,9 +207,10 @@ func (r *session) udpPeerArgs(i int) []string {
 // peers connect to it.
 func (r *session) udpSyncArgs(name string) []string {
 	if name == switchProc {
-		return []string{"--barrier-listen", r.barrierAddr(), "--barrier-peers", strconv.Itoa(len(r.peers))}
+		return []string{"--barrier-listen", r.barrierAddr(), "--barrier-peers", strconv.Itoa(len(r.peers)), "--result", r.udpResultFile()}
 	}
-	return []string{"--barrier", r.barrierAddr()}
+	// A switch a fault restarts listens again: the peers rejoin it.
+	return []string{"--barrier", r.barrierAddr(), "--barrier-rejoin", "30s"}
 }
 
 // watchBarrier connects the orchestrator to the switch's barrier as an
@@ -273,4 +274,43 @@ func (r *session) writeStart() error {
 		return err
 	}
 	return os.Rename(startFile+".tmp", startFile)
+}
+
+// udpResultFile is where the switch writes the run's combined result at
+// the barrier's end (--result).
+func (r *session) udpResultFile() string { return filepath.Join(r.dir, "result.json") }
+
+// udpEndTimeout bounds how long the processes take to end by themselves
+// once every worker is done (the barrier's stop, the reports).
+const udpEndTimeout = 30 * time.Second
+
+// udpWaitEnd waits, once every worker is done, for every process to end
+// by itself through the barrier's end phase (the switch stops every peer
+// and exits once it has their reports), and reads the switch's combined
+// result into sw. A process that fails, or does not end within
+// udpEndTimeout, is an error.
+func (r *session) udpWaitEnd(ctx context.Context, sw *Result) error {
+	deadline := time.NewTimer(udpEndTimeout)
+	defer deadline.Stop()
+	names := []string{switchProc}
+	for _, pe := range r.peers {
+		names = append(names, pe.Node)
+	}
+	for _, n := range names {
+		p := r.current[n]
+		select {
+		case <-p.done:
+		case <-deadline.C:
+			return fmt.Errorf("up: %s did not end within %v of every worker's done (the barrier's end phase)", p.name, udpEndTimeout)
+		case <-ctx.Done():
+			return fmt.Errorf("up: stopped (%v) while the processes ended", context.Cause(ctx))
+		}
+		if p.err != nil {
+			return r.died(p)
+		}
+	}
+	if err := readJSON(r.udpResultFile(), sw); err != nil {
+		return fmt.Errorf("up: the switch's result: %w", err)
+	}
+	return nil
 }

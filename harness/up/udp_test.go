@@ -3,6 +3,7 @@ package up
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,21 +55,32 @@ func linksOf(t *testing.T, ns string) string {
 	return string(out)
 }
 
+// udpChecks is the expectation of TestUpUDP: the workers' checks of
+// udpScenario over TAP (whose own tests run it there), without times.
+// INABOX_WRITE_CHECKS=1 go test -run 'TestUpUDP$' ./harness/up runs the
+// scenario over TAP instead and writes it.
+const udpChecks = "testdata/up-multijob.checks.json"
+
 // TestUpUDP is the multi-host path on one machine: the scenario's switch,
 // PS and workers each in a namespace that stands in for a machine, joined
 // only by routed UDP through a router namespace (no bridge, no TAP),
-// started by the network barrier. Every worker is exact, and its checks
-// equal those of the same scenario over TAP; the captures (taken in the
-// emulator) hold the frames; nothing is left.
+// started by the network barrier and ended by its end phase (no SIGTERM).
+// Every worker is exact, and its checks equal those of the same scenario
+// over TAP (stored: udpChecks); the switch's combined result (--result,
+// from the reports the peers sent over the barrier) equals Up's; the
+// captures (taken in the emulator) hold the frames; nothing is left.
 func TestUpUDP(t *testing.T) {
 	needRoot(t)
-	runOver := func(transport string, pcap string) Result {
+	runOver := func(transport string, pcap string) (Result, Result) {
 		t.Helper()
-		cfg := Config{Scenario: udpScenario, Command: testCommand, Timeout: 40 * time.Second, Transport: transport, PcapDir: pcap}
+		cfg := Config{Scenario: udpScenario, Command: testCommand, Timeout: 40 * time.Second, Transport: transport, PcapDir: pcap, KeepWorkDir: true}
 		var pids map[string]int
 		var layout []string // the namespaces' devices, read while the run runs
+		var dir string
 		cfg.OnRunning = func(p map[string]int) { pids = p }
 		cfg.OnStarted = func(ix *faultctl.Index) {
+			dir = ix.Dir
+			t.Cleanup(func() { os.RemoveAll(ix.Dir) })
 			if transport != TransportUDP {
 				return
 			}
@@ -88,7 +100,11 @@ func TestUpUDP(t *testing.T) {
 			t.Fatalf("Up over %s: %v\nstderr:\n%s", transport, err, stderr.String())
 		}
 		checkNothingLeft(t, res, pids)
+		var sw Result
 		if transport == TransportUDP {
+			if err := readJSON(filepath.Join(dir, "result.json"), &sw); err != nil {
+				t.Fatalf("the switch's result: %v", err)
+			}
 			for _, l := range layout {
 				if strings.Contains(l, "bridge") || strings.Contains(l, " tun ") || strings.Contains(l, "tap") {
 					t.Errorf("a bridge or TAP in the UDP layout: %s", l)
@@ -108,11 +124,27 @@ func TestUpUDP(t *testing.T) {
 				}
 			}
 		}
-		return res
+		return res, sw
+	}
+	if os.Getenv("INABOX_WRITE_CHECKS") != "" {
+		tap, _ := runOver(TransportTAP, "")
+		b, err := json.MarshalIndent(workerChecks(tap), "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(udpChecks, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Skipf("wrote %s from a run over TAP", udpChecks)
+	}
+	var want []checks
+	if b, err := os.ReadFile(udpChecks); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatalf("%s: %v", udpChecks, err)
 	}
 	pcaps := t.TempDir()
-	udp := runOver(TransportUDP, pcaps)
-	tap := runOver(TransportTAP, "")
+	udp, sw := runOver(TransportUDP, pcaps)
 	if len(udp.Workers) != 4 || len(udp.Jobs) != 2 {
 		t.Fatalf("udp: %d workers, %d jobs", len(udp.Workers), len(udp.Jobs))
 	}
@@ -126,11 +158,22 @@ func TestUpUDP(t *testing.T) {
 			t.Errorf("udp job %+v", j)
 		}
 	}
-	if u, tp := workerChecks(udp), workerChecks(tap); !reflect.DeepEqual(u, tp) {
-		t.Errorf("the workers' checks differ:\nudp %+v\ntap %+v", u, tp)
+	if u := workerChecks(udp); !reflect.DeepEqual(u, want) {
+		t.Errorf("the workers' checks differ from TAP's (%s):\nudp %+v\ntap %+v", udpChecks, u, want)
 	}
-	for i, j := range udp.Jobs {
-		t.Logf("job %s: JCT %v over UDP, %v over TAP (%.2f×)", j.Name, j.JCT, tap.Jobs[i].JCT, float64(j.JCT)/float64(tap.Jobs[i].JCT))
+	// The switch's result: the same reports, sent over the barrier, built
+	// by the same code.
+	if !reflect.DeepEqual(sw.Jobs, udp.Jobs) || !reflect.DeepEqual(sw.PSReports, udp.PSReports) || !reflect.DeepEqual(workerChecks(sw), workerChecks(udp)) ||
+		!reflect.DeepEqual(sw.Links, udp.Links) || sw.StartSkew != udp.StartSkew || !reflect.DeepEqual(sw.Counters, udp.Counters) {
+		t.Errorf("the switch's result differs from Up's:\nswitch jobs %+v skew %v\nup     jobs %+v skew %v", sw.Jobs, sw.StartSkew, udp.Jobs, udp.StartSkew)
+	}
+	for i, w := range sw.Workers {
+		if !reflect.DeepEqual(w.Iterations, udp.Workers[i].Iterations) || w.MaxLate != udp.Workers[i].MaxLate {
+			t.Errorf("the switch's %s differs from Up's", w.Name)
+		}
+	}
+	for _, j := range udp.Jobs {
+		t.Logf("job %s: JCT %v over UDP", j.Name, j.JCT)
 	}
 	t.Logf("udp worker clocks started within %v", udp.StartSkew)
 	// The captures are the emulator's (the switch's ports), whatever the

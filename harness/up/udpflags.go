@@ -2,6 +2,7 @@ package up
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/run"
+	"github.com/inabox/inabox/harness/up/swctl"
 	"github.com/inabox/inabox/internal/procnode"
 )
 
@@ -77,6 +80,8 @@ type peerNet struct {
 	resolveTimeout *time.Duration
 	barrier        *string
 	barrierTimeout *time.Duration
+	rejoin         *time.Duration
+	bp             *BarrierPeer // the barrier's connection after the start: the end phase
 }
 
 func peerNetFlags(fs *flag.FlagSet) *peerNet {
@@ -85,6 +90,7 @@ func peerNetFlags(fs *flag.FlagSet) *peerNet {
 		resolveTimeout: fs.Duration("resolve-timeout", DefaultResolveTimeout, "how long to retry resolving host names (--port, --barrier) and connecting to --barrier"),
 		barrier:        fs.String("barrier", "", "start barrier HOST:PORT (the switch's --barrier-listen): start the clock when the switch says, instead of --start"),
 		barrierTimeout: fs.Duration("barrier-timeout", DefaultBarrierTimeout, "how long to wait at --barrier for the start once connected"),
+		rejoin:         fs.Duration("barrier-rejoin", 0, "if the --barrier connection breaks before the run's end (the switch crashed), retry rejoining a switch that replaces it this long before ending with the error (0: at once)"),
 	}
 }
 
@@ -113,25 +119,68 @@ func (n *peerNet) backend(backend, dev string) (string, string, error) {
 // wrapSync returns the process's start: the --ready/--start files (sync),
 // or with --barrier the network barrier (the --ready file, if given, is
 // still created). node names the peer at the barrier; netns is the
-// namespace to connect from.
-func (n *peerNet) wrapSync(sync func(context.Context) (time.Time, error), node, netns *string) func(context.Context) (time.Time, error) {
+// namespace to connect from. With --barrier the connection stays open for
+// the end phase (runContext, done, report). A process that replaces a
+// crashed one (--restarted) continues the clock of the --start file and
+// rejoins the barrier for the end.
+func (n *peerNet) wrapSync(sync func(context.Context) (time.Time, error), node, netns *string, restarted *bool) func(context.Context) (time.Time, error) {
 	return func(ctx context.Context) (time.Time, error) {
 		if *n.barrier == "" {
 			return sync(ctx)
 		}
-		if flagGiven(n.fs, "start") {
-			return time.Time{}, errors.New("--barrier and --start: give one or the other")
+		rejoin := flagGiven(n.fs, "start")
+		if rejoin && !*restarted {
+			return time.Time{}, errors.New("--barrier and --start: give one or the other (both only with --restarted: the clock is the start file's, the barrier is rejoined for the end)")
 		}
-		if _, err := sync(ctx); err != nil { // the --ready file
+		zero, err := sync(ctx) // the --ready file; with --restarted the start file's clock
+		if err != nil {
 			return time.Time{}, err
 		}
-		c := BarrierClient{Addr: *n.barrier, Name: *node, ConnectTimeout: *n.resolveTimeout, WaitTimeout: *n.barrierTimeout, Dial: dialIn(*netns)}
-		zero, err := c.Wait(ctx)
+		c := BarrierClient{Addr: *n.barrier, Name: *node, Rejoin: rejoin, RejoinWithin: *n.rejoin,
+			ConnectTimeout: *n.resolveTimeout, WaitTimeout: *n.barrierTimeout, Dial: dialIn(*netns)}
+		bp, z, err := c.Join(ctx)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("--barrier %s: %w", *n.barrier, err)
 		}
-		return zero, sleepUntil(ctx, zero)
+		n.bp = bp
+		if rejoin {
+			return zero, nil
+		}
+		return z, sleepUntil(ctx, z)
 	}
+}
+
+// runContext is ctx, ended also by the barrier's end (a stop, an abort,
+// the connection breaking); its function returns why the barrier ended
+// the run (nil: a stop, or no barrier).
+func (n *peerNet) runContext(ctx context.Context) (context.Context, func() error) {
+	if n.bp == nil {
+		return ctx, func() error { return nil }
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-n.bp.End():
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
+	return rctx, n.bp.Err
+}
+
+// done tells the barrier this worker is done (nothing without one).
+func (n *peerNet) done() {
+	if n.bp != nil {
+		n.bp.Done()
+	}
+}
+
+// report sends the final report to the barrier (nothing without one).
+func (n *peerNet) report(v any) error {
+	if n.bp == nil {
+		return nil
+	}
+	return n.bp.Report(v)
 }
 
 // dialIn dials TCP from a namespace ("" = the process's own).
@@ -192,6 +241,14 @@ type switchNet struct {
 	peers          *int
 	delay          *time.Duration
 	barrierTimeout *time.Duration
+	lostTimeout    *time.Duration
+	result         *string
+	// workers are the peers whose done ends the run (the scenario's
+	// workers; none: every peer), peers all of them (a restarted switch
+	// waits for them to rejoin); run is the barrier once started.
+	workers, peerNames []string
+	restarted          *bool
+	run                *BarrierRun
 }
 
 func switchNetFlags(fs *flag.FlagSet) *switchNet {
@@ -202,6 +259,8 @@ func switchNetFlags(fs *flag.FlagSet) *switchNet {
 	n.peers = fs.Int("barrier-peers", 0, "how many peers (PSs and workers) must be ready at --barrier-listen")
 	n.delay = fs.Duration("barrier-delay", DefaultBarrierDelay, "the start delay the barrier sends: every process starts that long after the start message")
 	n.barrierTimeout = fs.Duration("barrier-timeout", DefaultBarrierTimeout, "how long to wait for the --barrier-peers")
+	n.lostTimeout = fs.Duration("barrier-lost-timeout", DefaultBarrierLostTimeout, "the end phase: how long to wait for a peer whose barrier connection ended before its report (it crashed) to rejoin before aborting the run")
+	n.result = fs.String("result", "", "with --barrier-listen and --scenario: write the run's combined result (inabox up's JSON Result: every job's JCT, every worker's all-reduces checked, lateness), built from the reports every peer sends at the barrier's end, to this file (- = one line on stdout)")
 	return n
 }
 
@@ -252,10 +311,16 @@ func (n *switchNet) openBarrier(netns string) error {
 		if flagGiven(n.fs, "barrier-peers") {
 			return errors.New("--barrier-peers without --barrier-listen")
 		}
+		if *n.result != "" {
+			return errors.New("--result without --barrier-listen (the result is built from the reports the peers send at the barrier's end)")
+		}
 		return nil
 	}
-	if flagGiven(n.fs, "start") {
-		return errors.New("--barrier-listen and --start: give one or the other")
+	if *n.result != "" && !flagGiven(n.fs, "scenario") {
+		return errors.New("--result needs --scenario")
+	}
+	if flagGiven(n.fs, "start") && !*n.restarted {
+		return errors.New("--barrier-listen and --start: give one or the other (both only with --restarted: the clock is the start file's, the peers rejoin for the end)")
 	}
 	if *n.peers < 1 {
 		return errors.New("--barrier-listen needs --barrier-peers N ≥ 1 (the PSs and workers)")
@@ -278,17 +343,93 @@ func (n *switchNet) wrapSync(sync func(context.Context) (time.Time, error), logf
 		if n.ln == nil {
 			return sync(ctx)
 		}
-		if _, err := sync(ctx); err != nil { // the --ready file
+		zero, err := sync(ctx) // the --ready file; restarted, the start file's clock
+		if err != nil {
 			return time.Time{}, err
 		}
 		ln := n.ln
 		// The listener lives as long as the process: late peers are told
 		// the run has started.
-		b := &Barrier{Peers: *n.peers, Delay: *n.delay, Timeout: *n.barrierTimeout, Logf: logf}
-		zero, err := b.Serve(ctx, ln)
+		b := &Barrier{Peers: *n.peers, Delay: *n.delay, Timeout: *n.barrierTimeout, Logf: logf, Workers: n.workers, LostTimeout: *n.lostTimeout}
+		if *n.restarted && flagGiven(n.fs, "start") {
+			// A switch that replaces a crashed one: the run has started;
+			// the peers rejoin (--barrier-rejoin) for its end.
+			if len(n.peerNames) == 0 {
+				return time.Time{}, errors.New("--restarted with --barrier-listen needs --scenario (the peers to wait for)")
+			}
+			n.run = b.Resume(ctx, ln, n.peerNames)
+			return zero, nil
+		}
+		run, zero, err := b.Start(ctx, ln)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("--barrier-listen %s: %w", *n.listen, err)
 		}
+		n.run = run
 		return zero, sleepUntil(ctx, zero)
 	}
+}
+
+// barrierEnd is the outcome of the barrier's end phase.
+type barrierEnd struct {
+	reports map[string]json.RawMessage
+	err     error
+}
+
+// endPhase runs the barrier's end phase (once it has started): the
+// context it returns ends when every worker is done (or the run is
+// aborted), after onStop ran; the channel gets the peers' reports once
+// they have all come. Without a barrier: ctx, and a nil channel.
+func (n *switchNet) endPhase(ctx context.Context, onStop func()) (context.Context, <-chan barrierEnd) {
+	if n.run == nil {
+		return ctx, nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	ch := make(chan barrierEnd, 1)
+	go func() {
+		reps, err := n.run.End(ctx, func(error) {
+			onStop()
+			cancel()
+		})
+		cancel()
+		ch <- barrierEnd{reps, err}
+	}()
+	return rctx, ch
+}
+
+// writeResult builds the run's combined result from the switch's report
+// and the peers' (buildResult, as inabox up builds its own) and writes it
+// to --result; the error is the end phase's, or a worker's that does not
+// hold the reference sum.
+func (n *switchNet) writeResult(prep *run.Prepared, end barrierEnd, sw SwitchReport, counters swctl.Stats, elapsed time.Duration) error {
+	if *n.result == "" || prep == nil {
+		return end.err
+	}
+	res := Result{Scenario: prep.Scenario().Name, Policy: prep.Policy(), Seed: prep.Seed(), Elapsed: Seconds(elapsed), Counters: counters}
+	rp := reports{Switch: sw, Peers: map[string]PeerReport{}, Tolerance: defaultLateTolerance}
+	var errs []error
+	if end.err != nil {
+		errs = append(errs, end.err)
+	}
+	for name, raw := range end.reports {
+		var pr PeerReport
+		if err := json.Unmarshal(raw, &pr); err != nil {
+			errs = append(errs, fmt.Errorf("barrier: %s's report: %w", name, err))
+			continue
+		}
+		rp.Peers[name] = pr
+		if pr.Error != "" {
+			res.Warnings = append(res.Warnings, name+": "+pr.Error)
+		}
+	}
+	buildResult(prep, rp, nil, &res)
+	if err := res.checkExact(prep); err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range errs {
+		res.Warnings = append(res.Warnings, e.Error())
+	}
+	if err := writeJSON(*n.result, res); err != nil {
+		errs = append(errs, fmt.Errorf("--result %s: %w", *n.result, err))
+	}
+	return errors.Join(errs...)
 }

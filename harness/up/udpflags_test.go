@@ -28,6 +28,8 @@ func TestUDPRoleFlags(t *testing.T) {
 		{"switch port and taps", switchMainT, []string{"--scenario", s, "--control", ctl, "--taps", "a,b,c,d,e,f", port(0), port(1), port(2), port(3), port(4), port(5)}, "--port replaces --taps"},
 		{"switch peers without listen", switchMainT, []string{"--scenario", s, "--control", ctl, "--barrier-peers", "3"}, "--barrier-peers without --barrier-listen"},
 		{"switch barrier and start", switchMainT, []string{"--scenario", s, "--control", ctl, "--barrier-listen", "127.0.0.1:0", "--barrier-peers", "3", "--start", "x"}, "--barrier-listen and --start"},
+		{"switch result without listen", switchMainT, []string{"--scenario", s, "--control", ctl, "--result", "-"}, "--result without --barrier-listen"},
+		{"switch result without scenario", switchMainT, []string{"--control", ctl, "--barrier-listen", "127.0.0.1:0", "--barrier-peers", "3", "--result", "-"}, "--result needs --scenario"},
 		{"switch barrier without peers", switchMainT, []string{"--scenario", s, "--control", ctl, "--barrier-listen", "127.0.0.1:0"}, "--barrier-peers N ≥ 1"},
 		{"host port and dev", hostMain, []string{"--scenario", s, "--node", "w1.0", "--dev", "eth0", "--port", "udp:127.0.0.1:0->127.0.0.1:9"}, "--port replaces --backend and --dev"},
 		{"host bad spec", hostMain, []string{"--scenario", s, "--node", "w1.0", "--port", "udp:127.0.0.1:0"}, "--port udp:127.0.0.1:0"},

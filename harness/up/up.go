@@ -136,7 +136,7 @@ func (c *Config) check() (*run.Prepared, *schedule, error) {
 		c.Timeout = 2 * time.Minute
 	}
 	if c.LateTolerance == 0 {
-		c.LateTolerance = time.Millisecond
+		c.LateTolerance = defaultLateTolerance
 	}
 	switch c.Transport {
 	case "", TransportTAP, TransportUDP:
@@ -695,7 +695,6 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	}
 	// 2. The PSs, then the workers, each with its fault API's socket.
 	var psNames, workerNames []string
-	var workerPeers []run.Peer
 	for _, role := range []string{"ps", "worker"} {
 		for i, pe := range r.peers {
 			if pe.Role != role {
@@ -726,7 +725,6 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 				return err
 			}
 			workerNames = append(workerNames, pe.Node)
-			workerPeers = append(workerPeers, pe)
 		}
 	}
 	// 3. Once every process has its ports open, start all their clocks
@@ -778,107 +776,51 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	if err := r.settleFaults(ctx); err != nil {
 		return err
 	}
-	// 5. Counters, then stop every process and read the reports.
-	if res.Counters, err = swctl.NewClient("unix:" + r.swControl()).Stats(ctx); err != nil {
-		return fmt.Errorf("up: reading switch counters: %w", err)
-	}
-	all := append(append([]string{switchProc}, psNames...), workerNames...)
-	for _, n := range all {
-		r.current[n].cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, n := range all {
-		p := r.current[n]
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			return fmt.Errorf("up: %s did not stop within 10 s of SIGTERM", p.name)
-		}
-		if p.err != nil {
-			return p.died()
-		}
-	}
-	swp := r.current[switchProc]
-	if err := readJSON(swp.report, &res.SwitchReport); err != nil {
-		return err
-	}
-	res.Switch = r.procResult(swp, res.SwitchReport.Report)
-	ups := map[string]emu.LinkStats{}
-	for _, n := range psNames {
-		p := r.current[n]
-		var pr PeerReport
-		if err := readJSON(p.report, &pr); err != nil {
+	// 5. Counters, then stop every process and read the reports. Over
+	// UDP the processes end by themselves, through the barrier's end
+	// phase, and the switch's combined result has the counters.
+	var swResult Result
+	if r.udp() {
+		if err := r.udpWaitEnd(ctx, &swResult); err != nil {
 			return err
 		}
-		res.PSReports = append(res.PSReports, pr)
-		res.PSs = append(res.PSs, r.procResult(p, pr.Report))
-		if len(pr.Ports) > 0 {
-			ups[n] = pr.Ports[0].ToBackend
+		res.Counters = swResult.Counters
+	} else {
+		if res.Counters, err = swctl.NewClient("unix:" + r.swControl()).Stats(ctx); err != nil {
+			return fmt.Errorf("up: reading switch counters: %w", err)
+		}
+		all := append(append([]string{switchProc}, psNames...), workerNames...)
+		for _, n := range all {
+			r.current[n].cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, n := range all {
+			p := r.current[n]
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				return fmt.Errorf("up: %s did not stop within 10 s of SIGTERM", p.name)
+			}
+			if p.err != nil {
+				return p.died()
+			}
 		}
 	}
 	// 6. Every worker's all-reduces, checked in its process against the
-	// reference sum; jobs' completion times.
-	plans := r.prep.Plans()
-	jobs := make([]JobResult, len(plans))
-	for j, pl := range plans {
-		jobs[j] = JobResult{Name: pl.Name, Workers: pl.Workers, Iterations: pl.Iterations, Exact: true}
+	// reference sum; jobs' completion times (buildResult, as the switch
+	// builds its result at the barrier's end).
+	rp := reports{Peers: map[string]PeerReport{}, Tolerance: cfg.LateTolerance,
+		Pid: func(n string) int { return r.current[n].cmd.Process.Pid }}
+	if err := readJSON(r.current[switchProc].report, &rp.Switch); err != nil {
+		return err
 	}
-	var firstStart, lastStart int64
-	for i, n := range workerNames {
-		p := r.current[n]
-		pe := workerPeers[i]
-		var hr PeerReport
-		if err := readJSON(p.report, &hr); err != nil {
+	for _, n := range append(slices.Clone(psNames), workerNames...) {
+		var pr PeerReport
+		if err := readJSON(r.current[n].report, &pr); err != nil {
 			return err
 		}
-		if len(hr.Ports) > 0 {
-			ups[n] = hr.Ports[0].ToBackend
-		}
-		pl := plans[pe.Job]
-		wr := WorkerResult{ProcResult: r.procResult(p, hr.Report), Job: pl.Name, Rank: pe.Rank, Iterations: hr.Iterations}
-		wr.Exact = hr.Done && len(hr.Iterations) == pl.AllReduces()
-		var busy time.Duration
-		var elems int64
-		for _, it := range hr.Iterations {
-			wr.Exact = wr.Exact && it.Exact
-			busy += it.End - it.Start
-			elems += it.Elements
-		}
-		if n := len(hr.Iterations); n > 0 {
-			jobs[pe.Job].JCT = max(jobs[pe.Job].JCT, Seconds(hr.Iterations[n-1].End-pl.Arrival))
-		}
-		if busy > 0 {
-			wr.Gbps = float64(4*elems) * 8 / busy.Seconds() / 1e9
-		}
-		jobs[pe.Job].Exact = jobs[pe.Job].Exact && wr.Exact
-		if i == 0 || hr.StartUnixNano < firstStart {
-			firstStart = hr.StartUnixNano
-		}
-		lastStart = max(lastStart, hr.StartUnixNano)
-		res.Workers = append(res.Workers, wr)
+		rp.Peers[n] = pr
 	}
-	res.Jobs = jobs
-	for _, pe := range r.peers {
-		res.Links = append(res.Links, LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Up, Stats: ups[pe.Node]})
-		for _, pr := range res.SwitchReport.Ports {
-			if pr.Port == pe.SwitchPort {
-				res.Links = append(res.Links, LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Down, Stats: pr.ToBackend})
-			}
-		}
-	}
-	res.StartSkew = Seconds(lastStart - firstStart)
-	r.rateFractions(res)
-	res.KeptUp = true
-	for _, pr := range append(append([]ProcResult{res.Switch}, res.PSs...), workerProcs(res.Workers)...) {
-		if !pr.KeptUp {
-			res.KeptUp = false
-			msg := fmt.Sprintf("%s did not keep up with real time: events ran up to %v late (%d events late); the links' rates and delays did not hold then",
-				pr.Name, pr.MaxLate, pr.Late)
-			if r.faulted(pr.Name) {
-				msg += " (a fault paused or restarted it: a pause makes its events late by as long)"
-			}
-			res.Warnings = append(res.Warnings, msg)
-		}
-	}
+	buildResult(r.prep, rp, r.faulted, res)
 	for _, f := range r.sched.fired() {
 		for _, st := range f.Steps {
 			if st.Error != "" {
@@ -886,21 +828,7 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 			}
 		}
 	}
-	for i, wr := range res.Workers {
-		if !wr.Exact {
-			var bad []string
-			for _, it := range wr.Iterations {
-				if !it.Exact {
-					bad = append(bad, fmt.Sprintf("iteration %d: %d of %d values differ", it.Iteration, it.Mismatches, it.Elements))
-				}
-			}
-			if len(wr.Iterations) < plans[workerPeers[i].Job].AllReduces() && len(bad) == 0 {
-				bad = append(bad, fmt.Sprintf("%d all-reduces finished", len(wr.Iterations)))
-			}
-			return fmt.Errorf("up: %s (job %s rank %d) does not hold the reference sum: %s", wr.Name, wr.Job, wr.Rank, strings.Join(bad, "; "))
-		}
-	}
-	return nil
+	return res.checkExact(r.prep)
 }
 
 // losesState reports whether a fault crashes pe with its state lost: its
@@ -973,7 +901,9 @@ func (r *session) waitFiles(ctx context.Context, suffix, pendingWord string, nam
 		case <-ctx.Done():
 			return fmt.Errorf("up: stopped (%v) with %s %s", context.Cause(ctx), strings.Join(pending, ", "), pendingWord)
 		case p := <-r.exits:
-			if !p.killed {
+			// Over UDP a process that exits 0 has ended through the
+			// barrier: every worker said done (after creating its file).
+			if !p.killed && !(r.udp() && p.err == nil && suffix == ".done") {
 				return r.died(p)
 			}
 		case <-tick.C:
@@ -1241,9 +1171,7 @@ func (r *session) respawn(p *proc, restart time.Time) error {
 		case "--restarted":
 		case "--restart-at":
 			i++
-		case "--barrier", "--barrier-listen", "--barrier-peers": // the run has started: its clock is the start file's
-			i++
-		default:
+		default: // --barrier(-listen) kept: the clock is the start file's, the barrier's end phase is rejoined
 			args = append(args, p.args[i])
 		}
 	}
@@ -1275,11 +1203,6 @@ func workerProcs(ws []WorkerResult) []ProcResult {
 		out = append(out, w.ProcResult)
 	}
 	return out
-}
-
-func (r *session) procResult(p *proc, rep procnode.Report) ProcResult {
-	return ProcResult{Name: p.name, Pid: p.cmd.Process.Pid, Elapsed: Seconds(rep.Elapsed), MaxLate: Seconds(rep.Realtime.MaxLate),
-		Late: rep.Realtime.Late, Events: rep.Realtime.Events, KeptUp: rep.Realtime.MaxLate <= r.cfg.LateTolerance}
 }
 
 func deleteNetns(name string) error { return procnode.DeleteNetns(name) }

@@ -319,8 +319,11 @@ func (in Input) Args(n Node, scenarioPath string) []string {
 		for _, p := range in.Peers {
 			args = append(args, "--port", fmt.Sprintf("%d=udp:0.0.0.0:%d->%s:%d", p.SwitchPort, DataPort+p.SwitchPort, o.ServiceName(p.Name), DataPort))
 		}
+		// --result -: the run's whole result (every peer's report sent
+		// over the barrier at its end, the switch's own included) as one
+		// line of the switch pod's log.
 		return append(args, "--barrier-listen", ":"+strconv.Itoa(BarrierPort), "--barrier-peers", strconv.Itoa(len(in.Peers)),
-			"--report", "-", "--control", "tcp:127.0.0.1:"+strconv.Itoa(ControlPort))
+			"--result", "-", "--control", "tcp:127.0.0.1:"+strconv.Itoa(ControlPort))
 	}
 	role := "host"
 	if n.Role == "ps" {

@@ -297,8 +297,17 @@ func checkDeployment(t *testing.T, m manifests, prep *run.Prepared, peers []run.
 		if p := flagValues(c.Args, "policy"); len(p) != 1 || p[0] != prep.Policy() {
 			t.Errorf("pod %s: --policy %v, want %s", pod.Name, p, prep.Policy())
 		}
-		if r := flagValues(c.Args, "report"); !slices.Equal(r, []string{"-"}) {
-			t.Errorf("pod %s: --report %v", pod.Name, r)
+		// A peer's log has its report; the switch's the run's result,
+		// built from every report (the barrier's end phase).
+		want, other := "report", "result"
+		if pod.Labels[k8s.LabelComponent] == "switch" {
+			want, other = "result", "report"
+		}
+		if r := flagValues(c.Args, want); !slices.Equal(r, []string{"-"}) {
+			t.Errorf("pod %s: --%s %v, want -", pod.Name, want, r)
+		}
+		if r := flagValues(c.Args, other); len(r) > 0 {
+			t.Errorf("pod %s: --%s %v: one JSON line a log", pod.Name, other, r)
 		}
 		// Container and service ports agree.
 		if len(c.Ports) != len(svc.Spec.Ports) {
@@ -382,10 +391,9 @@ func checkDeployment(t *testing.T, m manifests, prep *run.Prepared, peers []run.
 
 // TestEmitK8sArgsParse: every pod's command line is one its role accepts
 // (the role's own flag set, as `inabox switch|host|ps` parses it).
-//
-// It needs the UDP transport's flags (--port, --barrier, --barrier-listen,
-// --barrier-peers, --report -) of the udp branch: until that is merged it
-// fails, naming the flags the roles do not have yet.
+// That includes the switch's --result, which needs --barrier-listen and
+// --scenario (checked after parsing, in openBarrier: here by the flags'
+// presence).
 func TestEmitK8sArgsParse(t *testing.T) {
 	dir := t.TempDir()
 	if err := up.Command(t.Context(), []string{"--emit", "k8s", dir, "../testdata/up-16mb.yaml"}, io.Discard, io.Discard); err != nil {
@@ -413,6 +421,9 @@ func TestEmitK8sArgsParse(t *testing.T) {
 		}
 		if fs.NArg() > 0 {
 			t.Errorf("%s: arguments left over: %v", node, fs.Args())
+		}
+		if args[0] == "switch" && (fs.Lookup("result").Value.String() != "-" || fs.Lookup("barrier-listen").Value.String() == "" || fs.Lookup("scenario").Value.String() == "") {
+			t.Errorf("switch: --result %q needs --barrier-listen and --scenario: %v", fs.Lookup("result").Value, args)
 		}
 	}
 }
