@@ -177,14 +177,15 @@ func TestUpUDP(t *testing.T) {
 	}
 	t.Logf("udp worker clocks started within %v", udp.StartSkew)
 	// The captures are the emulator's (the switch's ports), whatever the
-	// transport: PS on port 0, workers on 1-4.
-	for p := 0; p < 5; p++ {
+	// transport: up-multijob has its PSs ps and ps1 on ports 0 and 1 (a
+	// few allocation frames each), the workers on 2-5.
+	for p := 0; p < 6; p++ {
 		fi, err := os.Stat(filepath.Join(pcaps, "sw"+strconv.Itoa(p)+".pcap"))
 		if err != nil || fi.Size() <= 24 {
 			t.Errorf("capture of port %d: %v", p, err)
 		}
 	}
-	checkPcaps(t, pcaps, []int{1, 2, 3, 4}, 100)
+	checkPcaps(t, pcaps, []int{2, 3, 4, 5}, 100)
 }
 
 // TestUpUDPKilled: a worker SIGKILLed mid-run over the UDP transport ends
