@@ -390,41 +390,12 @@ loop:
 				break collect
 			}
 		}
-		head := 0
-		for {
-			due := n.events.Len() > 0 && n.events.peek().at <= now
-			if head < len(backlog) && (!due || backlog[head].at <= n.events.peek().at) {
-				backlog[head].at = min(backlog[head].at, now) // read after now was taken
-				n.ingest(backlog[head])
-				backlog[head] = ingress{}
-				head++
-				continue
-			}
-			if !due {
-				break
-			}
-			e := n.pop()
-			if late := time.Duration(now - e.at); late > rt.stats.MaxLate {
-				rt.stats.MaxLate = late
-			}
-			if now-e.at > int64(100*time.Microsecond) {
-				rt.stats.Late++
-			}
-			n.now = max(n.now, e.at)
-			n.dispatch(&e)
-		}
-		backlog = backlog[:0]
+		backlog = n.runDue(rt, backlog, now)
 		n.flushExts()
 		if until > 0 && now >= int64(until) {
 			break
 		}
-		wait := time.Duration(1<<62 - 1)
-		if n.events.Len() > 0 {
-			wait = time.Duration(n.events.peek().at - int64(time.Since(rt.wallStart)))
-		}
-		if until > 0 {
-			wait = min(wait, until-time.Since(rt.wallStart))
-		}
+		wait := n.nextWait(rt.wallStart, until)
 		if wait <= 0 {
 			continue
 		}
@@ -482,6 +453,51 @@ loop:
 		err = nil // stopping by context is the normal way to end a real-time run
 	}
 	return stats, err
+}
+
+// runDue runs, merged in time order, the arrivals of backlog (sorted by
+// arrival time) and the events due by now: an arrival goes before an event
+// due after it; each runs at its own time (an arrival read after now was
+// taken at now at the latest). It counts late events in rt's stats and
+// returns backlog emptied. Both real-time drivers run their turns with it.
+func (n *Network) runDue(rt *realtime, backlog []ingress, now int64) []ingress {
+	head := 0
+	for {
+		due := n.events.Len() > 0 && n.events.peek().at <= now
+		if head < len(backlog) && (!due || backlog[head].at <= n.events.peek().at) {
+			backlog[head].at = min(backlog[head].at, now)
+			n.ingest(backlog[head])
+			backlog[head] = ingress{}
+			head++
+			continue
+		}
+		if !due {
+			break
+		}
+		e := n.pop()
+		if late := time.Duration(now - e.at); late > rt.stats.MaxLate {
+			rt.stats.MaxLate = late
+		}
+		if now-e.at > int64(100*time.Microsecond) {
+			rt.stats.Late++
+		}
+		n.now = max(n.now, e.at)
+		n.dispatch(&e)
+	}
+	return backlog[:0]
+}
+
+// nextWait is how long a real-time driver may sleep from now: until the
+// next event, and no later than until (0: no end), with run time 0 at zero.
+func (n *Network) nextWait(zero time.Time, until time.Duration) time.Duration {
+	wait := time.Duration(1<<62 - 1)
+	if n.events.Len() > 0 {
+		wait = time.Duration(n.events.peek().at - int64(time.Since(zero)))
+	}
+	if until > 0 {
+		wait = min(wait, until-time.Since(zero))
+	}
+	return wait
 }
 
 // ingest puts frames a backend delivered on their link into the node,

@@ -252,41 +252,12 @@ func (n *Network) runPolled(ctx context.Context, zero time.Time, catchUp bool, u
 			}
 		}
 		sortIngress(backlog)
-		head := 0
-		for {
-			due := n.events.Len() > 0 && n.events.peek().at <= now
-			if head < len(backlog) && (!due || backlog[head].at <= n.events.peek().at) {
-				backlog[head].at = min(backlog[head].at, now)
-				n.ingest(backlog[head])
-				backlog[head] = ingress{}
-				head++
-				continue
-			}
-			if !due {
-				break
-			}
-			e := n.pop()
-			if late := time.Duration(now - e.at); late > rt.stats.MaxLate {
-				rt.stats.MaxLate = late
-			}
-			if now-e.at > int64(100*time.Microsecond) {
-				rt.stats.Late++
-			}
-			n.now = max(n.now, e.at)
-			n.dispatch(&e)
-		}
-		backlog = backlog[:0]
+		backlog = n.runDue(rt, backlog, now)
 		n.flushExts()
 		if until > 0 && now >= int64(until) {
 			break
 		}
-		wait := time.Duration(1<<62 - 1)
-		if n.events.Len() > 0 {
-			wait = time.Duration(n.events.peek().at - int64(time.Since(zero)))
-		}
-		if until > 0 {
-			wait = min(wait, until-time.Since(zero))
-		}
+		wait := n.nextWait(zero, until)
 		if wait > 0 && rt.callers.Load() > 0 {
 			// Do's calls run when nothing is overdue, as in the
 			// goroutine driver.
