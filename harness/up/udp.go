@@ -82,21 +82,12 @@ func (r *session) setupUDP() error {
 	if err := r.workDir(); err != nil {
 		return err
 	}
+	if err := r.createNetns(r.routerNS()); err != nil {
+		return err
+	}
 	nodes := []string{r.swNS()}
 	for i := range r.peers {
 		nodes = append(nodes, r.peerNS(i))
-	}
-	for _, n := range append([]string{r.routerNS()}, nodes...) {
-		if procnode.NetnsExists(n) {
-			return fmt.Errorf("up: netns %s already exists", n) // never ours to remove
-		}
-		r.nsNames = append(r.nsNames, n) // recorded first: a half-made namespace is removed too
-		if err := r.writeOwner(); err != nil {
-			return err
-		}
-		if err := procnode.CreateNetns(n); err != nil {
-			return err
-		}
 	}
 	err := procnode.InNetns(r.routerNS(), func() error {
 		// /proc/sys/net is the calling thread's namespace's.

@@ -429,21 +429,8 @@ func (r *session) setup() error {
 	if err := r.workDir(); err != nil {
 		return err
 	}
-	names := []string{r.swNS()}
-	for i := range r.peers {
-		names = append(names, r.peerNS(i))
-	}
-	for _, n := range names {
-		if procnode.NetnsExists(n) {
-			return fmt.Errorf("up: netns %s already exists", n) // never ours to remove
-		}
-		r.nsNames = append(r.nsNames, n) // recorded first: a half-made namespace is removed too
-		if err := r.writeOwner(); err != nil {
-			return err
-		}
-		if err := procnode.CreateNetns(n); err != nil {
-			return err
-		}
+	if err := r.createNetns(); err != nil {
+		return err
 	}
 	if _, err := bridgeNetfilterOff(r.swNS()); err != nil {
 		return err
@@ -513,6 +500,30 @@ func (r *session) workDir() error {
 		return err
 	}
 	r.dir, r.ownDir = dir, true
+	return nil
+}
+
+// createNetns creates the switch's namespace, then each peer's, then the
+// extra ones (the UDP transport's router), each recorded in the owner file
+// before it is made, so a half-made run is removed too. A name that
+// exists already is an error (never ours to remove).
+func (r *session) createNetns(extra ...string) error {
+	names := append(extra, r.swNS())
+	for i := range r.peers {
+		names = append(names, r.peerNS(i))
+	}
+	for _, n := range names {
+		if procnode.NetnsExists(n) {
+			return fmt.Errorf("up: netns %s already exists", n) // never ours to remove
+		}
+		r.nsNames = append(r.nsNames, n) // recorded first: a half-made namespace is removed too
+		if err := r.writeOwner(); err != nil {
+			return err
+		}
+		if err := procnode.CreateNetns(n); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

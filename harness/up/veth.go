@@ -3,7 +3,6 @@ package up
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -76,31 +75,11 @@ func (r *session) setupBackend() error {
 // with the backend. A switch port without a peer gets a veth pair vK-nK
 // of its own. Every veth has one queue (an AF_XDP socket serves queue 0).
 func (r *session) setupVeth() error {
-	if r.cfg.PcapDir != "" {
-		if err := os.MkdirAll(r.cfg.PcapDir, 0o755); err != nil {
-			return err
-		}
-	}
-	dir, err := os.MkdirTemp("", "inabox-up-"+r.id+"-")
-	if err != nil {
+	if err := r.workDir(); err != nil {
 		return err
 	}
-	r.dir, r.ownDir = dir, true
-	names := []string{r.swNS()}
-	for i := range r.peers {
-		names = append(names, r.peerNS(i))
-	}
-	for _, n := range names {
-		if procnode.NetnsExists(n) {
-			return fmt.Errorf("up: netns %s already exists", n)
-		}
-		r.nsNames = append(r.nsNames, n)
-		if err := r.writeOwner(); err != nil {
-			return err
-		}
-		if err := procnode.CreateNetns(n); err != nil {
-			return err
-		}
+	if err := r.createNetns(); err != nil {
+		return err
 	}
 	swh, err := handleAt(r.swNS())
 	if err != nil {
