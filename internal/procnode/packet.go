@@ -146,6 +146,12 @@ func (p *PacketPort) BatchSize() int { return p.batch }
 // Read implements emu.Port with one recvmmsg per call (after waiting in the
 // netpoller for the first frame). Oversize frames are dropped and counted.
 func (p *PacketPort) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	return p.read(bufs, sizes, offset, true)
+}
+
+// read is Read (wait: in the netpoller until a frame is there) and
+// TryRead (one recvmmsg on the polled fd).
+func (p *PacketPort) read(bufs [][]byte, sizes []int, offset int, wait bool) (int, error) {
 	if p.closed.Load() {
 		return 0, p.errClosed
 	}
@@ -155,7 +161,12 @@ func (p *PacketPort) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	}
 	r := &p.rd
 	r.bufs, r.sizes, r.off, r.n, r.err = bufs[:m], sizes, offset, 0, nil
-	err := p.rc.Read(r.fn)
+	var err error
+	if wait {
+		err = p.rc.Read(r.fn)
+	} else {
+		p.recv(uintptr(p.pollFd))
+	}
 	n, rerr := r.n, r.err
 	r.bufs, r.sizes = nil, nil
 	for i := range r.iovs {
@@ -305,28 +316,7 @@ func (p *PacketPort) PollFd() (int, error) {
 
 // TryRead implements emu.PollPort: one recvmmsg, without waiting.
 func (p *PacketPort) TryRead(bufs [][]byte, sizes []int, offset int) (int, error) {
-	if p.closed.Load() {
-		return 0, p.errClosed
-	}
-	m := min(len(bufs), p.batch)
-	if m == 0 {
-		return 0, nil
-	}
-	r := &p.rd
-	r.bufs, r.sizes, r.off, r.n, r.err = bufs[:m], sizes, offset, 0, nil
-	p.recv(uintptr(p.pollFd))
-	n, err := r.n, r.err
-	r.bufs, r.sizes = nil, nil
-	for i := range r.iovs[:m] {
-		r.iovs[i].Base = nil
-	}
-	if n > 0 {
-		return n, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("procnode: %s: %w", p.name, err)
-	}
-	return 0, nil
+	return p.read(bufs, sizes, offset, false)
 }
 
 // TryWrite implements emu.PollPort: sendmmsg, BatchSize frames a call,
