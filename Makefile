@@ -32,7 +32,7 @@ WIRESHARK_PLUGINS ?= $(HOME)/.local/lib/wireshark/plugins
 wireshark:
 	install -d "$(WIRESHARK_PLUGINS)"
 	install -m 0644 tools/wireshark/ina.lua "$(WIRESHARK_PLUGINS)/ina.lua"
-	@echo "installed $(WIRESHARK_PLUGINS)/ina.lua (try: tshark -r h0.pcap -Y ina)"
+	@echo "installed $(WIRESHARK_PLUGINS)/ina.lua (try: tshark -r pcap/h0-w1.0-sw2.pcap -Y ina)"
 
 ## test: vet, staticcheck, and every test with the race detector in random order;
 ## the last lines list what was skipped and why (INABOX_NO_SKIP=1, as CI sets it,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/emu/nodes"
+	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -25,7 +26,7 @@ import (
 // demoConfig configures the demo.
 type demoConfig struct {
 	Seed uint64
-	// PcapDir, if set, receives one pcap file per node port.
+	// PcapDir, if set, receives one pcap file per node port (demoPorts).
 	PcapDir string
 	// Messages each host sends to the other over its RC queue pair; each is
 	// an INA header with Values int32 values (one SEND Only packet).
@@ -43,7 +44,7 @@ func demoFlags(cfg *demoConfig) *flag.FlagSet {
 	*cfg = defaultDemo
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random source")
-	fs.StringVar(&cfg.PcapDir, "pcap", "", "write one pcap per node port into `DIR`")
+	fs.StringVar(&cfg.PcapDir, "pcap", "", "write one pcap per port into `DIR`, named by the capturing end and then the far end (h1-sw0.pcap, sw0-h1.pcap, sw1-h2.pcap, h2-sw1.pcap)")
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "RC messages each host sends")
 	return fs
 }
@@ -120,6 +121,20 @@ func message(buf []byte, worker uint8, i, values int) {
 	for v := 0; v < values; v++ {
 		h.SetValue(v, int32(uint32(i)*2654435761+uint32(v)*40503+uint32(worker)))
 	}
+}
+
+// demoPorts are the demo's captured ports, each with its pcap's name (by
+// run.PcapName: the capturing end, then the far end; the switch's ports are
+// sw0 and sw1).
+var demoPorts = []struct {
+	node string
+	port int
+	pcap string
+}{
+	{"h1", 0, run.PcapName("h1", run.SwitchEnd(0))},
+	{"s", 0, run.PcapName(run.SwitchEnd(0), "h1")},
+	{"s", 1, run.PcapName(run.SwitchEnd(1), "h2")},
+	{"h2", 0, run.PcapName("h2", run.SwitchEnd(1))},
 }
 
 // runDemo runs the demo in virtual time.
@@ -201,16 +216,12 @@ func runDemo(cfg demoConfig) (demoResult, error) {
 	if err := n.Restart(6*time.Millisecond+100*time.Microsecond, "s"); err != nil {
 		return demoResult{}, err
 	}
-	ports := []struct {
-		node string
-		port int
-	}{{"h1", 0}, {"s", 0}, {"s", 1}, {"h2", 0}}
 	if cfg.PcapDir != "" {
 		if err := os.MkdirAll(cfg.PcapDir, 0o755); err != nil {
 			return demoResult{}, err
 		}
-		for _, p := range ports {
-			f, err := os.Create(filepath.Join(cfg.PcapDir, fmt.Sprintf("%s-%d.pcap", p.node, p.port)))
+		for _, p := range demoPorts {
+			f, err := os.Create(filepath.Join(cfg.PcapDir, p.pcap))
 			if err != nil {
 				return demoResult{}, err
 			}
@@ -238,7 +249,7 @@ func runDemo(cfg demoConfig) (demoResult, error) {
 			res.Links = append(res.Links, linkReport{Name: l.Name() + " " + d.String(), Stats: l.Stats(d)})
 		}
 	}
-	for _, p := range ports {
+	for _, p := range demoPorts {
 		ps, _ := n.PortStats(p.node, p.port)
 		res.Ports[fmt.Sprintf("%s:%d", p.node, p.port)] = ps
 	}

@@ -68,7 +68,7 @@ func TestDemoPcapAndDeterminism(t *testing.T) {
 	if !reflect.DeepEqual(r1, r2) {
 		t.Error("two runs with one seed differ")
 	}
-	for _, f := range []string{"h1-0.pcap", "s-0.pcap", "s-1.pcap", "h2-0.pcap"} {
+	for _, f := range []string{"h1-sw0.pcap", "sw0-h1.pcap", "sw1-h2.pcap", "h2-sw1.pcap"} {
 		a, err := os.ReadFile(filepath.Join(d1, f))
 		if err != nil {
 			t.Fatal(err)

@@ -30,8 +30,9 @@ func TestPcapsDecodeWithTshark(t *testing.T) {
 	for _, l := range r.Links {
 		corrupted += l.Stats.Corrupted
 	}
-	for _, port := range []string{"h1:0", "s:0", "s:1", "h2:0"} {
-		file := filepath.Join(cfg.PcapDir, strings.Replace(port, ":", "-", 1)+".pcap")
+	for _, p := range demoPorts {
+		port := fmt.Sprintf("%s:%d", p.node, p.port)
+		file := filepath.Join(cfg.PcapDir, p.pcap)
 		want := ourView(t, file)
 		out, err := testenv.CleanProfile(t, exec.Command("tshark", "-r", file, "-o", "ip.check_checksum:TRUE",
 			"-T", "fields", "-E", "separator=|", "-e", "frame.protocols", "-e", "ip.checksum.status",

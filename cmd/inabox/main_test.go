@@ -41,7 +41,7 @@ func TestDecodeDefaultScenarioPcap(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := runCLI([]string{"decode", dir + "/h1-0.pcap"}, &out, &errb); err != nil {
+	if err := runCLI([]string{"decode", dir + "/h1-sw0.pcap"}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()

@@ -62,8 +62,8 @@ type runOpts struct {
 func runFlags(o *runOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&o.out, "out", "", "write results.json, CSV and SVG plots into `DIR`")
-	fs.StringVar(&o.pcap, "pcap", "", "write one pcap per link into `DIR`, captured at the host or PS end and named after that node "+
-		"(h0.pcap, ps0.pcap; h0-NODE.pcap where a host runs several workers); the estimated size goes to stderr first")
+	fs.StringVar(&o.pcap, "pcap", "", "write one pcap per link into `DIR`, captured at the host or PS end and named by that end and the switch port "+
+		"(h0-w1.0-sw2.pcap: host h0's worker w1.0 on switch port 2; ps0-sw0.pcap); the estimated size goes to stderr first")
 	fs.Func("seed", "replace the scenario's seed with `N` (≥ 1)", func(v string) error {
 		n, err := strconv.ParseUint(v, 0, 64)
 		o.seed, o.seedSet = n, true

@@ -53,7 +53,7 @@ func TestRunScenario(t *testing.T) {
 	if !strings.Contains(errb.String(), "100%") {
 		t.Errorf("no progress bar on stderr: %q", errb.String())
 	}
-	for _, name := range []string{"a/results.json", "a/jobs.csv", "a/job-vgg.csv", "a/memory.svg", "pcap/h0.pcap", "pcap/ps0.pcap"} {
+	for _, name := range []string{"a/results.json", "a/jobs.csv", "a/job-vgg.csv", "a/memory.svg", "pcap/h0-w1.0-sw2.pcap", "pcap/ps0-sw0.pcap"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -69,7 +69,7 @@ func TestRunScenario(t *testing.T) {
 	}
 	// decode reads the pcap
 	out.Reset()
-	if err := runCLI([]string{"decode", filepath.Join(dir, "pcap/h0.pcap")}, &out, &errb); err != nil || !strings.Contains(out.String(), "INA job=1") {
+	if err := runCLI([]string{"decode", filepath.Join(dir, "pcap/h0-w1.0-sw2.pcap")}, &out, &errb); err != nil || !strings.Contains(out.String(), "INA job=1") {
 		t.Errorf("decode: %v\n%.400s", err, out.String())
 	}
 }

@@ -21,8 +21,8 @@ type Options struct {
 	Seed uint64
 	// Policy, if set, replaces the scenario's policy.
 	Policy string
-	// PcapDir, if set, receives one pcap file per link (captured at the
-	// host or PS end: h0.pcap, ps0.pcap, ...).
+	// PcapDir, if set, receives one pcap file per link, captured at the
+	// host or PS end and named by PcapName: h0-w1.0-sw3.pcap, ps0-sw4.pcap.
 	PcapDir string
 	// Progress, if set, is told virtual time as the run advances.
 	Progress report.Progress

@@ -100,19 +100,6 @@ func (r *runner) dirs(l *emu.Link, dir string) []emu.Dir {
 	return []emu.Dir{emu.AtoB, emu.BtoA}
 }
 
-// workersOn is the number of workers on host h.
-func (r *runner) workersOn(h string) int {
-	n := 0
-	for _, p := range r.plans {
-		for _, ph := range p.Hosts {
-			if ph == h {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // sortedHosts are the hosts and PSs with links, by name.
 func (r *runner) sortedHosts() []string {
 	hs := make([]string, 0, len(r.hostLinks))
@@ -257,9 +244,9 @@ func (r *runner) faultAt(i int, f scenario.Fault) (func(at time.Duration) error,
 	}, nil
 }
 
-// pcap captures every worker's and PS's link at its host end into dir
-// (h0.pcap, ps0.pcap; h0-<node>.pcap for a host running several workers)
-// and returns the function that closes the files.
+// pcap captures every worker's and PS's link at its host end into dir,
+// one file each named by PcapName (h0-w1.0-sw3.pcap, ps0-sw4.pcap), and
+// returns the function that closes the files.
 func (r *runner) pcap(dir string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -272,7 +259,7 @@ func (r *runner) pcap(dir string) (func(), error) {
 	}
 	n := r.tb.Net
 	add := func(name, node string) error {
-		f, err := os.Create(filepath.Join(dir, name+".pcap"))
+		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
@@ -281,12 +268,9 @@ func (r *runner) pcap(dir string) (func(), error) {
 	}
 	for i, p := range r.plans {
 		for w := range p.Workers {
-			node := r.tb.Worker(i, w).Name
-			name := p.Hosts[w]
-			if p.Workers > 0 && r.workersOn(name) > 1 {
-				name = fmt.Sprintf("%s-%s", name, node)
-			}
-			if err := add(name, node); err != nil {
+			wh := r.tb.Worker(i, w)
+			end := Peer{Role: "worker", Host: p.Hosts[w], Node: wh.Name}.End()
+			if err := add(PcapName(end, SwitchEnd(wh.Port)), wh.Name); err != nil {
 				closeAll()
 				return nil, err
 			}
@@ -296,7 +280,8 @@ func (r *runner) pcap(dir string) (func(), error) {
 		if i >= len(r.tb.PSs) {
 			continue
 		}
-		if err := add(fmt.Sprintf("ps%d", i), r.tb.PSs[i].Name); err != nil {
+		ps := r.tb.PSs[i]
+		if err := add(PcapName(fmt.Sprintf("ps%d", i), SwitchEnd(ps.Port)), ps.Name); err != nil {
 			closeAll()
 			return nil, err
 		}

@@ -23,7 +23,7 @@ import (
 //
 // The scenario is in `inabox run`'s format (default: DefaultScenario,
 // up-multijob.yaml). Flags: --seed and --policy (override the scenario's), --batch,
-// --pcap DIR (one pcap per switch TAP), --json FILE (the Result),
+// --pcap DIR (one pcap per switch port), --json FILE (the Result),
 // --timeout, --keep (keep the work directory), --transport tap|udp
 // (udp: the multi-host path, namespaces as machines), --clean (only remove what
 // runs killed with SIGKILL left behind). It prints a summary on stdout.
@@ -120,7 +120,7 @@ func newFlagSet(f *cliFlags) *flag.FlagSet {
 	fs.Uint64Var(&f.cfg.Seed, "seed", 0, "seed (0 = the scenario's)")
 	fs.StringVar(&f.cfg.Policy, "policy", "", "policy (default: the scenario's)")
 	fs.IntVar(&f.cfg.Batch, "batch", 0, "backend batch of every process (0 = defaults)")
-	fs.StringVar(&f.cfg.PcapDir, "pcap", "", "directory for one pcap per switch TAP")
+	fs.StringVar(&f.cfg.PcapDir, "pcap", "", "directory for one pcap per switch port, captured at the switch and named by the port and the node on it (sw2-h0-w1.0.pcap, sw0-ps0.pcap)")
 	fs.StringVar(&f.cfg.Backend, "backend", "", "tap (default: TAPs bridged to the veths), or packet, ring or xdp: the switch and peers on the veth ends with that backend")
 	fs.StringVar(&f.cfg.XDPMode, "xdp-mode", "", "with --backend xdp: auto (native, else generic), native or generic")
 	fs.StringVar(&f.cfg.XDPFallback, "xdp-fallback", "", "with --backend xdp: packet or ring where XDP is unavailable (default: fail)")

@@ -176,7 +176,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	passTime := fs.Duration("pass-time", 0, "pipeline time per pass (without --scenario; 0 = infinitely fast)")
 	batch := fs.Int("batch", 0, "TAP read batch (0 = default)")
 	cfgFile := fs.String("config", "", "YAML/JSON control-plane entries to install at start (swctl.Config)")
-	pcapDir := fs.String("pcap", "", "directory for one pcap per port (<tap>.pcap)")
+	pcapDir := fs.String("pcap", "", "directory for one pcap per port, captured at the switch (sw3-h0-w1.0.pcap, sw4-ps0.pcap; swK.pcap for a port with no scenario node)")
 	report := fs.String("report", "", "file to write the final JSON report to (- = one line on stdout)")
 	restarted := fs.Bool("restarted", false, "this process replaces a switch that crashed: it reboots (state lost) and continues the clock of the run's --start file")
 	waitRestart := restartAtFlag(fs)
@@ -305,7 +305,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 		return fail(err)
 	}
 	var portIdx []int
-	for i, n := range names {
+	for i := range names {
 		// The switch→peer direction carries the scenario's link (its
 		// transmitter is the switch's egress port, as in the emulator);
 		// the peer→switch direction is modelled in the peer's process, so
@@ -322,7 +322,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 			return fail(err)
 		}
 		if *pcapDir != "" {
-			a.Pcap = filepath.Join(*pcapDir, n+".pcap")
+			a.Pcap = filepath.Join(*pcapDir, run.PcapName(run.SwitchEnd(i), peers[i].End()))
 		}
 		spec.Attach = append(spec.Attach, a)
 		portIdx = append(portIdx, i)

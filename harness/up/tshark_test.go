@@ -2,13 +2,13 @@ package up
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/internal/testenv"
 )
 
@@ -27,7 +27,7 @@ func checkPcaps(t *testing.T, dir string, ports []int, minFrames int) {
 		return
 	}
 	for _, p := range ports {
-		path := filepath.Join(dir, fmt.Sprintf("sw%d.pcap", p))
+		path := switchPcap(t, dir, p)
 		args := []string{"-n", "-r", path, "--disable-heuristic", "rpcrdma_infiniband",
 			"-T", "fields", "-E", "separator=|", "-e", "frame.protocols", "-e", "infiniband.bth.opcode", "-e", "_ws.malformed", "-e", "_ws.expert.severity"}
 		var stderr bytes.Buffer
@@ -49,4 +49,19 @@ func checkPcaps(t *testing.T, dir string, ports []int, minFrames int) {
 		}
 		t.Logf("%s: tshark decoded %d frames as RRoCE, none malformed", path, len(lines))
 	}
+}
+
+// switchPcap is the capture of switch port p in dir: the one file named
+// sw<p>-<node>.pcap (run.PcapName), or sw<p>.pcap for a port with no node.
+func switchPcap(t *testing.T, dir string, p int) string {
+	t.Helper()
+	end := run.SwitchEnd(p)
+	m, _ := filepath.Glob(filepath.Join(dir, end+"-*.pcap"))
+	if _, err := os.Stat(filepath.Join(dir, end+".pcap")); err == nil {
+		m = append(m, filepath.Join(dir, end+".pcap"))
+	}
+	if len(m) != 1 {
+		t.Fatalf("port %d: %d captures in %s (%v), want 1", p, len(m), dir, m)
+	}
+	return m[0]
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,12 +176,13 @@ func TestUpUDP(t *testing.T) {
 	}
 	t.Logf("udp worker clocks started within %v", udp.StartSkew)
 	// The captures are the emulator's (the switch's ports), whatever the
-	// transport: up-multijob has its PSs ps and ps1 on ports 0 and 1 (a
-	// few allocation frames each), the workers on 2-5.
-	for p := 0; p < 6; p++ {
-		fi, err := os.Stat(filepath.Join(pcaps, "sw"+strconv.Itoa(p)+".pcap"))
+	// transport, each named by the port and the node on it: up-multijob has
+	// its PSs ps0 and ps1 on ports 0 and 1 (a few allocation frames each),
+	// the workers on 2-5.
+	for _, name := range []string{"sw0-ps0.pcap", "sw1-ps1.pcap", "sw2-h0-w1.0.pcap", "sw3-h1-w1.1.pcap", "sw4-h2-w2.0.pcap", "sw5-h3-w2.1.pcap"} {
+		fi, err := os.Stat(filepath.Join(pcaps, name))
 		if err != nil || fi.Size() <= 24 {
-			t.Errorf("capture of port %d: %v", p, err)
+			t.Errorf("capture %s: %v", name, err)
 		}
 	}
 	checkPcaps(t, pcaps, []int{2, 3, 4, 5}, 100)

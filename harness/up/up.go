@@ -63,7 +63,8 @@ type Config struct {
 	Policy string
 	// Batch is the backend batch size of every process (0: defaults).
 	Batch int
-	// PcapDir, if set, receives one pcap per switch TAP (swK.pcap).
+	// PcapDir, if set, receives one pcap per switch port, captured at the
+	// switch and named by run.PcapName (sw2-h0-w1.0.pcap, sw0-ps0.pcap).
 	PcapDir string
 	// Backend is how the switch and the peers meet: "" or "tap" (a TAP per
 	// switch port bridged to the peer's veth; the peers on AF_PACKET), or

@@ -11,7 +11,7 @@
 -- malformed headers with expert info (the checks of switch/inahdr's
 -- Validate and DecodeCtl, plus a count that disagrees with the payload).
 --
--- Use:   tshark -X lua_script:tools/wireshark/ina.lua -r h0.pcap -Y ina
+-- Use:   tshark -X lua_script:tools/wireshark/ina.lua -r h0-w1.0-sw2.pcap -Y ina
 -- or install it for Wireshark with `make wireshark`
 -- (~/.local/lib/wireshark/plugins/ina.lua). Display filters: ina.job,
 -- ina.flags.result, ina.ctl.op == 2, ... (the field table below).
