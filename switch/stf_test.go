@@ -302,12 +302,11 @@ func stfAdd(s *Switch, f []string) error {
 		putMAC(&m, num(keys, "dmac"))
 		return s.AddL2(m, int(num(args, "port")))
 	case "ipv4_lpm/forward":
-		v, l, _ := strings.Cut(keys["dst"], "/")
-		bits, err := strconv.Atoi(l)
+		pfx, err := stfPrefix(keys["dst"])
 		if err != nil {
 			return err
 		}
-		return s.AddRoute(netip.PrefixFrom(addr4(mustNum(v)), bits), int(num(args, "port")))
+		return s.AddRoute(pfx, int(num(args, "port")))
 	}
 	return fmt.Errorf("unsupported table/action %s/%s", table, act)
 }
@@ -333,6 +332,43 @@ func putMAC(m *[6]byte, v uint64) {
 	for i := 0; i < 6; i++ {
 		m[i] = byte(v >> (8 * (5 - i)))
 	}
+}
+
+// stfPrefix reads an ipv4_lpm key in either form p4c's STF runners know:
+// value/length (0x0b000000/8; p4c's runner from 1.2.4.3 on cannot parse it)
+// or a value whose trailing hex digits are wildcards (0x0b******: every
+// runner), the prefix length four bits per written digit.
+func stfPrefix(key string) (netip.Prefix, error) {
+	if v, l, ok := strings.Cut(key, "/"); ok {
+		bits, err := strconv.Atoi(l)
+		if err != nil || bits < 0 || bits > 32 {
+			return netip.Prefix{}, fmt.Errorf("lpm key %q: prefix length %q, want 0-32", key, l)
+		}
+		a, err := strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 32)
+		if err != nil || !strings.HasPrefix(v, "0x") {
+			return netip.Prefix{}, fmt.Errorf("lpm key %q: value %q, want 0x and 8 hex digits", key, v)
+		}
+		return netip.PrefixFrom(addr4(a), bits), nil
+	}
+	digits, ok := strings.CutPrefix(key, "0x")
+	if !ok || len(digits) != 8 {
+		return netip.Prefix{}, fmt.Errorf("lpm key %q: want 0x and 8 hex digits or *, or value/length", key)
+	}
+	n := strings.IndexByte(digits, '*')
+	if n < 0 {
+		n = len(digits)
+	}
+	if strings.Trim(digits[n:], "*") != "" {
+		return netip.Prefix{}, fmt.Errorf("lpm key %q: a wildcard * may only stand for trailing digits", key)
+	}
+	var a uint64
+	if n > 0 {
+		var err error
+		if a, err = strconv.ParseUint(digits[:n], 16, 32); err != nil {
+			return netip.Prefix{}, fmt.Errorf("lpm key %q: %w", key, err)
+		}
+	}
+	return netip.PrefixFrom(addr4(a<<(4*(8-n))), 4*n), nil
 }
 
 func addr4(v uint64) netip.Addr {
@@ -417,6 +453,30 @@ func TestSTFRunnerDetectsMismatch(t *testing.T) {
 		}()
 		if !ft.failed {
 			t.Errorf("%s: mutated vector passed", name)
+		}
+	}
+}
+
+// TestSTFPrefix: both LPM key forms read the same prefix; malformed keys
+// are refused.
+func TestSTFPrefix(t *testing.T) {
+	for _, c := range []struct{ key, want string }{
+		{"0x0b******", "11.0.0.0/8"},
+		{"0x0b000000/8", "11.0.0.0/8"},
+		{"0x0a0b****", "10.11.0.0/16"},
+		{"0x0a0b0c0d", "10.11.12.13/32"},
+		{"0x********", "0.0.0.0/0"},
+		{"0x0a0b0c0d/32", "10.11.12.13/32"},
+		{"0xc0a8010*", "192.168.1.0/28"},
+	} {
+		p, err := stfPrefix(c.key)
+		if err != nil || p.String() != c.want {
+			t.Errorf("%s: %v %v, want %s", c.key, p, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "0x0b", "0x0b*****", "0x0b***0**", "0x0b******0", "11.0.0.0/8", "0x0b000000/33", "0x0b000000/x", "0xzz******", "0b******"} {
+		if p, err := stfPrefix(bad); err == nil {
+			t.Errorf("%q read as %v, want an error", bad, p)
 		}
 	}
 }

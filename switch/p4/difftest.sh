@@ -35,6 +35,10 @@ fi
 build="${P4C_BUILD:-${P4C_SRC:-/nonexistent}/build}"
 if [ ! -x "$build/p4c-bm2-ss" ] || [ ! -f "$build/config.h" ]; then
     missing+=("P4C_BUILD=<p4c build dir> with p4c-bm2-ss and config.h (HAVE_SIMPLE_SWITCH defined)")
+elif ! grep -q '^#define HAVE_SIMPLE_SWITCH' "$build/config.h"; then
+    # Without it every runner version skips BMv2 and reports success: a
+    # silent pass. p4c's cmake defines it when it finds simple_switch.
+    missing+=("HAVE_SIMPLE_SWITCH in $build/config.h (reconfigure p4c with simple_switch on PATH; without it the runner skips BMv2 and reports a pass)")
 fi
 for mod in ply thrift ptf; do
     python3 -c "import $mod" >/dev/null 2>&1 || missing+=("python3 module '$mod' (pip install $mod; Debian: python3-ply, python3-thrift; ptf is not packaged)")
