@@ -755,13 +755,31 @@ func (w *Worker) flush(env *emu.Env) {
 		break
 	}
 	rdma.FlushQP(env, 0, w.qp, keyQP, &w.qpTimer)
-	if st := w.st; st != nil && !w.armedRT && st.dlHead < len(st.dl) {
-		env.SetTimer(st.dl[st.dlHead].At, keyResult)
-		w.armedRT = true
+	// A deadline whose chunk no longer needs it (its result is in, or it
+	// was fetched) is dropped before a timer is armed for it, as the
+	// baselines do: otherwise the timer fires once per chunk sent, an RTO
+	// after it, to find the result long in.
+	st := w.st
+	if st == nil {
+		return
 	}
-	if st := w.st; st != nil && !w.armedUC && st.ucHead < len(st.ucDL) {
-		env.SetTimer(st.ucDL[st.ucHead].At, keyUC)
-		w.armedUC = true
+	if !w.armedRT {
+		for st.dlHead < len(st.dl) && (st.have[st.dl[st.dlHead].Chunk] || st.fetched[st.dl[st.dlHead].Chunk]) {
+			st.dlHead++
+		}
+		if st.dlHead < len(st.dl) {
+			env.SetTimer(st.dl[st.dlHead].At, keyResult)
+			w.armedRT = true
+		}
+	}
+	if !w.armedUC {
+		for st.ucHead < len(st.ucDL) && st.have[st.ucDL[st.ucHead].Chunk] {
+			st.ucHead++
+		}
+		if st.ucHead < len(st.ucDL) {
+			env.SetTimer(st.ucDL[st.ucHead].At, keyUC)
+			w.armedUC = true
+		}
 	}
 }
 
