@@ -2,6 +2,7 @@ package up
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 
 	"github.com/inabox/inabox/harness/report"
@@ -30,6 +31,9 @@ func (s *Seconds) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return err
 	}
-	*s = Seconds(f * float64(time.Second))
+	// Rounded, not truncated: 2.011544714 s is 2011544713.9999998 ns
+	// in float64, and a duration must survive the round trip through
+	// MarshalJSON (to the nanosecond below 1000 s: 12 significant digits).
+	*s = Seconds(math.Round(f * float64(time.Second)))
 	return nil
 }

@@ -162,9 +162,16 @@ func TestUpUDP(t *testing.T) {
 	}
 	// The switch's result: the same reports, sent over the barrier, built
 	// by the same code.
-	if !reflect.DeepEqual(sw.Jobs, udp.Jobs) || !reflect.DeepEqual(sw.PSReports, udp.PSReports) || !reflect.DeepEqual(workerChecks(sw), workerChecks(udp)) ||
-		!reflect.DeepEqual(sw.Links, udp.Links) || sw.StartSkew != udp.StartSkew || !reflect.DeepEqual(sw.Counters, udp.Counters) {
-		t.Errorf("the switch's result differs from Up's:\nswitch jobs %+v skew %v\nup     jobs %+v skew %v", sw.Jobs, sw.StartSkew, udp.Jobs, udp.StartSkew)
+	for _, c := range []struct {
+		what    string
+		sw, udp any
+	}{
+		{"jobs", sw.Jobs, udp.Jobs}, {"PS reports", sw.PSReports, udp.PSReports}, {"workers' checks", workerChecks(sw), workerChecks(udp)},
+		{"links", sw.Links, udp.Links}, {"start skew", sw.StartSkew, udp.StartSkew}, {"counters", sw.Counters, udp.Counters},
+	} {
+		if !reflect.DeepEqual(c.sw, c.udp) {
+			t.Errorf("the switch's result differs from Up's in its %s:\nswitch %+v\nup     %+v", c.what, c.sw, c.udp)
+		}
 	}
 	for i, w := range sw.Workers {
 		if !reflect.DeepEqual(w.Iterations, udp.Workers[i].Iterations) || w.MaxLate != udp.Workers[i].MaxLate {
