@@ -5,6 +5,7 @@ package emu
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync/atomic"
@@ -388,7 +389,7 @@ func (p *TAPPort) TryWrite(bufs [][]byte, offset int) (int, error) {
 // dupOut duplicates f's fd (close-on-exec; the file status flags, so
 // O_NONBLOCK, are shared) and closes f, which takes the original out of
 // the Go netpoller. The caller owns the duplicate.
-func dupOut(rc syscall.RawConn, f *os.File) (int, error) {
+func dupOut(rc syscall.RawConn, f io.Closer) (int, error) {
 	fd := -1
 	var derr error
 	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {

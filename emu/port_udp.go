@@ -73,9 +73,17 @@ type UDPPort struct {
 
 	// Read side, used by one Read at a time.
 	rx udpReceiver
+
+	// Polled use (PollPort): the socket's fd once PollFd took it out of the
+	// Go netpoller (-1 before), and TryWrite's sendmmsg batch.
+	pollFd int
+	tx     udpSender
 }
 
-var _ Port = (*UDPPort)(nil)
+var (
+	_ Port     = (*UDPPort)(nil)
+	_ PollPort = (*UDPPort)(nil)
+)
 
 // NewUDPPort binds laddr and returns a port that sends frames to raddr and
 // receives frames from raddr, with the defaults of UDPConfig.
@@ -133,6 +141,7 @@ func NewUDPPortConfig(cfg UDPConfig) (*UDPPort, error) {
 		batch:  batch,
 		wmsgs:  make([]ipv4.Message, batch),
 		wbufs:  make([][]byte, batch),
+		pollFd: -1,
 	}
 	p.errClosed = fmt.Errorf("emu: %s: %w", p.name, net.ErrClosed)
 	raddr := net.UDPAddrFromAddrPort(remote)
@@ -141,6 +150,7 @@ func NewUDPPortConfig(cfg UDPConfig) (*UDPPort, error) {
 		p.wmsgs[i].Addr = raddr
 	}
 	p.rx.init(batch, remote)
+	p.tx.init(batch, remote)
 	return p, nil
 }
 
@@ -266,37 +276,118 @@ func (p *UDPPort) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			}
 			return 0, fmt.Errorf("emu: %s: %w", p.name, err)
 		}
-		n := 0
-		var nb uint64
-		for i := range got {
-			size, ok := p.rx.result(i)
-			switch {
-			case ok == rxTrunc:
-				p.stats.rxOversize.Add(1)
-				continue
-			case ok == rxForeign:
-				p.stats.rxForeign.Add(1)
-				continue
-			}
-			if i != n {
-				// Compact over a dropped datagram (rare).
-				dst := bufs[n][offset:]
-				if size > len(dst) {
-					p.stats.rxOversize.Add(1)
-					continue
-				}
-				copy(dst, bufs[i][offset:offset+size])
-			}
-			sizes[n] = size
-			nb += uint64(size)
-			n++
-		}
-		if n > 0 {
-			p.stats.framesRead.Add(uint64(n))
-			p.stats.bytesRead.Add(nb)
+		if n := p.collect(bufs, sizes, offset, got); n > 0 {
 			return n, nil
 		}
 	}
+}
+
+// collect keeps, of the got datagrams recvmmsg put into bufs, the whole
+// ones from the remote address, moving them to the front; it sets their
+// sizes, counts them and returns how many.
+func (p *UDPPort) collect(bufs [][]byte, sizes []int, offset, got int) int {
+	n := 0
+	var nb uint64
+	for i := range got {
+		size, ok := p.rx.result(i)
+		switch {
+		case ok == rxTrunc:
+			p.stats.rxOversize.Add(1)
+			continue
+		case ok == rxForeign:
+			p.stats.rxForeign.Add(1)
+			continue
+		}
+		if i != n {
+			// Compact over a dropped datagram (rare).
+			dst := bufs[n][offset:]
+			if size > len(dst) {
+				p.stats.rxOversize.Add(1)
+				continue
+			}
+			copy(dst, bufs[i][offset:offset+size])
+		}
+		sizes[n] = size
+		nb += uint64(size)
+		n++
+	}
+	if n > 0 {
+		p.stats.framesRead.Add(uint64(n))
+		p.stats.bytesRead.Add(nb)
+	}
+	return n
+}
+
+// PollFd implements PollPort: it moves the socket out of the Go netpoller
+// (a duplicate of its fd, the original closed; the socket stays bound).
+// Read and Write fail afterwards; TryRead and TryWrite use the fd.
+func (p *UDPPort) PollFd() (int, error) {
+	if p.pollFd >= 0 {
+		return p.pollFd, nil
+	}
+	if p.closed.Load() {
+		return -1, p.errClosed
+	}
+	fd, err := dupOut(p.rc, p.conn)
+	if err != nil {
+		return -1, fmt.Errorf("emu: %s: %w", p.name, err)
+	}
+	p.pollFd = fd
+	return fd, nil
+}
+
+// TryRead implements PollPort: Read without waiting (one recvmmsg). It
+// returns 0 frames and a nil error when no datagram from the remote address
+// is queued.
+func (p *UDPPort) TryRead(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	m := min(len(bufs), p.batch)
+	if m == 0 {
+		return 0, nil
+	}
+	got, err := p.rx.try(p.pollFd, bufs[:m], offset)
+	if err != nil {
+		return 0, fmt.Errorf("emu: %s: %w", p.name, err)
+	}
+	return p.collect(bufs, sizes, offset, got), nil
+}
+
+// TryWrite implements PollPort: Write without waiting (sendmmsg, BatchSize
+// datagrams a call). A short count with a nil error means the socket buffer
+// is full; a frame longer than UDPMaxFrame ends the call with an error
+// wrapping ErrFrameTooLarge, the frames before it sent.
+func (p *UDPPort) TryWrite(bufs [][]byte, offset int) (int, error) {
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	sent := 0
+	for sent < len(bufs) {
+		m := 0
+		var ferr error
+		for m < p.batch && sent+m < len(bufs) {
+			if f := bufs[sent+m][offset:]; len(f) > UDPMaxFrame {
+				p.stats.txOversize.Add(1)
+				ferr = fmt.Errorf("emu: %s: %d-byte frame: %w", p.name, len(f), ErrFrameTooLarge)
+				break
+			}
+			m++
+		}
+		k, nb, err := p.tx.try(p.pollFd, bufs[sent:sent+m], offset)
+		p.stats.framesWritten.Add(uint64(k))
+		p.stats.bytesWritten.Add(nb)
+		sent += k
+		switch {
+		case err != nil:
+			return sent, fmt.Errorf("emu: %s: %w", p.name, err)
+		case k < m:
+			return sent, nil // would block
+		case ferr != nil:
+			return sent, ferr
+		}
+	}
+	return sent, nil
 }
 
 // Close closes the socket and unblocks a pending Read or Write. Closing twice
@@ -304,6 +395,9 @@ func (p *UDPPort) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 func (p *UDPPort) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return p.errClosed
+	}
+	if p.pollFd >= 0 {
+		return unix.Close(p.pollFd)
 	}
 	return p.conn.Close()
 }

@@ -57,6 +57,28 @@ func (r *udpReceiver) init(batch int, remote netip.AddrPort) {
 // (in the netpoller) until at least one is there. It returns how many
 // messages the kernel filled; result tells what each one holds.
 func (r *udpReceiver) recv(rc syscall.RawConn, bufs [][]byte, offset int) (int, error) {
+	r.prepare(bufs, offset)
+	err := rc.Read(r.fn)
+	r.release(bufs)
+	if err != nil {
+		return 0, err
+	}
+	return r.got, r.err
+}
+
+// try is recv on a non-blocking fd of its own (PollPort): one recvmmsg,
+// 0 messages when none is queued.
+func (r *udpReceiver) try(fd int, bufs [][]byte, offset int) (int, error) {
+	r.prepare(bufs, offset)
+	if !r.syscall(uintptr(fd)) {
+		r.got = 0
+	}
+	r.release(bufs)
+	return r.got, r.err
+}
+
+// prepare points the message headers at bufs[i][offset:].
+func (r *udpReceiver) prepare(bufs [][]byte, offset int) {
 	for i, b := range bufs {
 		room := b[offset:]
 		if len(room) > 0 {
@@ -76,15 +98,13 @@ func (r *udpReceiver) recv(rc syscall.RawConn, bufs [][]byte, offset int) (int, 
 		r.hdrs[i].len = 0
 	}
 	r.want, r.got, r.err = len(bufs), 0, nil
-	err := rc.Read(r.fn)
-	// Drop the references to the caller's buffers.
+}
+
+// release drops the references to the caller's buffers.
+func (r *udpReceiver) release(bufs [][]byte) {
 	for i := range bufs {
 		r.iovs[i].Base = nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	return r.got, r.err
 }
 
 // syscall is the RawConn.Read callback: false means "wait until readable".
@@ -121,4 +141,73 @@ func (r *udpReceiver) result(i int) (int, int) {
 		return 0, rxForeign
 	}
 	return int(h.len), rxOK
+}
+
+// udpSender sends a batch of datagrams to one address with sendmmsg on a
+// non-blocking fd (PollPort's TryWrite) without allocating: message
+// headers, iovecs and the destination are preallocated.
+type udpSender struct {
+	hdrs []mmsghdr
+	iovs []unix.Iovec
+	dst  unix.RawSockaddrInet4
+}
+
+func (s *udpSender) init(batch int, remote netip.AddrPort) {
+	s.hdrs = make([]mmsghdr, batch)
+	s.iovs = make([]unix.Iovec, batch)
+	s.dst.Family = unix.AF_INET
+	s.dst.Addr = remote.Addr().As4()
+	pb := (*[2]byte)(unsafe.Pointer(&s.dst.Port))
+	pb[0], pb[1] = byte(remote.Port()>>8), byte(remote.Port())
+}
+
+// try sends bufs[i][offset:] (at most the batch) with one sendmmsg and
+// returns how many datagrams and bytes went; fewer than len(bufs) with a
+// nil error means the socket buffer is full.
+func (s *udpSender) try(fd int, bufs [][]byte, offset int) (int, uint64, error) {
+	if len(bufs) == 0 {
+		return 0, 0, nil
+	}
+	for i, b := range bufs {
+		f := b[offset:]
+		if len(f) > 0 {
+			s.iovs[i].Base = &f[0]
+		} else {
+			s.iovs[i].Base = nil
+		}
+		s.iovs[i].SetLen(len(f))
+		h := &s.hdrs[i].hdr
+		h.Name = (*byte)(unsafe.Pointer(&s.dst))
+		h.Namelen = unix.SizeofSockaddrInet4
+		h.Iov = &s.iovs[i]
+		h.SetIovlen(1)
+		h.Control = nil
+		h.SetControllen(0)
+		h.Flags = 0
+		s.hdrs[i].len = 0
+	}
+	var n int
+	var err error
+	for {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&s.hdrs[0])),
+			uintptr(len(bufs)), unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EINTR || e == errnoERESTARTSYS {
+			continue
+		}
+		if e != 0 && e != unix.EAGAIN {
+			err = os.NewSyscallError("sendmmsg", e)
+		}
+		if e == 0 {
+			n = int(r)
+		}
+		break
+	}
+	var nb uint64
+	for i := range bufs {
+		if i < n {
+			nb += uint64(len(bufs[i]) - offset)
+		}
+		s.iovs[i].Base = nil
+	}
+	return n, nb, err
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/inabox/inabox/emu"
 	sw "github.com/inabox/inabox/switch"
 )
 
@@ -104,11 +105,27 @@ func perfCount(tb testing.TB, pid int) (stop func() (syscalls, ctxsw float64)) {
 	}
 }
 
+// openUDPIn opens a UDP port "LOCAL->REMOTE" in namespace ns.
+func openUDPIn(tb testing.TB, ns, spec string) emu.Port {
+	tb.Helper()
+	var p emu.Port
+	err := InNetns(ns, func() error {
+		var err error
+		p, err = openUDP(Attachment{Dev: spec, Batch: 64})
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
 // BenchmarkRealtimeSyscalls measures what the switch process costs the
 // kernel per forwarded frame: system calls and context switches of all
 // its threads (perf stat on a child process running the switch node),
-// with the goroutine driver and the polled one, on TAP devices and on
-// AF_PACKET veth ends, at saturation and paced (one frame every 50 µs:
+// with the goroutine driver and the polled one, on TAP devices, on
+// AF_PACKET veth ends and on UDP sockets (the --transport udp path), at saturation and paced (one frame every 50 µs:
 // the per-frame wake-ups of a lightly loaded link).
 //
 //	go test -run '^$' -bench RealtimeSyscalls -benchtime 100000x ./internal/procnode
@@ -122,12 +139,16 @@ func BenchmarkRealtimeSyscalls(b *testing.B) {
 		name     string
 		interval time.Duration
 	}{{"paced-50us", 50 * time.Microsecond}, {"saturated", 0}} {
-		for _, backend := range []string{BackendTAP, BackendPacket} {
+		for _, backend := range []string{BackendTAP, BackendPacket, BackendUDP} {
 			for _, driver := range []string{"goroutine", "polled"} {
 				b.Run(fmt.Sprintf("load=%s/backend=%s/driver=%s", load.name, backend, driver), func(b *testing.B) {
 					ns := benchNS(b)
 					h := nsHandle(b, ns)
 					dev0, dev1, g0, g1 := "t0", "t1", "t0", "t1"
+					if backend == BackendUDP { // the switch's ports are loopback sockets of the namespace
+						linkUp(b, h, "lo")
+						dev0, dev1, g0, g1 = "127.0.0.1:7100->127.0.0.1:7200", "127.0.0.1:7101->127.0.0.1:7201", "127.0.0.1:7200->127.0.0.1:7100", "127.0.0.1:7201->127.0.0.1:7101"
+					}
 					if backend == BackendPacket {
 						dev0, dev1, g0, g1 = "s0", "s1", "g0", "g1"
 						for _, v := range [][2]string{{"g0", "s0"}, {"g1", "s1"}} {
@@ -162,7 +183,12 @@ func BenchmarkRealtimeSyscalls(b *testing.B) {
 						linkUp(b, h, "t0")
 						linkUp(b, h, "t1")
 					}
-					gen, sink := openPacket(b, ns, g0, 64), openPacket(b, ns, g1, 64)
+					var gen, sink emu.Port
+					if backend == BackendUDP {
+						gen, sink = openUDPIn(b, ns, g0), openUDPIn(b, ns, g1)
+					} else {
+						gen, sink = openPacket(b, ns, g0, 64), openPacket(b, ns, g1, 64)
+					}
 					stop := perfCount(b, cmd.Process.Pid)
 					fwd := pumpPaced(b, gen, sink, frame, load.interval)
 					sc, cs := stop()
