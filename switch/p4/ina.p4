@@ -729,7 +729,9 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
         }
 
         if (meta.op != OP_NONE) {
-            // Value pass: block meta.pass ↔ slot head + pass.
+            // Value pass: block meta.pass ↔ slot head + pass. The chain ends
+            // in a plain else (meta.pass is below the block count), so w is
+            // assigned on every path.
             bit<32> slot = meta.head + (bit<32>)meta.pass;
             if (meta.pass == 0) {
                 w = hdr.blk0;
@@ -737,7 +739,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                 w = hdr.blk1;
             } else if (meta.pass == 2) {
                 w = hdr.blk2;
-            } else if (meta.pass == 3) {
+            } else {
                 w = hdr.blk3;
             }
             meta.lane_ovf = 0;

@@ -38,6 +38,9 @@ type Data struct {
 	Slots     int            // aggregator slots in each register array
 }
 
+// LastBlock is the last of Blocks.
+func (d Data) LastBlock() int { return d.Blocks[len(d.Blocks)-1] }
+
 // Default is the data ina.p4 is generated from: the Go INA header layout,
 // sw.DefaultValuesPerPass lanes, 4 blocks (up to 4·64 values per packet,
 // 3 recirculations) and 4096 slots.
