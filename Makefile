@@ -39,7 +39,10 @@ wireshark:
 ## makes a skip for a missing tool or privilege a failure)
 test: lint unit
 
+# TestGoldenDefault (every policy's outputs on the default scenario, byte for
+# byte) runs without -race, on its own: the -race run skips it
 unit:
+	$(GO) test -count=1 -run '^TestGoldenDefault$$' ./cmd/inabox
 	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -shuffle=on -timeout 20m $(PKGS)
 
 lint:

@@ -138,6 +138,7 @@ func acceptanceElems() int {
 // duplication, reordering, and the switch rebooted in the middle of an
 // all-reduce (at half the clean run's duration).
 func TestBaselineAcceptance(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	elems := acceptanceElems()
 	for _, kind := range baselineKinds {
 		t.Run(kind, func(t *testing.T) {

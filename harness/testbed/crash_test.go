@@ -55,6 +55,7 @@ func crashOutcome(policy, cse string, stateLoss bool) (exact bool, want string) 
 // stopped at once with an error that names the node and why the policy
 // cannot recover it (docs/integrity.md lists which is which).
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	elems := 64 * 300
 	if raceEnabled {
 		elems = 64 * 100

@@ -13,6 +13,7 @@ import (
 // grant lies in the job's pool, every job registers and unregisters, and
 // memory is all free at the end.
 func TestDynaINACluster(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	for _, path := range []host.INAPath{host.PathUC, host.PathTrim} {
 		t.Run(path.String(), func(t *testing.T) {
 			const elems, ars = 64 * 600, 3

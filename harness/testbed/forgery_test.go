@@ -270,6 +270,7 @@ func forgeryClasses() []forgery {
 
 // TestForgery runs every forgery class under every policy it applies to.
 func TestForgery(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	elems := forgeElems
 	if raceEnabled {
 		elems = 64 * 150

@@ -169,7 +169,10 @@ func TestTrimAllReduce100MB(t *testing.T) {
 // TestTrimFaults: exact and finishing under loss, duplication,
 // reordering and a switch reboot in the middle of an all-reduce (trim
 // path; TestUCAllReduceFaults runs the same matrix on the UC path).
-func TestTrimFaults(t *testing.T) { faultMatrix(t, host.PathTrim) }
+func TestTrimFaults(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
+	faultMatrix(t, host.PathTrim)
+}
 
 // faultMatrix runs 8 workers, 2 all-reduces, under each fault on path:
 // every result exact (runScenario), a reboot that hits an all-reduce, and
@@ -218,7 +221,10 @@ func faultMatrix(t *testing.T, path host.INAPath) {
 // with switch memory for fewer aggregators than they ask for: partial and
 // zero grants, and PS-path chunks, stay exact (trim path; TestUCMultiJob
 // runs it on the UC path).
-func TestTrimMultiJob(t *testing.T) { multiJob(t, host.PathTrim) }
+func TestTrimMultiJob(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
+	multiJob(t, host.PathTrim)
+}
 
 func multiJob(t *testing.T, path host.INAPath) {
 	elems := 64 * 3000
@@ -245,7 +251,10 @@ func multiJob(t *testing.T, path host.INAPath) {
 
 // TestTrimDeterministic: the same seed gives the same run (trim path;
 // TestUCDeterministic: UC path).
-func TestTrimDeterministic(t *testing.T) { deterministic(t, host.PathTrim) }
+func TestTrimDeterministic(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
+	deterministic(t, host.PathTrim)
+}
 
 func deterministic(t *testing.T, path host.INAPath) {
 	sc := scenario{name: path.String() + "-det", jobs: []int{4}, elems: 64 * 500, ars: 2, path: path,

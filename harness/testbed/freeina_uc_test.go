@@ -47,7 +47,10 @@ func TestUCAllReduceClean(t *testing.T) {
 
 // TestUCAllReduceFaults: loss, duplication, reordering and a switch
 // reboot in the middle of an all-reduce, on the UC path.
-func TestUCAllReduceFaults(t *testing.T) { faultMatrix(t, host.PathUC) }
+func TestUCAllReduceFaults(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
+	faultMatrix(t, host.PathUC)
+}
 
 // TestUCFallback: with a fallback after 2 timeouts (too eager for 1 %
 // loss: one slow RC-path chunk stalls every window), many chunks take the
@@ -76,7 +79,10 @@ func TestUCFallback(t *testing.T) {
 
 // TestUCMultiJob: three jobs with short switch memory (partial and zero
 // grants, PS-path chunks) on the UC path.
-func TestUCMultiJob(t *testing.T) { multiJob(t, host.PathUC) }
+func TestUCMultiJob(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
+	multiJob(t, host.PathUC)
+}
 
 // TestUCDeterministic: the same seed gives the same run on the UC path.
 func TestUCDeterministic(t *testing.T) { deterministic(t, host.PathUC) }

@@ -50,6 +50,7 @@ func corruptionCases(long bool) []corruptionCase {
 // unroutable). The suite runs 1 % per frame over two seeds; INABOX_LONG=1
 // adds 0.01 % and 0.1 % and four seeds.
 func TestCorruption(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	long := os.Getenv("INABOX_LONG") != "" && !raceEnabled
 	elems, seeds := 64*300, uint64(2)
 	if long {

@@ -13,6 +13,7 @@ import (
 // scaled 1 Gb/s and 200 µs of the shipped scenarios (the RC window covers
 // the round trip: RingWindow).
 func TestRingNearBound(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	const workers = 8
 	// Enough chunks that the ring's fill and drain (2(N−1) hops) stay
 	// small against the transfer, race detector or not.

@@ -15,6 +15,7 @@ import (
 // differs by 12 % between the two scales.) INABOX_LONG=1 (make soak) adds
 // the true-scale run, 100 Gb/s with 100× the gradient, against 1 Gb/s.
 func TestScalingPair(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	// Enough chunks that the ring's fill and drain — 2(N−1) hops of a
 	// 4 KB message, a time that does not scale with the rate — stay below
 	// 1 % of the transfer.

@@ -150,6 +150,7 @@ func timeoutsWithin(d, rto, maxWait time.Duration) int {
 //     timeout resends each chunk d/RTO times: FreeINA 100 per chunk at
 //     1 ms, 114 048 resends in all; SwitchML 20, 32 400.)
 func TestStragglers(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	for _, policy := range stragglerPolicies {
 		t.Run(policy, func(t *testing.T) {
 			perAR := map[time.Duration]time.Duration{}
@@ -196,6 +197,7 @@ func TestStragglers(t *testing.T) {
 // straggler) plus 4 RTOs per all-reduce. (Without bringing the timers in:
 // FreeINA 6.99 ms, 835 µs over the ideal; SwitchML 7.97 ms, 1.54 ms over.)
 func TestStragglersUnderLoss(t *testing.T) {
+	t.Parallel() // a long test: it shares the cores with the others (make test)
 	for _, policy := range []string{"freeina", "dynaina", "switchml"} {
 		t.Run(policy, func(t *testing.T) {
 			sc := stragglerCase{name: "late1ms+loss1", forward: time.Millisecond, slow: 2, loss: 0.01}
