@@ -204,17 +204,9 @@ func (p *UDPPort) Write(bufs [][]byte, offset int) (int, error) {
 	}
 	sent := 0
 	for sent < len(bufs) {
-		var ferr error
-		m := 0
-		for m < p.batch && sent+m < len(bufs) {
-			f := bufs[sent+m][offset:]
-			if len(f) > UDPMaxFrame {
-				p.stats.txOversize.Add(1)
-				ferr = fmt.Errorf("emu: %s: %d-byte frame: %w", p.name, len(f), ErrFrameTooLarge)
-				break
-			}
-			p.wbufs[m] = f
-			m++
+		m, ferr := p.nextBatch(bufs[sent:], offset)
+		for i, b := range bufs[sent : sent+m] {
+			p.wbufs[i] = b[offset:]
 		}
 		k := 0
 		var werr error
@@ -251,6 +243,19 @@ func (p *UDPPort) Write(bufs [][]byte, offset int) (int, error) {
 		}
 	}
 	return sent, nil
+}
+
+// nextBatch is how many of bufs, at most BatchSize, go in one sendmmsg: up
+// to the first frame longer than UDPMaxFrame, which it counts and returns
+// an error for (wrapping ErrFrameTooLarge).
+func (p *UDPPort) nextBatch(bufs [][]byte, offset int) (int, error) {
+	for m, b := range bufs[:min(len(bufs), p.batch)] {
+		if f := b[offset:]; len(f) > UDPMaxFrame {
+			p.stats.txOversize.Add(1)
+			return m, fmt.Errorf("emu: %s: %d-byte frame: %w", p.name, len(f), ErrFrameTooLarge)
+		}
+	}
+	return min(len(bufs), p.batch), nil
 }
 
 // Read blocks until at least one datagram from the remote address arrives,
@@ -364,16 +369,7 @@ func (p *UDPPort) TryWrite(bufs [][]byte, offset int) (int, error) {
 	}
 	sent := 0
 	for sent < len(bufs) {
-		m := 0
-		var ferr error
-		for m < p.batch && sent+m < len(bufs) {
-			if f := bufs[sent+m][offset:]; len(f) > UDPMaxFrame {
-				p.stats.txOversize.Add(1)
-				ferr = fmt.Errorf("emu: %s: %d-byte frame: %w", p.name, len(f), ErrFrameTooLarge)
-				break
-			}
-			m++
-		}
+		m, ferr := p.nextBatch(bufs[sent:], offset)
 		k, nb, err := p.tx.try(p.pollFd, bufs[sent:sent+m], offset)
 		p.stats.framesWritten.Add(uint64(k))
 		p.stats.bytesWritten.Add(nb)

@@ -80,22 +80,7 @@ func (r *udpReceiver) try(fd int, bufs [][]byte, offset int) (int, error) {
 // prepare points the message headers at bufs[i][offset:].
 func (r *udpReceiver) prepare(bufs [][]byte, offset int) {
 	for i, b := range bufs {
-		room := b[offset:]
-		if len(room) > 0 {
-			r.iovs[i].Base = &room[0]
-		} else {
-			r.iovs[i].Base = nil
-		}
-		r.iovs[i].SetLen(len(room))
-		h := &r.hdrs[i].hdr
-		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
-		h.Namelen = unix.SizeofSockaddrInet4
-		h.Iov = &r.iovs[i]
-		h.SetIovlen(1)
-		h.Control = nil
-		h.SetControllen(0)
-		h.Flags = 0
-		r.hdrs[i].len = 0
+		setMsg(&r.hdrs[i], &r.iovs[i], b[offset:], &r.names[i])
 	}
 	r.want, r.got, r.err = len(bufs), 0, nil
 }
@@ -143,6 +128,26 @@ func (r *udpReceiver) result(i int) (int, int) {
 	return int(h.len), rxOK
 }
 
+// setMsg points message m at one buffer b (through iov) and the IPv4
+// address name (the source a receive fills in, or a send's destination).
+func setMsg(m *mmsghdr, iov *unix.Iovec, b []byte, name *unix.RawSockaddrInet4) {
+	if len(b) > 0 {
+		iov.Base = &b[0]
+	} else {
+		iov.Base = nil
+	}
+	iov.SetLen(len(b))
+	h := &m.hdr
+	h.Name = (*byte)(unsafe.Pointer(name))
+	h.Namelen = unix.SizeofSockaddrInet4
+	h.Iov = iov
+	h.SetIovlen(1)
+	h.Control = nil
+	h.SetControllen(0)
+	h.Flags = 0
+	m.len = 0
+}
+
 // udpSender sends a batch of datagrams to one address with sendmmsg on a
 // non-blocking fd (PollPort's TryWrite) without allocating: message
 // headers, iovecs and the destination are preallocated.
@@ -169,22 +174,7 @@ func (s *udpSender) try(fd int, bufs [][]byte, offset int) (int, uint64, error) 
 		return 0, 0, nil
 	}
 	for i, b := range bufs {
-		f := b[offset:]
-		if len(f) > 0 {
-			s.iovs[i].Base = &f[0]
-		} else {
-			s.iovs[i].Base = nil
-		}
-		s.iovs[i].SetLen(len(f))
-		h := &s.hdrs[i].hdr
-		h.Name = (*byte)(unsafe.Pointer(&s.dst))
-		h.Namelen = unix.SizeofSockaddrInet4
-		h.Iov = &s.iovs[i]
-		h.SetIovlen(1)
-		h.Control = nil
-		h.SetControllen(0)
-		h.Flags = 0
-		s.hdrs[i].len = 0
+		setMsg(&s.hdrs[i], &s.iovs[i], b[offset:], &s.dst)
 	}
 	var n int
 	var err error
