@@ -245,3 +245,44 @@ func TestREADMEFlags(t *testing.T) {
 		t.Errorf("only %d README flags found", checked)
 	}
 }
+
+// TestREADMERunOutput: the output the README shows for `make run` is what
+// the embedded default scenario prints, line for line up to its "...".
+func TestREADMERunOutput(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "`make run` prints")
+	if i < 0 {
+		t.Fatal("README.md: no \"`make run` prints\" paragraph")
+	}
+	j := strings.Index(s[i:], "```\n")
+	if j < 0 {
+		t.Fatal("README.md: no code block after \"`make run` prints\"")
+	}
+	block := s[i+j+4:]
+	block = block[:strings.Index(block, "```")]
+	var out, errb bytes.Buffer
+	if err := runCLI([]string{"run"}, &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	got := strings.Split(out.String(), "\n")
+	want := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
+	if len(want) < 3 {
+		t.Fatalf("README.md shows %d lines of make run's output", len(want))
+	}
+	for k, w := range want {
+		if w == "..." {
+			return
+		}
+		if k >= len(got) || got[k] != w {
+			g := ""
+			if k < len(got) {
+				g = got[k]
+			}
+			t.Fatalf("README.md's make run output, line %d:\nREADME %q\nrun    %q", k+1, w, g)
+		}
+	}
+}
