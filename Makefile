@@ -40,9 +40,13 @@ wireshark:
 test: lint unit
 
 # TestGoldenDefault (every policy's outputs on the default scenario, byte for
-# byte) runs without -race, on its own: the -race run skips it
+# byte) and the longest virtual-time tests (at full size) run without -race
+# first: under -race they took 200 s of CPU, a fifth of the suite, for
+# single-goroutine code; the -race run skips them, saying so
+NORACE_TESTS = '^(TestTrimFaults|TestForgery|TestScalingPair|TestStragglers|TestCorruption|TestCrashRecovery)$$'
 unit:
 	$(GO) test -count=1 -run '^TestGoldenDefault$$' ./cmd/inabox
+	$(GO) test -count=1 -run $(NORACE_TESTS) ./harness/testbed
 	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -shuffle=on -timeout 20m $(PKGS)
 
 lint:

@@ -55,11 +55,9 @@ func crashOutcome(policy, cse string, stateLoss bool) (exact bool, want string) 
 // stopped at once with an error that names the node and why the policy
 // cannot recover it (docs/integrity.md lists which is which).
 func TestCrashRecovery(t *testing.T) {
+	fullSizeWithoutRace(t)
 	t.Parallel() // a long test: it shares the cores with the others (make test)
 	elems := 64 * 300
-	if raceEnabled {
-		elems = 64 * 100
-	}
 	spec := Spec{Seed: 21, Jobs: []JobSpec{{Workers: 4, Compute: 40 * time.Microsecond}, {Workers: 2, Compute: 25 * time.Microsecond}}}
 	for _, pol := range allPolicies {
 		clean, _ := runExact(t, pol, spec, 3, elems, 2*time.Second, nil)

@@ -270,11 +270,9 @@ func forgeryClasses() []forgery {
 
 // TestForgery runs every forgery class under every policy it applies to.
 func TestForgery(t *testing.T) {
+	fullSizeWithoutRace(t)
 	t.Parallel() // a long test: it shares the cores with the others (make test)
 	elems := forgeElems
-	if raceEnabled {
-		elems = 64 * 150
-	}
 	spec := func(pol string) Spec { return Spec{Seed: 11, Jobs: jobSpecs([]int{4, 2})} }
 	for _, pol := range allPolicies {
 		clean, cleanEnd := runExact(t, pol, spec(pol), forgeARs, elems, 2*time.Second, nil)

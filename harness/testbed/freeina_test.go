@@ -170,6 +170,7 @@ func TestTrimAllReduce100MB(t *testing.T) {
 // reordering and a switch reboot in the middle of an all-reduce (trim
 // path; TestUCAllReduceFaults runs the same matrix on the UC path).
 func TestTrimFaults(t *testing.T) {
+	fullSizeWithoutRace(t)
 	t.Parallel() // a long test: it shares the cores with the others (make test)
 	faultMatrix(t, host.PathTrim)
 }

@@ -133,3 +133,15 @@ func checkExact(t testing.TB, c *Testbed, policy string, inputs map[[3]int][]flo
 		}
 	}
 }
+
+// fullSizeWithoutRace skips a long virtual-time test under the race
+// detector: `make test` runs it at full size without -race in its first
+// step (the Makefile's NORACE_TESTS), where it costs a twentieth of its
+// shrunken -race run; the -race run keeps the smaller tests of the same
+// code, in parallel, for data races between goroutines.
+func fullSizeWithoutRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("runs at full size without -race, in make test's first step")
+	}
+}

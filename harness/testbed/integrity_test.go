@@ -50,14 +50,12 @@ func corruptionCases(long bool) []corruptionCase {
 // unroutable). The suite runs 1 % per frame over two seeds; INABOX_LONG=1
 // adds 0.01 % and 0.1 % and four seeds.
 func TestCorruption(t *testing.T) {
+	fullSizeWithoutRace(t)
 	t.Parallel() // a long test: it shares the cores with the others (make test)
-	long := os.Getenv("INABOX_LONG") != "" && !raceEnabled
+	long := os.Getenv("INABOX_LONG") != ""
 	elems, seeds := 64*300, uint64(2)
 	if long {
 		elems, seeds = 64*4000, 4 // enough frames for 0.01 % to damage some
-	}
-	if raceEnabled {
-		elems = 64 * 100
 	}
 	for _, pol := range allPolicies {
 		for _, cc := range corruptionCases(long) {

@@ -15,6 +15,7 @@ import (
 // differs by 12 % between the two scales.) INABOX_LONG=1 (make soak) adds
 // the true-scale run, 100 Gb/s with 100× the gradient, against 1 Gb/s.
 func TestScalingPair(t *testing.T) {
+	fullSizeWithoutRace(t)
 	t.Parallel() // a long test: it shares the cores with the others (make test)
 	// Enough chunks that the ring's fill and drain — 2(N−1) hops of a
 	// 4 KB message, a time that does not scale with the rate — stay below
@@ -22,7 +23,7 @@ func TestScalingPair(t *testing.T) {
 	const chunks = 1000
 	const workers, delay = 4, 2 * time.Microsecond
 	scales := []int64{1, 10}
-	if os.Getenv("INABOX_LONG") != "" && !raceEnabled {
+	if os.Getenv("INABOX_LONG") != "" {
 		scales = append(scales, 100) // the true-scale run: 100 Gb/s, 100× the gradient
 	}
 	for _, pol := range Names() {

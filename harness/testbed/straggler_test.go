@@ -150,6 +150,7 @@ func timeoutsWithin(d, rto, maxWait time.Duration) int {
 //     timeout resends each chunk d/RTO times: FreeINA 100 per chunk at
 //     1 ms, 114 048 resends in all; SwitchML 20, 32 400.)
 func TestStragglers(t *testing.T) {
+	fullSizeWithoutRace(t)
 	t.Parallel() // a long test: it shares the cores with the others (make test)
 	for _, policy := range stragglerPolicies {
 		t.Run(policy, func(t *testing.T) {
