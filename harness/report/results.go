@@ -88,6 +88,9 @@ type Results struct {
 	// Costs are the host costs the run modelled; absent: none
 	// (docs/costs.md).
 	Costs *HostCosts `json:"host_costs,omitempty"`
+	// DynaINA are DynaINA's scheduler decisions over the run (a dynaina
+	// policy or ablation variant only; docs/dynaina.md).
+	DynaINA *DynaINAStats `json:"dynaina,omitempty"`
 	// ScenarioAsRun is the scenario as it ran: every default filled in,
 	// generated jobs listed, this run's policy and seed (the format of
 	// docs/scenarios.md, as JSON).
@@ -107,6 +110,24 @@ func Tool() string {
 		}
 	}
 	return "inabox " + v
+}
+
+// DynaINAStats count DynaINA's scheduler decisions over a run: ALLOC
+// requests (Allocs: one per all-reduce, and again when its PS asks anew
+// after a collision or a reboot),
+// all-reduces granted memory (Grants; Loans of them
+// out of another job's idle pool), waited in a queue (Queued), ran on the
+// PS path (PSPath; Expired of them after waiting out their queue's bound),
+// and the grants refused for falling outside the job's pool (Outside:
+// always 0, else the run fails).
+type DynaINAStats struct {
+	Allocs  uint64 `json:"allocs"`
+	Grants  uint64 `json:"grants"`
+	Loans   uint64 `json:"loans"`
+	Queued  uint64 `json:"queued"`
+	PSPath  uint64 `json:"ps_path"`
+	Expired uint64 `json:"expired"`
+	Outside uint64 `json:"outside"`
 }
 
 // HostCosts are a run's modelled host costs, at true scale (before the

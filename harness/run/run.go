@@ -267,6 +267,11 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		}
 	}
 	res := r.col.Results(last)
+	if d := r.tb.DynaINA(); d != nil {
+		st := d.Stats()
+		res.DynaINA = &report.DynaINAStats{Allocs: st.Allocs, Grants: st.Grants, Loans: st.Loans, Queued: st.Queued,
+			PSPath: st.PSPath, Expired: st.Expired, Outside: st.Outside}
+	}
 	var unfinished []string
 	for i, d := range r.done {
 		if !d {

@@ -294,3 +294,27 @@ func TestRunInterrupted(t *testing.T) {
 		t.Errorf("%d jobs finished, error %v", r.Summary.JobsFinished, err)
 	}
 }
+
+// TestDynaINAStatsInResults: results.json carries DynaINA's scheduler
+// counts under the dynaina policies only, and they add up: in the default
+// scenario (no collision, no reboot: one ALLOC per all-reduce) each of the
+// six all-reduces is granted or runs on the PS path.
+func TestDynaINAStatsInResults(t *testing.T) {
+	s := loadEmbedded(t, "default.yaml")
+	for _, pol := range []string{"dynaina", "dynaina-lend", "freeina", "atp"} {
+		res, err := Run(s, Options{Policy: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := res.DynaINA
+		if !strings.HasPrefix(pol, "dynaina") {
+			if d != nil {
+				t.Errorf("%s: dynaina counts %+v, want none", pol, d)
+			}
+			continue
+		}
+		if d == nil || d.Allocs != 6 || d.Grants+d.PSPath != d.Allocs || d.Expired > d.PSPath || d.Loans > d.Grants || d.Outside != 0 {
+			t.Errorf("%s: dynaina counts %+v, want 6 ALLOCs, each granted or on the PS path", pol, d)
+		}
+	}
+}
