@@ -221,32 +221,3 @@ func (p *pollSpy) PollFd() (int, error) {
 	p.polled.Store(true)
 	return p.UDPPort.PollFd()
 }
-
-// TestUDPPortPolledAllocs: in polled use a warmed-up UDP port sends and
-// receives a batch without allocating.
-func TestUDPPortPolledAllocs(t *testing.T) {
-	a, b := udpPair(t, 64)
-	for _, p := range []*emu.UDPPort{a, b} {
-		if _, err := p.PollFd(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := makeBatch(64, 256)
-	in := makeBatch(64, 1600)
-	sizes := make([]int, 64)
-	allocs := testing.AllocsPerRun(50, func() {
-		if n, err := a.TryWrite(out, 0); n != 64 || err != nil {
-			t.Fatalf("TryWrite = %d, %v", n, err)
-		}
-		for got := 0; got < 64; {
-			n, err := b.TryRead(in[got:], sizes[got:], 0)
-			if err != nil {
-				t.Fatalf("TryRead: %v", err)
-			}
-			got += n
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("a polled 64-frame TryWrite+TryRead allocates %v times, want 0", allocs)
-	}
-}
