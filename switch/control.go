@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // Control-plane errors.
@@ -34,6 +36,7 @@ const (
 func (s *Switch) initTables() {
 	s.t = tables{
 		workers: map[workerKey]WorkerEntry{},
+		gone:    map[uint16]JobStats{},
 		pools:   map[uint16]*Pool{},
 		stages:  map[int]SlotStage{},
 		groups:  map[uint16][]int{},
@@ -110,7 +113,8 @@ func (s *Switch) SetJob(js JobSpec) error {
 	}
 	j := s.t.jobs[js.ID]
 	if j == nil {
-		j = &Job{}
+		j = &Job{stats: s.t.gone[js.ID]}
+		delete(s.t.gone, js.ID)
 		s.t.jobs[js.ID] = j
 	}
 	win := js.Window
@@ -132,6 +136,33 @@ func (s *Switch) isPSPort(port int, id uint16) bool {
 	return j != nil && j.PSPort == port
 }
 
+// isWorkerPort reports whether port is the port of worker rank of job id
+// (its ina_worker entry): the only place the switch takes the worker's
+// control messages (JOIN, LEAVE) from. The job need not be installed.
+func (s *Switch) isWorkerPort(port int, id uint16, rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, w := range s.t.workers {
+		if k.port == port && w.Job == id && !w.PS && int(w.Worker) == rank {
+			return true
+		}
+	}
+	return false
+}
+
+// ctlSenderOK reports whether a control message m for the switch may come
+// in on port: ALLOC and FREE from the job's PS port, JOIN and LEAVE from
+// the port of the job's worker m.Rank, nothing else from any port.
+func (s *Switch) ctlSenderOK(port int, m inahdr.Ctl) bool {
+	switch m.Op {
+	case inahdr.CtlAlloc, inahdr.CtlFree:
+		return s.isPSPort(port, m.Job)
+	case inahdr.CtlJoin, inahdr.CtlLeave:
+		return s.isWorkerPort(port, m.Job, m.Rank)
+	}
+	return false
+}
+
 // jobByID returns job id's entry, or nil.
 func (s *Switch) jobByID(id uint16) *Job {
 	if int(id) < len(s.t.jobs) {
@@ -151,10 +182,12 @@ func (s *Switch) jobGroup(id uint16) (uint16, bool) {
 }
 
 // RemoveJob deletes a job entry; its workers' packets become table misses.
+// Its counters stay readable (JobStats) and resume if it is installed again.
 func (s *Switch) RemoveJob(id uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if int(id) < len(s.t.jobs) {
+	if int(id) < len(s.t.jobs) && s.t.jobs[id] != nil {
+		s.t.gone[id] = s.t.jobs[id].stats
 		s.t.jobs[id] = nil
 	}
 }

@@ -62,13 +62,17 @@ func (c *CtlEnv) SetTimer(at time.Duration, key uint64) { c.env.SetTimer(at, key
 // and to ps, each replica through its member's egress rewrite (EgressUC:
 // addresses, destination QP, PSN = the header's chunk field). Nothing is
 // sent if the job is not installed.
-func (c *CtlEnv) SendJob(m inahdr.Ctl, ps McastMember) { c.n.sendJob(c.env, m, ps) }
-
-func (n *Node) sendJob(env *emu.Env, m inahdr.Ctl, ps McastMember) {
-	group, ok := n.s.jobGroup(m.Job)
-	if !ok {
-		return
+func (c *CtlEnv) SendJob(m inahdr.Ctl, ps McastMember) {
+	if group, ok := c.n.s.jobGroup(m.Job); ok {
+		c.n.sendGroup(c.env, group, m, &ps)
 	}
+}
+
+// SendGroup sends m as SendJob does, to the members of multicast group
+// group only, whether or not a job entry names it.
+func (c *CtlEnv) SendGroup(group uint16, m inahdr.Ctl) { c.n.sendGroup(c.env, group, m, nil) }
+
+func (n *Node) sendGroup(env *emu.Env, group uint16, m inahdr.Ctl, ps *McastMember) {
 	var hb [inahdr.Len]byte
 	m.Encode(hb[:])
 	// The destination QP is the receiver's: each replica's egress rewrite
@@ -82,7 +86,9 @@ func (n *Node) sendJob(env *emu.Env, m inahdr.Ctl, ps McastMember) {
 	}
 	proto.Sealed = true
 	n.members = n.s.AppendMembers(n.members[:0], group)
-	n.members = append(n.members, ps)
+	if ps != nil {
+		n.members = append(n.members, *ps)
+	}
 	for _, mm := range n.members {
 		r := env.Clone(proto)
 		n.egressUC(r, mm)

@@ -55,8 +55,10 @@
 // Node runs a Switch in the emulator (emu.Node): frames handed to Process
 // are rewritten in place (see Frame for the verdicts, Egress and EgressUC
 // for multicast replicas), and NodeConfig times the pipeline. A node has
-// at most one ControlPlane, chosen per policy: the baselines have none,
-// FreeINA has FreeINAControl (ALLOC → first-fit lease → GRANT; FREE;
+// at most one ControlPlane, chosen per policy: none for the ring, ATP and
+// ESA, SwitchMLControl for SwitchML (its controller: a pool per job for
+// the job's lifetime, divided among the jobs present; JOIN → GRANT,
+// LEAVE → LEFT), FreeINA has FreeINAControl (ALLOC → first-fit lease → GRANT; FREE;
 // idle-lease expiry), DynaINA has DynaINAControl (the scheduler decides
 // each ALLOC and installs its lease in the same lease table). The node
 // recognises control frames for the switch (RC or UC SEND Only to its
@@ -65,7 +67,7 @@
 // plane; every other frame goes through the pipeline. The control plane
 // answers through CtlEnv: the time, timers in its own key space, and
 // SendJob, which sends a control message (a GRANT) as UC SEND Only to a
-// job's group and its PS. Jobs reach DynaINA's scheduler only through
+// job's group and its PS, and SendGroup (a group only). Jobs reach DynaINA's scheduler only through
 // registrations (DynaINAControl.Register), which the cluster manager (the
 // testbed) delivers at each job's arrival. A crash and restart (Reset)
 // reboots the switch the same way under every policy: every register is

@@ -45,8 +45,10 @@ type NodeStats struct {
 	CtlBadICRC   uint64 // control frames for the switch dropped for a bad ICRC
 	CtlMalformed uint64 // control frames for the switch that do not decode (inahdr.DecodeCtl)
 	// CtlForeign counts control messages dropped because they did not come
-	// from the job's PS port (a forged ALLOC or FREE, one for a job the
-	// switch does not know, or a GRANT sent to the switch).
+	// from where their opcode may come from: an ALLOC or FREE not from the
+	// job's PS port, a JOIN or LEAVE not from the port of the job's worker
+	// of that rank, one for a job the switch does not know, or a message
+	// only the switch sends (GRANT, LEFT).
 	CtlForeign uint64
 	Reboots    uint64 // crashes and restarts (Reset)
 }
@@ -217,7 +219,7 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 			n.stats.CtlBadICRC++
 		case err != nil:
 			n.stats.CtlMalformed++
-		case (m.Op != inahdr.CtlAlloc && m.Op != inahdr.CtlFree) || !n.s.isPSPort(port, m.Job):
+		case !n.s.ctlSenderOK(port, m):
 			n.stats.CtlForeign++
 		default:
 			cp.Control(c, port, m)

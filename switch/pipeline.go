@@ -282,12 +282,12 @@ func (s *Switch) sourceOK(port int, d []byte) bool {
 
 // hostMessage checks a host-to-host INA message (FlagBypass), which
 // otherwise travels as plain traffic: a result comes only from the job's
-// PS port (for a job the switch knows), and no GRANT comes from a port at
-// all (the switch sends its own).
+// PS port (for a job the switch knows), and no GRANT or LEFT comes from a
+// port at all (the switch sends its own).
 func (s *Switch) hostMessage(f *Frame, m *pmeta, h inahdr.Header) {
 	switch {
 	case h.IsCtl():
-		if inahdr.CtlOp(h.Worker()) == inahdr.CtlGrant {
+		if op := inahdr.CtlOp(h.Worker()); op == inahdr.CtlGrant || op == inahdr.CtlLeft {
 			m.out.reason = ReasonForgedControl
 		}
 	case h.Has(inahdr.FlagResult):

@@ -23,7 +23,7 @@ const (
 	ReasonBadICRC              // an INA packet whose ICRC is wrong (damaged past the FCS): dropped before any register
 	ReasonSpoofed              // a frame whose source MAC or IPv4 address is not its port's: dropped
 	ReasonForgedResult         // an INA result (FlagResult) not from the job's PS port: dropped (only the switch and the PS originate results)
-	ReasonForgedControl        // a GRANT from a port (only the switch originates GRANTs): dropped
+	ReasonForgedControl        // a GRANT or LEFT from a port (only the switch originates them): dropped
 	ReasonStale                // a contribution to an all-reduce or chunk older than the job's window: dropped
 	ReasonBadBitmap            // a contribution whose bitmap is not exactly its worker's bit: dropped
 	ReasonOutOfRange           // a contribution to a chunk beyond its all-reduce's lease: dropped
@@ -103,12 +103,13 @@ func (s *Switch) PortStats(p int) PortStats {
 	return s.ports[p]
 }
 
-// JobStats returns the counters of job id.
+// JobStats returns the counters of job id, installed or removed.
 func (s *Switch) JobStats(id uint16) (JobStats, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if int(id) >= len(s.t.jobs) || s.t.jobs[id] == nil {
-		return JobStats{}, false
+		st, ok := s.t.gone[id]
+		return st, ok
 	}
 	return s.t.jobs[id].stats, true
 }

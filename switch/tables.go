@@ -181,7 +181,8 @@ type workerKey struct {
 // tables holds everything the control plane installs. Guarded by Switch.mu.
 type tables struct {
 	workers  map[workerKey]WorkerEntry
-	jobs     []*Job // indexed by job id
+	jobs     []*Job              // indexed by job id
+	gone     map[uint16]JobStats // counters of removed jobs, by id
 	pools    map[uint16]*Pool
 	stages   map[int]SlotStage // by stage id
 	rewrites []*Rewrite        // by replication id (nil: none)

@@ -30,8 +30,11 @@ type baselinePolicy struct {
 	ps func(t *Testbed, i int) (emu.Node, error)
 	// occupancy reports the memory held (nil: none).
 	occupancy func(t *Testbed) []Occupied
+	// control makes the switch's control plane (nil: none).
+	control func(t *Testbed, s *sw.Switch) (sw.ControlPlane, error)
 
-	atp []*baseline.PS // by PS index
+	atp []*baseline.PS      // by PS index
+	sml *sw.SwitchMLControl // switchml's controller
 }
 
 func (p *baselinePolicy) Name() string { return p.name }
@@ -47,6 +50,12 @@ func (p *baselinePolicy) Switch(t *Testbed) (emu.Node, error) {
 	s, nc, err := t.newSwitch(slots)
 	if err != nil {
 		return nil, err
+	}
+	if p.control != nil {
+		if nc.Control, err = p.control(t, s); err != nil {
+			return nil, err
+		}
+		nc.CtlQPN, nc.Addr = SwitchCtlQPN, SwitchAddr
 	}
 	node := sw.NewTimedNode(s, nc)
 	if p.setup != nil {
@@ -133,6 +142,9 @@ func (p *baselinePolicy) lostState(role string) string {
 
 // Failed: the RC queue pairs of the no-INA baselines.
 func (p *baselinePolicy) Failed(t *Testbed) error {
+	if p.sml != nil && p.sml.Err() != nil {
+		return fmt.Errorf("baseline %s: controller: %w", p.name, p.sml.Err())
+	}
 	for _, ps := range t.PSs {
 		if f, ok := ps.Node.(interface{ Err() error }); ok {
 			if err := f.Err(); err != nil {

@@ -157,6 +157,33 @@ func TestUpMultiJob(t *testing.T) {
 	}
 }
 
+// TestUpSwitchML runs inabox up's default scenario under SwitchML: the
+// workers, each in its own process, JOIN the switch process's controller
+// over the emulated links and wait for its GRANT before their first
+// all-reduce, and LEAVE at the end; every all-reduce of every worker is
+// exact.
+func TestUpSwitchML(t *testing.T) {
+	needRoot(t)
+	cfg := Config{Command: testCommand, Timeout: 50 * time.Second, Policy: "switchml"}
+	var pids map[string]int
+	cfg.OnRunning = func(p map[string]int) { pids = p }
+	var stdout, stderr bytes.Buffer
+	res, err := Up(context.Background(), cfg, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if err != nil {
+		t.Fatalf("Up: %v\nstderr:\n%s", err, stderr.String())
+	}
+	checkNothingLeft(t, res, pids)
+	if res.Policy != "switchml" || len(res.Jobs) != 2 || len(res.Workers) != 4 {
+		t.Fatalf("policy %s, %d jobs, %d workers", res.Policy, len(res.Jobs), len(res.Workers))
+	}
+	for _, w := range res.Workers {
+		if !w.Exact || len(w.Iterations) != 3 {
+			t.Errorf("%s: exact=%v, %d iterations", w.Name, w.Exact, len(w.Iterations))
+		}
+	}
+}
+
 // upDisrupted runs the test scenario and, once every process runs, does
 // act after the given delay (mid-run: the all-reduce takes seconds). It
 // returns Up's result and error, checks that nothing is left behind and

@@ -46,6 +46,15 @@ type INAConfig struct {
 	Window   int
 	RTO      time.Duration
 	Timeline host.Timeline
+	// SwitchCtlQPN, if set (SwitchML only), is the QP of the switch's
+	// controller, and the worker is admitted by it (sw.SwitchMLControl):
+	// when its job starts it JOINs, asking for a pool of 2·Window
+	// aggregators, and begins no all-reduce before the GRANT, whose pool
+	// sets its window (half the pool, at most Window); when it has
+	// finished it LEAVEs. JOIN and LEAVE are repeated, backing off from
+	// RTO, until the GRANT or LEFT comes. 0: no admission (the pool is
+	// installed beforehand for Window).
+	SwitchCtlQPN uint32
 }
 
 // INAWorker is the client of the three INA baselines (SwitchML, ATP, ESA).
@@ -78,6 +87,18 @@ type INAWorker struct {
 	nd     []nudge
 	ndHead int
 	ndDone map[uint64]bool
+	// adm is SwitchML's admission (INAConfig.SwitchCtlQPN).
+	adm admission
+}
+
+// admission is a SwitchML worker's state towards the switch's controller.
+type admission struct {
+	ctlQPN  uint32 // 0: no admission
+	granted bool   // GRANT received: the window is set
+	left    bool   // LEFT received: nothing more to send
+	leaving bool   // LEAVE sent at least once
+	armed   bool   // the JOIN/LEAVE timer is armed
+	tries   uint8
 }
 
 type nudge struct {
@@ -124,12 +145,18 @@ type inaState struct {
 	rep    *Report
 }
 
-const keyRTO = 1
+const (
+	keyRTO = 1
+	keyAdm = 2 // SwitchML: repeat JOIN or LEAVE
+)
 
 // NewINAWorker returns the client for cfg, all-reducing ts in order.
 func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
 	w := &INAWorker{kind: cfg.Kind, window: cfg.Window, rto: cfg.RTO, addr: cfg.Addr, ucQPN: cfg.UCQPN,
 		ps: cfg.PS, psQPN: cfg.PSQPN, peers: cfg.Peers, sw: cfg.Switch}
+	if cfg.Kind == SwitchML {
+		w.adm.ctlQPN = cfg.SwitchCtlQPN
+	}
 	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timeline, ts)
 	w.buf = make([]byte, inahdr.Len+4*w.Values())
 	w.ndDone = map[uint64]bool{}
@@ -169,16 +196,78 @@ func (w *INAWorker) Reset() {
 // Start implements emu.Node.
 func (w *INAWorker) Start(env *emu.Env) {
 	w.now = env.Now()
-	w.waiting, w.armed = false, false // after a crash the timers are gone
+	w.waiting, w.armed, w.adm.armed = false, false, false // after a crash the timers are gone
 	w.advance(env)
 }
 
 func (w *INAWorker) advance(env *emu.Env) {
+	if w.adm.ctlQPN != 0 && !w.admitted(env) {
+		return
+	}
 	for !w.active && w.schedule(env) {
 		w.begin()
 	}
 	w.pump(env)
 	w.arm(env)
+	if w.adm.ctlQPN != 0 && !w.active && w.cur >= w.Len() {
+		w.leave(env)
+	}
+}
+
+// admitted reports whether the controller has granted the job its pool;
+// until it has, the worker JOINs from its timeline's start on.
+func (w *INAWorker) admitted(env *emu.Env) bool {
+	a := &w.adm
+	switch {
+	case a.granted:
+		return true
+	case a.armed:
+	case w.now < w.tl.Start:
+		env.SetTimer(w.tl.Start, keyAdm)
+		a.armed = true
+	default:
+		w.sendCtl(env, inahdr.Ctl{Op: inahdr.CtlJoin, Job: w.Job(), Rank: w.Rank(), Want: 2 * w.window})
+	}
+	return false
+}
+
+// leave tells the controller, until it answers LEFT, that this worker has
+// finished.
+func (w *INAWorker) leave(env *emu.Env) {
+	a := &w.adm
+	if a.left || (a.armed && a.leaving) {
+		return
+	}
+	if !a.leaving {
+		a.leaving, a.tries = true, 0
+	}
+	w.sendCtl(env, inahdr.Ctl{Op: inahdr.CtlLeave, Job: w.Job(), Rank: w.Rank()})
+}
+
+// sendCtl sends m to the switch's controller and arms its repetition.
+func (w *INAWorker) sendCtl(env *emu.Env, m inahdr.Ctl) {
+	a := &w.adm
+	var hb [inahdr.Len]byte
+	m.Encode(hb[:])
+	ucSend(env, w.addr, w.sw, a.ctlQPN, w.ucQPN, 0, hb[:])
+	env.SetTimer(w.now+w.rto<<min(a.tries, maxBackoff), keyAdm)
+	a.armed, a.tries = true, min(a.tries+1, 255)
+}
+
+// control handles a control message from the switch's controller.
+func (w *INAWorker) control(h inahdr.Header) {
+	m, err := inahdr.DecodeCtl(h)
+	if err != nil || w.adm.ctlQPN == 0 {
+		return
+	}
+	switch {
+	case m.Op == inahdr.CtlGrant && !w.adm.granted:
+		// The pool's halves are the shadow copies: half of it in flight.
+		w.adm.granted, w.adm.tries = true, 0
+		w.window = max(min(w.window, m.Slots/2), 1)
+	case m.Op == inahdr.CtlLeft:
+		w.adm.left = true
+	}
 }
 
 func (w *INAWorker) begin() {
@@ -246,8 +335,10 @@ func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 		if pl, ok := host.UCFrame(w.RxCounters(), p, rdma.Endpoint{}); ok && rdma.RoCE(b).BTH().DestQP() == w.ucQPN {
 			if h, ok := inaHeader(pl); ok && h.Job() == w.Job() {
 				switch {
-				case h.Has(inahdr.FlagResult) && w.sw.IP.IsValid() && rdma.RoCE(b).IPv4().Src() != w.sw.IP:
-					w.RxCounters().Forged++ // results come from the switch only
+				case (h.Has(inahdr.FlagResult) || h.IsCtl()) && w.sw.IP.IsValid() && rdma.RoCE(b).IPv4().Src() != w.sw.IP:
+					w.RxCounters().Forged++ // results and control come from the switch only
+				case h.IsCtl():
+					w.control(h)
 				case h.Has(inahdr.FlagResult):
 					w.result(env, h)
 				case h.Has(inahdr.FlagBypass) && w.kind == SwitchML:
@@ -347,6 +438,8 @@ func (w *INAWorker) Timer(env *emu.Env, key uint64) {
 	case keyRTO:
 		w.armed = false
 		w.expire(env)
+	case keyAdm:
+		w.adm.armed = false
 	}
 	w.advance(env)
 }

@@ -21,6 +21,15 @@ const (
 	CtlGrant CtlOp = 2
 	// CtlFree (PS → switch): release the all-reduce's lease.
 	CtlFree CtlOp = 3
+	// CtlJoin (worker → switch): the worker's job starts and asks for a
+	// pool of Want aggregators for its whole run (SwitchML's admission);
+	// answered with a GRANT to the job's workers once the job is admitted.
+	CtlJoin CtlOp = 4
+	// CtlLeave (worker → switch): the worker has finished its job.
+	CtlLeave CtlOp = 5
+	// CtlLeft (switch → the job's workers): every worker of the job left;
+	// its pool is released (the answer to every LEAVE from then on).
+	CtlLeft CtlOp = 6
 
 	// CtlHost is the first opcode of host-to-host (worker ↔ PS) messages.
 	CtlHost CtlOp = 16
@@ -56,10 +65,11 @@ var (
 
 // Known reports whether o is one of the control opcodes.
 func (o CtlOp) Known() bool {
-	return (o >= CtlAlloc && o <= CtlFree) || (o >= CtlBegin && o <= CtlDone)
+	return (o >= CtlAlloc && o <= CtlLeft) || (o >= CtlBegin && o <= CtlDone)
 }
 
 var ctlOpNames = [...]string{CtlAlloc: "ALLOC", CtlGrant: "GRANT", CtlFree: "FREE",
+	CtlJoin: "JOIN", CtlLeave: "LEAVE", CtlLeft: "LEFT",
 	CtlBegin: "BEGIN", CtlPlan: "PLAN", CtlFetch: "FETCH", CtlPull: "PULL", CtlDone: "DONE"}
 
 // String returns the opcode's name ("ALLOC", …, "DONE"), or "CtlOp(n)".
@@ -76,10 +86,11 @@ func (o CtlOp) String() string {
 // On the wire a control message is an INA header without values: flags
 // CtlFlags (FlagCtl|FlagBypass), Count 0, the opcode in the Worker ID byte,
 // Job ID and All-reduce ID as usual, and the other fields re-used with one
-// meaning per opcode. Opcodes below CtlHost travel between the PS and the
+// meaning per opcode. Opcodes below CtlHost travel between a host and the
 // switch's control plane (UC SEND Only to the switch's control QP, and the
-// GRANT multicast back); opcodes from CtlHost on travel between a worker
-// and its PS over their RC connection.
+// GRANT or LEFT multicast back): ALLOC and FREE from a FreeINA PS, JOIN
+// and LEAVE from a SwitchML worker. Opcodes from CtlHost on travel between
+// a worker and its PS over their RC connection.
 //
 // Wire table: the Ctl field each header field carries, per opcode. "-" is
 // written 0 by Encode and ignored by DecodeCtl; Count is always written 0;
@@ -90,6 +101,9 @@ func (o CtlOp) String() string {
 //	ALLOC  1   PS → switch      -             Exact: CtlExact  Want    Chunks
 //	GRANT  2   switch → PS, WG  Base          -                Slots   Chunks
 //	FREE   3   PS → switch      -             -                -       -
+//	JOIN   4   worker → switch  Rank          -                Want    -
+//	LEAVE  5   worker → switch  Rank          -                -       -
+//	LEFT   6   switch → WG      -             -                -       -
 //	BEGIN 16   worker → PS      -             -                Want    Chunks
 //	PLAN  17   PS → worker      PSChunks      -                Slots   Chunks
 //	FETCH 18   worker → PS      Chunk         -                -       -
@@ -110,7 +124,8 @@ type Ctl struct {
 	// BEGIN, PLAN; Worker bitmap field).
 	Chunks uint32
 	// Want is the number of aggregators wanted, 0 meaning as many as
-	// chunks (ALLOC, BEGIN; Slot field, clamped to 0..MaxCtlSlots).
+	// chunks (ALLOC, BEGIN), or the pool asked for (JOIN). Slot field,
+	// clamped to 0..MaxCtlSlots.
 	Want int
 	// Exact asks for exactly Want aggregators or none (ALLOC; Exponent
 	// byte CtlExact, else 0).
@@ -128,6 +143,9 @@ type Ctl struct {
 	// Chunk is a chunk index: the chunk whose result is wanted (FETCH), or
 	// the chunk to resend raw (PULL). Chunk index field.
 	Chunk uint32
+	// Rank is the sending worker's rank in its job (JOIN, LEAVE; Chunk
+	// index field, clamped to 0..2³²-1).
+	Rank int
 }
 
 func clampSlot(n int) uint16 { return uint16(min(max(n, 0), MaxCtlSlots)) }
@@ -163,6 +181,10 @@ func (c Ctl) Meta() Meta {
 		m.Chunk, m.Slot, m.Bitmap = clamp32(c.Base), clampSlot(c.Slots), c.Chunks
 	case CtlBegin:
 		m.Slot, m.Bitmap = clampSlot(c.Want), c.Chunks
+	case CtlJoin:
+		m.Chunk, m.Slot = clamp32(c.Rank), clampSlot(c.Want)
+	case CtlLeave:
+		m.Chunk = clamp32(c.Rank)
 	case CtlPlan:
 		m.Chunk, m.Slot, m.Bitmap = clamp32(c.PSChunks), clampSlot(c.Slots), c.Chunks
 	case CtlFetch, CtlPull:
@@ -218,7 +240,11 @@ func DecodeCtl(h Header) (Ctl, error) {
 		c.PSChunks, c.Slots, c.Chunks = toInt(h.Chunk()), int(h.Slot()), h.Bitmap()
 	case CtlFetch, CtlPull:
 		c.Chunk = h.Chunk()
-	case CtlFree, CtlDone:
+	case CtlJoin:
+		c.Rank, c.Want = toInt(h.Chunk()), int(h.Slot())
+	case CtlLeave:
+		c.Rank = toInt(h.Chunk())
+	case CtlFree, CtlDone, CtlLeft:
 	default:
 		return c, ErrCtlOp
 	}
@@ -250,6 +276,7 @@ func (h Header) IsAbsorbed() bool {
 //	BEGIN job=1 allreduce=9 chunks=100 want=0
 //	PLAN job=1 allreduce=9 chunks=100 slots=64 ps-chunks=36
 //	FETCH job=1 allreduce=9 chunk=5
+//	JOIN job=1 allreduce=0 rank=3 want=64
 //	CtlOp(7) job=1 allreduce=9
 func (c Ctl) String() string {
 	var buf [128]byte
@@ -279,6 +306,11 @@ func (c Ctl) String() string {
 		kv("ps-chunks", int64(c.PSChunks))
 	case CtlFetch, CtlPull:
 		kv("chunk", int64(c.Chunk))
+	case CtlJoin:
+		kv("rank", int64(c.Rank))
+		kv("want", int64(c.Want))
+	case CtlLeave:
+		kv("rank", int64(c.Rank))
 	}
 	return string(b)
 }

@@ -63,6 +63,7 @@ func TestCtlConstants(t *testing.T) {
 		name string
 	}{
 		{CtlAlloc, 1, "ALLOC"}, {CtlGrant, 2, "GRANT"}, {CtlFree, 3, "FREE"},
+		{CtlJoin, 4, "JOIN"}, {CtlLeave, 5, "LEAVE"}, {CtlLeft, 6, "LEFT"},
 		{CtlBegin, 16, "BEGIN"}, {CtlPlan, 17, "PLAN"}, {CtlFetch, 18, "FETCH"}, {CtlPull, 19, "PULL"}, {CtlDone, 20, "DONE"},
 	}
 	for _, w := range want {
@@ -73,7 +74,7 @@ func TestCtlConstants(t *testing.T) {
 	if CtlHost != CtlBegin {
 		t.Fatal("CtlHost is the first host opcode")
 	}
-	for _, o := range []CtlOp{0, 4, 15, 21, 255} {
+	for _, o := range []CtlOp{0, 7, 15, 21, 255} {
 		if o.Known() || !strings.HasPrefix(o.String(), "CtlOp(") {
 			t.Errorf("%d: known %v, string %q", o, o.Known(), o.String())
 		}
@@ -110,6 +111,12 @@ func TestCtlGolden(t *testing.T) {
 			"a1c00002010200000000008002000040" + "01020304", "GRANT job=2 allreduce=258 chunks=16909060 slots=64 base=128"},
 		{Ctl{Op: CtlFree, Job: 3, AllReduce: 4},
 			"a1c00003000400000000000003000000" + "00000000", "FREE job=3 allreduce=4"},
+		{Ctl{Op: CtlJoin, Job: 1, Rank: 3, Want: 64},
+			"a1c00001000000000000000304000040" + "00000000", "JOIN job=1 allreduce=0 rank=3 want=64"},
+		{Ctl{Op: CtlLeave, Job: 1, Rank: 7},
+			"a1c00001000000000000000705000000" + "00000000", "LEAVE job=1 allreduce=0 rank=7"},
+		{Ctl{Op: CtlLeft, Job: 2},
+			"a1c00002000000000000000006000000" + "00000000", "LEFT job=2 allreduce=0"},
 		{Ctl{Op: CtlBegin, Job: 1, AllReduce: 9, Chunks: 100, Want: 0xFFFF},
 			"a1c0000100090000000000001000ffff" + "00000064", "BEGIN job=1 allreduce=9 chunks=100 want=65535"},
 		{Ctl{Op: CtlPlan, Job: 1, AllReduce: 9, Chunks: 100, Slots: 64, PSChunks: 36},
@@ -216,6 +223,9 @@ var wireTable = map[CtlOp]struct{ chunk, exp, slot, bitmap bool }{
 	CtlAlloc: {exp: true, slot: true, bitmap: true},
 	CtlGrant: {chunk: true, slot: true, bitmap: true},
 	CtlFree:  {},
+	CtlJoin:  {chunk: true, slot: true},
+	CtlLeave: {chunk: true},
+	CtlLeft:  {},
 	CtlBegin: {slot: true, bitmap: true},
 	CtlPlan:  {chunk: true, slot: true, bitmap: true},
 	CtlFetch: {chunk: true},
@@ -227,7 +237,7 @@ var wireTable = map[CtlOp]struct{ chunk, exp, slot, bitmap bool }{
 // exactly the opcode's fields of the table, and 0 elsewhere.
 func TestCtlWireTable(t *testing.T) {
 	full := Ctl{Job: 0x1111, AllReduce: 0x2222, Chunks: 0x33333333, Want: 0x4444, Exact: true,
-		Slots: 0x5555, Base: 0x66666666, PSChunks: 0x77777777, Chunk: 0x88888888}
+		Slots: 0x5555, Base: 0x66666666, PSChunks: 0x77777777, Chunk: 0x88888888, Rank: 0x19999999}
 	for op := range 256 {
 		c := full
 		c.Op = CtlOp(op)
@@ -251,6 +261,8 @@ func TestCtlWireTable(t *testing.T) {
 			chunk = uint64(c.Base)
 		case CtlPlan:
 			chunk = uint64(c.PSChunks)
+		case CtlJoin, CtlLeave:
+			chunk = uint64(c.Rank)
 		default:
 			chunk = uint64(c.Chunk)
 		}
@@ -326,7 +338,7 @@ func TestDecodeCtlRejects(t *testing.T) {
 		{"no flags", func(b []byte) []byte { b[1] = 0; return b }, ErrNotCtl, false},
 		{"other flags only", func(b []byte) []byte { b[1] = 0x3F; return b }, ErrNotCtl, false},
 		{"op 0", func(b []byte) []byte { b[12] = 0; return b }, ErrCtlOp, true},
-		{"op 4", func(b []byte) []byte { b[12] = 4; return b }, ErrCtlOp, true},
+		{"op 7", func(b []byte) []byte { b[12] = 7; return b }, ErrCtlOp, true},
 		{"op 15", func(b []byte) []byte { b[12] = 15; return b }, ErrCtlOp, true},
 		{"op 21", func(b []byte) []byte { b[12] = 21; return b }, ErrCtlOp, true},
 		{"op 255", func(b []byte) []byte { b[12] = 255; return b }, ErrCtlOp, true},

@@ -40,10 +40,11 @@ local FLAG_CTL = 0x80
 local CTL_FLAGS = FLAG_CTL + FLAG_BYPASS
 
 -- Control opcodes (inahdr.CtlOp), carried in the worker byte.
-local CTL_ALLOC, CTL_GRANT, CTL_FREE = 1, 2, 3
+local CTL_ALLOC, CTL_GRANT, CTL_FREE, CTL_JOIN, CTL_LEAVE, CTL_LEFT = 1, 2, 3, 4, 5, 6
 local CTL_BEGIN, CTL_PLAN, CTL_FETCH, CTL_PULL, CTL_DONE = 16, 17, 18, 19, 20
 local ctl_names = {
     [CTL_ALLOC] = "ALLOC", [CTL_GRANT] = "GRANT", [CTL_FREE] = "FREE",
+    [CTL_JOIN] = "JOIN", [CTL_LEAVE] = "LEAVE", [CTL_LEFT] = "LEFT",
     [CTL_BEGIN] = "BEGIN", [CTL_PLAN] = "PLAN", [CTL_FETCH] = "FETCH",
     [CTL_PULL] = "PULL", [CTL_DONE] = "DONE",
 }
@@ -92,7 +93,7 @@ local f = {
     ctl_chunks = ProtoField.uint32("ina.ctl.chunks", "Chunks", base.DEC, nil, nil,
         "chunks in the all-reduce (bitmap field)"),
     ctl_want = ProtoField.uint16("ina.ctl.want", "Want", base.DEC, nil, nil,
-        "aggregators wanted, 0 = as many as chunks (slot field)"),
+        "aggregators wanted, 0 = as many as chunks; JOIN: the pool asked for (slot field)"),
     ctl_exact = ProtoField.bool("ina.ctl.exact", "Exact", base.NONE, nil, nil,
         "exactly Want aggregators or none (exponent byte = 1)"),
     ctl_slots = ProtoField.uint16("ina.ctl.slots", "Slots", base.DEC, nil, nil,
@@ -103,6 +104,8 @@ local f = {
         "PS-path chunks per round (chunk field)"),
     ctl_chunk = ProtoField.uint32("ina.ctl.chunk", "Chunk", base.DEC, nil, nil,
         "the chunk wanted (FETCH) or to resend raw (PULL) (chunk field)"),
+    ctl_rank = ProtoField.uint32("ina.ctl.rank", "Rank", base.DEC, nil, nil,
+        "the sending worker's rank in its job (JOIN, LEAVE) (chunk field)"),
     ctl_unused = ProtoField.bytes("ina.ctl.unused", "Unused",
         base.NONE, "a field this opcode does not use (written 0, ignored)"),
 }
@@ -172,6 +175,9 @@ local ctl_uses = {
     [CTL_ALLOC] = { exponent = "ctl_exact", slot = "ctl_want", bitmap = "ctl_chunks" },
     [CTL_GRANT] = { chunk = "ctl_base", slot = "ctl_slots", bitmap = "ctl_chunks" },
     [CTL_FREE] = {},
+    [CTL_JOIN] = { chunk = "ctl_rank", slot = "ctl_want" },
+    [CTL_LEAVE] = { chunk = "ctl_rank" },
+    [CTL_LEFT] = {},
     [CTL_BEGIN] = { slot = "ctl_want", bitmap = "ctl_chunks" },
     [CTL_PLAN] = { chunk = "ctl_ps_chunks", slot = "ctl_slots", bitmap = "ctl_chunks" },
     [CTL_FETCH] = { chunk = "ctl_chunk" },
@@ -212,6 +218,10 @@ local function dissect_ctl(tvb, tree, job, ar)
         info = info .. string.format(" chunks=%d slots=%d ps-chunks=%d", val.ctl_chunks, val.ctl_slots, val.ctl_ps_chunks)
     elseif op == CTL_FETCH or op == CTL_PULL then
         info = info .. string.format(" chunk=%d", val.ctl_chunk)
+    elseif op == CTL_JOIN then
+        info = info .. string.format(" rank=%d want=%d", val.ctl_rank, val.ctl_want)
+    elseif op == CTL_LEAVE then
+        info = info .. string.format(" rank=%d", val.ctl_rank)
     end
     return info
 end

@@ -29,7 +29,7 @@ var inaFields = []string{
 	"ina.job", "ina.allreduce", "ina.count",
 	"ina.chunk", "ina.worker", "ina.exponent", "ina.slot", "ina.bitmap", "ina.value",
 	"ina.ctl.op", "ina.ctl.chunks", "ina.ctl.want", "ina.ctl.exact", "ina.ctl.slots",
-	"ina.ctl.base", "ina.ctl.ps_chunks", "ina.ctl.chunk",
+	"ina.ctl.base", "ina.ctl.ps_chunks", "ina.ctl.chunk", "ina.ctl.rank",
 }
 
 // flagBits are the flag fields in bit order (bit 0 first).
@@ -156,6 +156,11 @@ func expectINA(frame []byte) goView {
 			set("ctl.chunks", c.Chunks)
 		case inahdr.CtlFetch, inahdr.CtlPull:
 			set("ctl.chunk", c.Chunk)
+		case inahdr.CtlJoin:
+			set("ctl.rank", c.Rank)
+			set("ctl.want", c.Want)
+		case inahdr.CtlLeave:
+			set("ctl.rank", c.Rank)
 		}
 		if len(p) != inahdr.Len && v.err == nil {
 			v.err = fmt.Errorf("control message of %d bytes", len(p))
@@ -421,6 +426,9 @@ func TestDissectorOpcodes(t *testing.T) {
 		{Op: inahdr.CtlAlloc, Job: 1, AllReduce: 9, Chunks: 100, Want: 0},
 		{Op: inahdr.CtlGrant, Job: 1, AllReduce: 9, Chunks: 100, Slots: 64, Base: 128},
 		{Op: inahdr.CtlFree, Job: 1, AllReduce: 9},
+		{Op: inahdr.CtlJoin, Job: 3, Rank: 7, Want: 570},
+		{Op: inahdr.CtlLeave, Job: 3, Rank: 31},
+		{Op: inahdr.CtlLeft, Job: 3},
 		{Op: inahdr.CtlBegin, Job: 2, AllReduce: 1, Chunks: 5, Want: 65535},
 		{Op: inahdr.CtlPlan, Job: 1, AllReduce: 9, Chunks: 100, Slots: 64, PSChunks: 36},
 		{Op: inahdr.CtlFetch, Job: 1, AllReduce: 9, Chunk: 5},

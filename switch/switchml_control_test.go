@@ -1,0 +1,192 @@
+package sw
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
+)
+
+// smlFrame is control message m from worker rank of job (on its own
+// addresses) to the switch's control QP.
+func smlFrame(job uint16, rank uint8, m inahdr.Ctl) []byte {
+	p := workerPkt(job, 0, 0, rank, nil)
+	p.srcMAC, p.src = mac(byte(10*job)+rank), ip(byte(10*job)+rank)
+	p.opcode, p.qp, p.meta = byte(rdma.OpUCSendOnly), DefaultCtlQPN, m.Meta()
+	return p.build()
+}
+
+// TestSwitchMLControl: SwitchML's controller in the switch node, with 16
+// aggregators and three jobs of two workers, each asking for 12. Job 1
+// JOINs alone and gets 12 (a GRANT to both its workers); job 2 JOINs while
+// job 1 holds its pool: its share is 16 ÷ 2 jobs present, and it gets the
+// 4 left; job 3 finds nothing free and waits, its repeated JOIN
+// unanswered. One LEAVE of job 1 releases nothing; the second releases its
+// pool (job entry removed, slots cleared, LEFT to its workers) and admits
+// job 3 with its share of 8, at slot 0. A repeated LEAVE gets LEFT again.
+// JOINs from a port that is not the worker's, or of a rank the job lacks,
+// are foreign.
+func TestSwitchMLControl(t *testing.T) {
+	const us = time.Microsecond
+	s, err := New(Config{Slots: 16, Ports: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 16, Stride: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(job uint16, r uint8) []byte {
+		return smlFrame(job, r, inahdr.Ctl{Op: inahdr.CtlJoin, Job: job, Rank: int(r), Want: 12})
+	}
+	leave := func(job uint16, r uint8) []byte {
+		return smlFrame(job, r, inahdr.Ctl{Op: inahdr.CtlLeave, Job: job, Rank: int(r)})
+	}
+	// Worker r of job j is on port 2(j−1)+r+1.
+	port := func(j uint16, r uint8) int { return 2*int(j-1) + int(r) + 1 }
+	sends := map[int][]timedFrame{
+		port(1, 0): {{1 * us, join(1, 0)}, {40 * us, leave(1, 0)}, {70 * us, leave(1, 0)}},
+		port(1, 1): {{1 * us, join(1, 1)}, {50 * us, leave(1, 1)}},
+		port(2, 0): {{10 * us, join(2, 0)}},
+		port(3, 0): {{20 * us, join(3, 0)}, {30 * us, join(3, 0)}},
+		// Forged: job 2's rank 1 from job 3's rank 1 port; job 1's rank 5.
+		port(3, 1): {{25 * us, join(2, 1)}, {26 * us, join(1, 5)}},
+	}
+	net := emu.NewNetwork(emu.Config{Seed: 1})
+	node := NewTimedNode(s, NodeConfig{PassTime: time.Nanosecond, Latency: 100 * time.Nanosecond, Control: sc, Addr: testSwitchAddr})
+	if err := net.AddNode("sw", 8, node); err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[int]*scriptNode{}
+	for j := uint16(1); j <= 3; j++ {
+		var members []McastMember
+		for r := uint8(0); r < 2; r++ {
+			p := port(j, r)
+			rid := uint16(p)
+			if err := s.AddWorker(WorkerEntry{Port: p, QP: qpFor(j, r), Job: j, Worker: r, RID: rid}); err != nil {
+				t.Fatal(err)
+			}
+			s.SetRewrite(rid, Rewrite{SrcMAC: testSwitchAddr.MAC, DstMAC: mac(byte(10*j) + r), SrcIP: testSwitchAddr.IP,
+				DstIP: ip(byte(10*j) + r), DstQP: 0x500000 + uint32(p)})
+			members = append(members, McastMember{RID: rid, Port: p})
+			hosts[p] = &scriptNode{sends: sends[p]}
+			name := fmt.Sprintf("h%d", p)
+			if err := net.AddNode(name, 1, hosts[p]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := net.Connect(name, 0, "sw", p, emu.LinkConfig{BitsPerSecond: 100e9, Delay: time.Microsecond}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.AddMcastGroup(j, members...); err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.AddJob(SwitchMLJob{Workers: 2, Spec: JobSpec{ID: j, Mask: 3, Group: j, PSPort: 7}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := func(j uint16, r uint8) []string {
+		p := port(j, r)
+		var out []string
+		for _, m := range grantsIn(t, fmt.Sprintf("job %d rank %d", j, r), hosts[p].got, 0x500000+uint32(p)) {
+			out = append(out, m.String())
+		}
+		return out
+	}
+	// Before job 1 leaves: pools 1 and 2 installed, job 3 waiting.
+	if _, err := net.RunUntil(35 * us); err != nil {
+		t.Fatal(err)
+	}
+	pools := sc.Pools()
+	if len(pools) != 2 || pools[0].Job != 1 || pools[0].Base != 0 || pools[0].Aggregators != 12 ||
+		pools[1].Job != 2 || pools[1].Base != 12 || pools[1].Aggregators != 4 {
+		t.Fatalf("pools at 35 µs: %+v", pools)
+	}
+	if w := sc.Waiting(); len(w) != 1 || w[0] != 3 {
+		t.Fatalf("waiting: %v", w)
+	}
+	if j := s.jobByID(2); j == nil || j.Pool.Base != 12 || j.Pool.Slots != 4 || j.PolicyID != StageStatic {
+		t.Fatalf("job 2 entry: %+v", j)
+	}
+	if s.jobByID(3) != nil {
+		t.Fatal("job 3 installed while waiting")
+	}
+	// Job 1's pool has state the release must clear.
+	s.r.owner[5], s.r.count[5] = 7, 1
+	if _, err := net.RunUntil(200 * us); err != nil {
+		t.Fatal(err)
+	}
+	// Job 1: GRANT per JOIN (two), then LEFT per LEAVE after the release.
+	for r := uint8(0); r < 2; r++ {
+		want := []string{"GRANT job=1 allreduce=0 chunks=0 slots=12 base=0", "GRANT job=1 allreduce=0 chunks=0 slots=12 base=0",
+			"LEFT job=1 allreduce=0", "LEFT job=1 allreduce=0"}
+		if g := got(1, r); fmt.Sprint(g) != fmt.Sprint(want) {
+			t.Errorf("job 1 rank %d got %q, want %q", r, g, want)
+		}
+	}
+	for r := uint8(0); r < 2; r++ {
+		if g := got(2, r); fmt.Sprint(g) != fmt.Sprint([]string{"GRANT job=2 allreduce=0 chunks=0 slots=4 base=12"}) {
+			t.Errorf("job 2 rank %d got %q", r, g)
+		}
+		// Job 3: one GRANT, when job 1 left, not before (its second JOIN
+		// came while it waited).
+		g := grantsIn(t, "job 3", hosts[port(3, r)].got, 0x500000+uint32(port(3, r)))
+		if len(g) != 1 || g[0].String() != "GRANT job=3 allreduce=0 chunks=0 slots=8 base=0" {
+			t.Errorf("job 3 rank %d got %v", r, g)
+		}
+		for _, f := range hosts[port(3, r)].got {
+			if h := inahdr.Header(f.frame[offBTH+rdma.BTHLen:]); h.IsCtl() && f.at < 50*us {
+				t.Errorf("job 3 rank %d: control frame at %v, before job 1 left", r, f.at)
+			}
+		}
+	}
+	if s.jobByID(1) != nil {
+		t.Error("job 1 still installed")
+	}
+	if si := s.Slot(5); si.Owner != 0 || si.Count != 0 {
+		t.Errorf("slot 5 not cleared: %+v", si)
+	}
+	if j := s.jobByID(3); j == nil || j.Pool.Base != 0 || j.Pool.Slots != 8 {
+		t.Fatalf("job 3 entry: %+v", j)
+	}
+	if _, ok := s.JobStats(1); !ok {
+		t.Error("job 1's counters gone with its entry")
+	}
+	st := sc.Stats()
+	if st.Joins != 5 || st.Leaves != 3 || st.Admitted != 3 || st.Waited != 1 || st.Released != 1 || st.Unknown != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if f := node.Stats().CtlForeign; f != 2 {
+		t.Errorf("foreign control frames: %d, want 2", f)
+	}
+	if sc.Err() != nil {
+		t.Fatal(sc.Err())
+	}
+}
+
+// TestSwitchMLControlConfig: memory outside the switch is refused; a job
+// needs an id and 1–32 workers.
+func TestSwitchMLControlConfig(t *testing.T) {
+	s, err := New(Config{Slots: 16, Ports: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSwitchMLControl(s, SwitchMLConfig{Base: 8, Slots: 16}); err == nil {
+		t.Error("memory past the switch accepted")
+	}
+	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 16, Stride: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Aggregators() != 8 {
+		t.Errorf("aggregators %d", sc.Aggregators())
+	}
+	for _, j := range []SwitchMLJob{{Workers: 2}, {Spec: JobSpec{ID: 1}}, {Spec: JobSpec{ID: 1}, Workers: 33}} {
+		if err := sc.AddJob(j); err == nil {
+			t.Errorf("job %+v accepted", j)
+		}
+	}
+}
