@@ -15,13 +15,16 @@ import (
 // the switch at job set-up and never resizes a running job). Memory is
 // divided among the jobs present, not among every job that will ever run:
 //
+//   - The cluster manager tells the controller of each job's arrival
+//     (Arrive); the job is present from then until every worker has left.
+//     A JOIN from a job not announced so announces it.
 //   - A job's workers JOIN when the job starts, asking for Want
 //     aggregators (two windows: the pool's halves are SwitchML's shadow
-//     copies). The job is admitted, in arrival order, with
-//     min(Want, total ÷ jobs present) aggregators — present: holding a
-//     pool or waiting for one, itself included — rounded down to even and
-//     to the largest free run; its job entry and pool are installed (the
-//     static slot stage) and a GRANT goes to its workers.
+//     copies). Jobs that joined are admitted in arrival order with
+//     min(Want, max(total ÷ jobs present, MinAggregators)) aggregators,
+//     rounded down to even and to the largest free run; the job entry and
+//     pool are installed (the static slot stage) and a GRANT goes to the
+//     workers.
 //   - A job that finds less than MinAggregators free waits (and so does
 //     every job after it: first come, first served) until a job leaves.
 //   - Each worker LEAVEs when it has finished; when every worker has left,
@@ -81,7 +84,8 @@ type SwitchMLControl struct {
 	cfg   SwitchMLConfig
 	used  []bool // per aggregator
 	jobs  map[uint16]*smlJob
-	queue []uint16 // jobs waiting for memory, in arrival order
+	queue []uint16 // jobs that joined and wait for memory, in arrival order
+	seq   int      // arrivals so far
 	stats SwitchMLStats
 	err   error
 }
@@ -89,7 +93,8 @@ type SwitchMLControl struct {
 type smlState uint8
 
 const (
-	smlIdle     smlState = iota // not started
+	smlIdle     smlState = iota // not arrived
+	smlArrived                  // present, not joined yet
 	smlWaiting                  // joined, waiting for memory
 	smlAdmitted                 // holds a pool
 	smlGone                     // every worker left; pool released
@@ -103,6 +108,7 @@ type smlJob struct {
 	left    uint32 // ranks that left
 	waiting bool   // had to wait
 	joined  time.Duration
+	arrival int // arrival order
 }
 
 var _ ControlPlane = (*SwitchMLControl)(nil)
@@ -132,6 +138,25 @@ func (sc *SwitchMLControl) AddJob(j SwitchMLJob) error {
 	}
 	sc.jobs[j.Spec.ID] = &smlJob{spec: j}
 	return nil
+}
+
+// Arrive is the cluster manager's word that job arrived at now: it is
+// present, and counts in every share, from now until every worker has
+// left. A job not registered is an error; a second arrival is ignored.
+func (sc *SwitchMLControl) Arrive(now time.Duration, job uint16) error {
+	j := sc.jobs[job]
+	if j == nil {
+		return fmt.Errorf("%w: %d", ErrNoJob, job)
+	}
+	sc.arrive(j)
+	return nil
+}
+
+func (sc *SwitchMLControl) arrive(j *smlJob) {
+	if j.state == smlIdle {
+		j.state, j.arrival = smlArrived, sc.seq
+		sc.seq++
+	}
 }
 
 // Aggregators returns the number of aggregators the controller divides.
@@ -186,10 +211,16 @@ func (sc *SwitchMLControl) Control(c *CtlEnv, port int, m inahdr.Ctl) {
 	switch m.Op {
 	case inahdr.CtlJoin:
 		sc.stats.Joins++
+		sc.arrive(j)
 		switch j.state {
-		case smlIdle:
+		case smlArrived:
 			j.state, j.want, j.joined = smlWaiting, max(m.Want, sc.cfg.MinAggregators), c.Now()
-			sc.queue = append(sc.queue, m.Job)
+			// In arrival order among the jobs that joined.
+			i := len(sc.queue)
+			for i > 0 && sc.jobs[sc.queue[i-1]].arrival > j.arrival {
+				i--
+			}
+			sc.queue = slices.Insert(sc.queue, i, m.Job)
 			sc.admit(c)
 			if j.state == smlWaiting {
 				j.waiting = true
@@ -222,13 +253,16 @@ func (sc *SwitchMLControl) grant(c *CtlEnv, j *smlJob) {
 func (sc *SwitchMLControl) admit(c *CtlEnv) {
 	for len(sc.queue) > 0 {
 		j := sc.jobs[sc.queue[0]]
-		present := len(sc.queue) // waiting, this job first
+		present := 0 // arrived and not gone, this job included
 		for _, o := range sc.jobs {
-			if o.state == smlAdmitted {
+			if o.state == smlArrived || o.state == smlWaiting || o.state == smlAdmitted {
 				present++
 			}
 		}
-		n := min(j.want, len(sc.used)/present)
+		// The job's share, but never less than the smallest pool: with
+		// more jobs present than pools fit, the first ones run while the
+		// others wait.
+		n := min(j.want, max(len(sc.used)/present, sc.cfg.MinAggregators))
 		at, run := sc.fit(n)
 		n = min(n, run) &^ 1
 		if n < sc.cfg.MinAggregators {

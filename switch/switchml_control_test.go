@@ -55,39 +55,7 @@ func TestSwitchMLControl(t *testing.T) {
 		// Forged: job 2's rank 1 from job 3's rank 1 port; job 1's rank 5.
 		port(3, 1): {{25 * us, join(2, 1)}, {26 * us, join(1, 5)}},
 	}
-	net := emu.NewNetwork(emu.Config{Seed: 1})
-	node := NewTimedNode(s, NodeConfig{PassTime: time.Nanosecond, Latency: 100 * time.Nanosecond, Control: sc, Addr: testSwitchAddr})
-	if err := net.AddNode("sw", 8, node); err != nil {
-		t.Fatal(err)
-	}
-	hosts := map[int]*scriptNode{}
-	for j := uint16(1); j <= 3; j++ {
-		var members []McastMember
-		for r := uint8(0); r < 2; r++ {
-			p := port(j, r)
-			rid := uint16(p)
-			if err := s.AddWorker(WorkerEntry{Port: p, QP: qpFor(j, r), Job: j, Worker: r, RID: rid}); err != nil {
-				t.Fatal(err)
-			}
-			s.SetRewrite(rid, Rewrite{SrcMAC: testSwitchAddr.MAC, DstMAC: mac(byte(10*j) + r), SrcIP: testSwitchAddr.IP,
-				DstIP: ip(byte(10*j) + r), DstQP: 0x500000 + uint32(p)})
-			members = append(members, McastMember{RID: rid, Port: p})
-			hosts[p] = &scriptNode{sends: sends[p]}
-			name := fmt.Sprintf("h%d", p)
-			if err := net.AddNode(name, 1, hosts[p]); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := net.Connect(name, 0, "sw", p, emu.LinkConfig{BitsPerSecond: 100e9, Delay: time.Microsecond}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.AddMcastGroup(j, members...); err != nil {
-			t.Fatal(err)
-		}
-		if err := sc.AddJob(SwitchMLJob{Workers: 2, Spec: JobSpec{ID: j, Mask: 3, Group: j, PSPort: 7}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	net, node, hosts := smlNet(t, s, sc, 3, port, sends)
 	got := func(j uint16, r uint8) []string {
 		p := port(j, r)
 		var out []string
@@ -187,6 +155,133 @@ func TestSwitchMLControlConfig(t *testing.T) {
 	for _, j := range []SwitchMLJob{{Workers: 2}, {Spec: JobSpec{ID: 1}}, {Spec: JobSpec{ID: 1}, Workers: 33}} {
 		if err := sc.AddJob(j); err == nil {
 			t.Errorf("job %+v accepted", j)
+		}
+	}
+}
+
+// smlNet puts s with controller sc on a network with jobs jobs of two
+// workers each (worker r of job j on port(j, r)), each sending its sends.
+func smlNet(t *testing.T, s *Switch, sc *SwitchMLControl, jobs uint16, port func(uint16, uint8) int,
+	sends map[int][]timedFrame) (*emu.Network, *Node, map[int]*scriptNode) {
+	t.Helper()
+	net := emu.NewNetwork(emu.Config{Seed: 1})
+	node := NewTimedNode(s, NodeConfig{PassTime: time.Nanosecond, Latency: 100 * time.Nanosecond, Control: sc, Addr: testSwitchAddr})
+	if err := net.AddNode("sw", s.Config().Ports, node); err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[int]*scriptNode{}
+	for j := uint16(1); j <= jobs; j++ {
+		var members []McastMember
+		for r := uint8(0); r < 2; r++ {
+			p := port(j, r)
+			rid := uint16(p)
+			if err := s.AddWorker(WorkerEntry{Port: p, QP: qpFor(j, r), Job: j, Worker: r, RID: rid}); err != nil {
+				t.Fatal(err)
+			}
+			s.SetRewrite(rid, Rewrite{SrcMAC: testSwitchAddr.MAC, DstMAC: mac(byte(10*j) + r), SrcIP: testSwitchAddr.IP,
+				DstIP: ip(byte(10*j) + r), DstQP: 0x500000 + uint32(p)})
+			members = append(members, McastMember{RID: rid, Port: p})
+			hosts[p] = &scriptNode{sends: sends[p]}
+			name := fmt.Sprintf("h%d", p)
+			if err := net.AddNode(name, 1, hosts[p]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := net.Connect(name, 0, "sw", p, emu.LinkConfig{BitsPerSecond: 100e9, Delay: time.Microsecond}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.AddMcastGroup(j, members...); err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.AddJob(SwitchMLJob{Workers: 2, Spec: JobSpec{ID: j, Mask: 3, Group: j, PSPort: 7}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return net, node, hosts
+}
+
+// TestSwitchMLControlCrowded: more jobs present than pools fit. With 4
+// aggregators and five jobs joining at once, job 1 gets all four; when it
+// leaves, the four waiting jobs' share (4 ÷ 4 = 1) is below the smallest
+// pool (2), so jobs 2 and 3 get two each and jobs 4 and 5 go on waiting —
+// memory never sits idle while a job waits.
+func TestSwitchMLControlCrowded(t *testing.T) {
+	const us = time.Microsecond
+	s, err := New(Config{Slots: 4, Ports: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 4, Stride: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := func(j uint16, r uint8) int { return 2*int(j-1) + int(r) + 1 }
+	sends := map[int][]timedFrame{}
+	for j := uint16(1); j <= 5; j++ {
+		for r := uint8(0); r < 2; r++ {
+			sends[port(j, r)] = []timedFrame{{time.Duration(j) * us, smlFrame(j, r, inahdr.Ctl{Op: inahdr.CtlJoin, Job: j, Rank: int(r), Want: 12})}}
+		}
+	}
+	for r := uint8(0); r < 2; r++ {
+		sends[port(1, r)] = append(sends[port(1, r)], timedFrame{20 * us, smlFrame(1, r, inahdr.Ctl{Op: inahdr.CtlLeave, Job: 1, Rank: int(r)})})
+	}
+	net, _, _ := smlNet(t, s, sc, 5, port, sends)
+	if _, err := net.RunUntil(15 * us); err != nil {
+		t.Fatal(err)
+	}
+	if p := sc.Pools(); len(p) != 1 || p[0].Job != 1 || p[0].Aggregators != 4 {
+		t.Fatalf("before job 1 leaves: %+v", p)
+	}
+	if _, err := net.RunUntil(100 * us); err != nil {
+		t.Fatal(err)
+	}
+	p := sc.Pools()
+	if len(p) != 2 || p[0].Job != 2 || p[0].Aggregators != 2 || p[1].Job != 3 || p[1].Aggregators != 2 || p[0].Base == p[1].Base {
+		t.Fatalf("after: pools %+v", p)
+	}
+	if w := sc.Waiting(); len(w) != 2 || w[0] != 4 || w[1] != 5 {
+		t.Fatalf("after: waiting %v", w)
+	}
+}
+
+// TestSwitchMLControlArrivals: jobs the cluster manager announced count as
+// present before they JOIN. Four jobs arrive together with 16 aggregators;
+// though their JOINs come one after another, each gets a quarter (4), not
+// the first one the 12 it asks for.
+func TestSwitchMLControlArrivals(t *testing.T) {
+	const us = time.Microsecond
+	s, err := New(Config{Slots: 16, Ports: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 16, Stride: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := func(j uint16, r uint8) int { return 2*int(j-1) + int(r) + 1 }
+	sends := map[int][]timedFrame{}
+	for j := uint16(1); j <= 4; j++ {
+		sends[port(j, 0)] = []timedFrame{{time.Duration(j) * us, smlFrame(j, 0, inahdr.Ctl{Op: inahdr.CtlJoin, Job: j, Want: 12})}}
+	}
+	net, _, _ := smlNet(t, s, sc, 4, port, sends)
+	for j := uint16(1); j <= 4; j++ {
+		if err := sc.Arrive(0, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sc.Arrive(0, 9); err == nil {
+		t.Error("arrival of an unknown job accepted")
+	}
+	if _, err := net.RunUntil(50 * us); err != nil {
+		t.Fatal(err)
+	}
+	p := sc.Pools()
+	if len(p) != 4 {
+		t.Fatalf("pools %+v", p)
+	}
+	for i, pl := range p {
+		if pl.Job != uint16(i+1) || pl.Aggregators != 4 || pl.Base != 4*i {
+			t.Errorf("pool %d: %+v, want job %d: 4 aggregators from %d", i, pl, i+1, 4*i)
 		}
 	}
 }

@@ -11,9 +11,10 @@ import (
 
 // switchml: SwitchML's static partition, divided among the jobs present.
 // SwitchML's controller (sw.SwitchMLControl, the switch's control plane
-// here) admits a job when its workers JOIN at its start, in arrival order:
-// a pool of min(2 × window, memory ÷ jobs present (holding a pool or
-// waiting for one))
+// here) learns each job's arrival from the cluster manager (an event at
+// the arrival) and admits the job when its workers JOIN, in arrival order:
+// a pool of min(2 × window, memory ÷ jobs present (arrived and not gone),
+// at least 2)
 // aggregators, kept unchanged until every worker has left; a job that
 // finds no memory waits for one to leave. Chunk sequence mod pool is the
 // chunk's aggregator, the pool's two halves acting as shadow copies;
@@ -45,9 +46,14 @@ func newSwitchML() Policy {
 			return err
 		}
 		// The job entry and its pool are installed when the controller
-		// admits the job.
-		return p.sml.AddJob(sw.SwitchMLJob{Workers: t.Spec.Jobs[j].Workers,
-			Spec: sw.JobSpec{ID: job, Mask: uint32(1)<<t.Spec.Jobs[j].Workers - 1, Group: job, PSPort: psPort}})
+		// admits the job; the cluster manager announces its arrival.
+		if err := p.sml.AddJob(sw.SwitchMLJob{Workers: t.Spec.Jobs[j].Workers,
+			Spec: sw.JobSpec{ID: job, Mask: uint32(1)<<t.Spec.Jobs[j].Workers - 1, Group: job, PSPort: psPort}}); err != nil {
+			return err
+		}
+		sml := p.sml
+		t.at(Event{At: t.Spec.Jobs[j].Arrival, Node: SwitchNode, Do: func(now time.Duration) { _ = sml.Arrive(now, job) }})
+		return nil
 	}
 	p.worker = func(t *Testbed, j, r int, ts []host.Tensor) (Worker, error) {
 		rto := t.Spec.Timers.SwitchMLRTO

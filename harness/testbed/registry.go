@@ -80,7 +80,7 @@ type Entry struct {
 // file with its Policy and one line here (docs/adding-a-policy.md).
 var registry = []Entry{
 	{Name: "none", Summary: "no INA: a host ring all-reduce over RC (NCCL's default)", Baseline: true, NoINA: true, New: newRing},
-	{Name: "switchml", Summary: "SwitchML: static per-job slots, self-clocked window", Baseline: true, PSPath: true, SoftwareStack: true,
+	{Name: "switchml", Summary: "SwitchML: static per-job slots, a pool per job for its lifetime divided among the jobs present (a job waits when none is free), self-clocked window", Baseline: true, PSPath: true, SoftwareStack: true,
 		StackSource: "no figure found for SwitchML's DPDK client; its repository's RDMA client runs near RDMA goodput (2.8 G elements/s at 4–16 workers): line rate", New: newSwitchML},
 	{Name: "atp", Summary: "ATP: a shared hashed pool, results through the PS", Baseline: true, Reference: true, PSPath: true, SoftwareStack: true,
 		Stack: atpStack, StackSource: atpStackSource, New: newATP},
