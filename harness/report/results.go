@@ -91,6 +91,9 @@ type Results struct {
 	// DynaINA are DynaINA's scheduler decisions over the run (a dynaina
 	// policy or ablation variant only; docs/dynaina.md).
 	DynaINA *DynaINAStats `json:"dynaina,omitempty"`
+	// SwitchML is SwitchML's admission over the run (policy switchml only;
+	// host/baseline/README.md).
+	SwitchML *SwitchMLStats `json:"switchml,omitempty"`
 	// ScenarioAsRun is the scenario as it ran: every default filled in,
 	// generated jobs listed, this run's policy and seed (the format of
 	// docs/scenarios.md, as JSON).
@@ -128,6 +131,17 @@ type DynaINAStats struct {
 	PSPath  uint64 `json:"ps_path"`
 	Expired uint64 `json:"expired"`
 	Outside uint64 `json:"outside"`
+}
+
+// SwitchMLStats count SwitchML's admissions over a run: jobs admitted
+// (granted a pool), Waited of them after finding too little memory free,
+// and how long admitted jobs waited from their first JOIN to their pool,
+// in all (WaitS) and at most (WaitMaxS).
+type SwitchMLStats struct {
+	Admitted uint64 `json:"admitted"`
+	Waited   uint64 `json:"waited"`
+	WaitS    Num    `json:"wait_s"`
+	WaitMaxS Num    `json:"wait_max_s"`
 }
 
 // HostCosts are a run's modelled host costs, at true scale (before the

@@ -272,6 +272,11 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		res.DynaINA = &report.DynaINAStats{Allocs: st.Allocs, Grants: st.Grants, Loans: st.Loans, Queued: st.Queued,
 			PSPath: st.PSPath, Expired: st.Expired, Outside: st.Outside}
 	}
+	if s := r.tb.SwitchML(); s != nil {
+		st := s.Stats()
+		res.SwitchML = &report.SwitchMLStats{Admitted: st.Admitted, Waited: st.Waited,
+			WaitS: report.Num(st.Wait.Seconds()), WaitMaxS: report.Num(st.WaitMax.Seconds())}
+	}
 	var unfinished []string
 	for i, d := range r.done {
 		if !d {

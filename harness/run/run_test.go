@@ -295,6 +295,42 @@ func TestRunInterrupted(t *testing.T) {
 	}
 }
 
+// TestSwitchMLStatsInResults: results.json carries SwitchML's admissions
+// under switchml only. In the default scenario both jobs are admitted at
+// once; with memory for one pool (16 slots) the second job, arriving while
+// the first runs, waits for it to leave, and its JCT includes the wait.
+func TestSwitchMLStatsInResults(t *testing.T) {
+	for _, pol := range []string{"switchml", "atp"} {
+		res, err := Run(loadEmbedded(t, "default.yaml"), Options{Policy: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pol != "switchml" {
+			if res.SwitchML != nil {
+				t.Errorf("%s: switchml counts %+v, want none", pol, res.SwitchML)
+			}
+			continue
+		}
+		if s := res.SwitchML; s == nil || s.Admitted != 2 || s.Waited != 0 || s.WaitMaxS > 1e-4 {
+			t.Errorf("default: switchml counts %+v, want both jobs admitted at once", s)
+		}
+	}
+	s := loadEmbedded(t, "default.yaml")
+	s.Topology.Switch.Slots = 16
+	res, err := Run(s, Options{Policy: "switchml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.SwitchML
+	if st == nil || st.Admitted != 2 || st.Waited != 1 || st.WaitMaxS < 0.1 || st.WaitS != st.WaitMaxS {
+		t.Fatalf("16 slots: switchml counts %+v, want the second job to wait for the first", st)
+	}
+	first, second := res.Jobs[0], res.Jobs[1]
+	if float64(second.Arrival)+float64(st.WaitMaxS) < float64(first.Finish)-1e-3 {
+		t.Errorf("job %s admitted at %v + %v, before job %s finished at %v", second.Name, second.Arrival, st.WaitMaxS, first.Name, first.Finish)
+	}
+}
+
 // TestDynaINAStatsInResults: results.json carries DynaINA's scheduler
 // counts under the dynaina policies only, and they add up: in the default
 // scenario (no collision, no reboot: one ALLOC per all-reduce) each of the
