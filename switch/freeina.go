@@ -124,25 +124,7 @@ func (f *FreeINA) alloc(now time.Duration, job, ar uint16, chunks uint32, want i
 	if f.cfg.MaxLease > 0 && want > f.cfg.MaxLease {
 		want = f.cfg.MaxLease
 	}
-	// first fit, else the largest free run
-	bestAt, bestN := 0, 0
-	for i := 0; i < len(f.used); {
-		if f.used[i] {
-			i++
-			continue
-		}
-		k := i
-		for k < len(f.used) && !f.used[k] && k-i < want {
-			k++
-		}
-		if k-i > bestN {
-			bestAt, bestN = i, k-i
-		}
-		if bestN == want {
-			break
-		}
-		i = k + 1
-	}
+	bestAt, bestN := firstFit(f.used, want)
 	if exact && bestN < want {
 		bestN = 0
 	}
@@ -319,4 +301,31 @@ func (f *FreeINA) Reset() {
 	f.leases = map[uint32]*Lease{}
 	f.hot = nil
 	clear(f.used)
+}
+
+// firstFit returns the first run of at least want free aggregators in
+// used, as (its start, want), else the longest free run (its start and
+// length); (0, 0) when want ≤ 0 or nothing is free.
+func firstFit(used []bool, want int) (at, n int) {
+	if want <= 0 {
+		return 0, 0
+	}
+	for i := 0; i < len(used); {
+		if used[i] {
+			i++
+			continue
+		}
+		k := i
+		for k < len(used) && !used[k] && k-i < want {
+			k++
+		}
+		if k-i > n {
+			at, n = i, k-i
+		}
+		if n == want {
+			break
+		}
+		i = k + 1
+	}
+	return at, n
 }

@@ -263,8 +263,8 @@ func (sc *SwitchMLControl) admit(c *CtlEnv) {
 		// more jobs present than pools fit, the first ones run while the
 		// others wait.
 		n := min(j.want, max(len(sc.used)/present, sc.cfg.MinAggregators))
-		at, run := sc.fit(n)
-		n = min(n, run) &^ 1
+		at, run := firstFit(sc.used, n)
+		n = run &^ 1
 		if n < sc.cfg.MinAggregators {
 			return
 		}
@@ -294,29 +294,6 @@ func (sc *SwitchMLControl) admit(c *CtlEnv) {
 		sc.stats.WaitMax = max(sc.stats.WaitMax, w)
 		sc.grant(c, j)
 	}
-}
-
-// fit returns the first free run of at least n aggregators (at, n), or the
-// longest free run if none is that long.
-func (sc *SwitchMLControl) fit(n int) (at, run int) {
-	bestAt, best := 0, 0
-	for k := 0; k < len(sc.used); {
-		if sc.used[k] {
-			k++
-			continue
-		}
-		s := k
-		for k < len(sc.used) && !sc.used[k] {
-			k++
-		}
-		if k-s >= n {
-			return s, k - s
-		}
-		if k-s > best {
-			bestAt, best = s, k-s
-		}
-	}
-	return bestAt, best
 }
 
 // release clears and frees job j's pool and removes its job entry: every

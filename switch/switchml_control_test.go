@@ -31,22 +31,14 @@ func smlFrame(job uint16, rank uint8, m inahdr.Ctl) []byte {
 // are foreign.
 func TestSwitchMLControl(t *testing.T) {
 	const us = time.Microsecond
-	s, err := New(Config{Slots: 16, Ports: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 16, Stride: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sc := newSML(t, 16, 8)
 	join := func(job uint16, r uint8) []byte {
 		return smlFrame(job, r, inahdr.Ctl{Op: inahdr.CtlJoin, Job: job, Rank: int(r), Want: 12})
 	}
 	leave := func(job uint16, r uint8) []byte {
 		return smlFrame(job, r, inahdr.Ctl{Op: inahdr.CtlLeave, Job: job, Rank: int(r)})
 	}
-	// Worker r of job j is on port 2(j−1)+r+1.
-	port := func(j uint16, r uint8) int { return 2*int(j-1) + int(r) + 1 }
+	port := smlPort
 	sends := map[int][]timedFrame{
 		port(1, 0): {{1 * us, join(1, 0)}, {40 * us, leave(1, 0)}, {70 * us, leave(1, 0)}},
 		port(1, 1): {{1 * us, join(1, 1)}, {50 * us, leave(1, 1)}},
@@ -159,6 +151,24 @@ func TestSwitchMLControlConfig(t *testing.T) {
 	}
 }
 
+// newSML returns a switch of aggs slots and ports ports and a SwitchML
+// controller over all of it.
+func newSML(t *testing.T, aggs, ports int) (*Switch, *SwitchMLControl) {
+	t.Helper()
+	s, err := New(Config{Slots: aggs, Ports: ports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: aggs, Stride: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, sc
+}
+
+// smlPort is worker r of job j's port in these tests: 2(j−1)+r+1.
+func smlPort(j uint16, r uint8) int { return 2*int(j-1) + int(r) + 1 }
+
 // smlNet puts s with controller sc on a network with jobs jobs of two
 // workers each (worker r of job j on port(j, r)), each sending its sends.
 func smlNet(t *testing.T, s *Switch, sc *SwitchMLControl, jobs uint16, port func(uint16, uint8) int,
@@ -207,15 +217,8 @@ func smlNet(t *testing.T, s *Switch, sc *SwitchMLControl, jobs uint16, port func
 // memory never sits idle while a job waits.
 func TestSwitchMLControlCrowded(t *testing.T) {
 	const us = time.Microsecond
-	s, err := New(Config{Slots: 4, Ports: 12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 4, Stride: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := func(j uint16, r uint8) int { return 2*int(j-1) + int(r) + 1 }
+	s, sc := newSML(t, 4, 12)
+	port := smlPort
 	sends := map[int][]timedFrame{}
 	for j := uint16(1); j <= 5; j++ {
 		for r := uint8(0); r < 2; r++ {
@@ -250,15 +253,8 @@ func TestSwitchMLControlCrowded(t *testing.T) {
 // the first one the 12 it asks for.
 func TestSwitchMLControlArrivals(t *testing.T) {
 	const us = time.Microsecond
-	s, err := New(Config{Slots: 16, Ports: 12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 16, Stride: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := func(j uint16, r uint8) int { return 2*int(j-1) + int(r) + 1 }
+	s, sc := newSML(t, 16, 12)
+	port := smlPort
 	sends := map[int][]timedFrame{}
 	for j := uint16(1); j <= 4; j++ {
 		sends[port(j, 0)] = []timedFrame{{time.Duration(j) * us, smlFrame(j, 0, inahdr.Ctl{Op: inahdr.CtlJoin, Job: j, Want: 12})}}

@@ -224,15 +224,7 @@ func driveAPI(ix *faultctl.Index) (string, error) {
 func TestUpCrashLoseState(t *testing.T) {
 	needRoot(t)
 	t.Run("atp rejoins", func(t *testing.T) {
-		cfg := Config{Scenario: "testdata/up-atp-crash.yaml", Command: testCommand, Timeout: 50 * time.Second}
-		var pids map[string]int
-		cfg.OnRunning = func(p map[string]int) { pids = p }
-		var stdout, stderr bytes.Buffer
-		res, err := Up(context.Background(), cfg, &stdout, &stderr)
-		t.Logf("stdout:\n%s", stdout.String())
-		if err != nil {
-			t.Fatalf("Up: %v\nstderr:\n%s", err, stderr.String())
-		}
+		res, pids := upOK(t, Config{Scenario: "testdata/up-atp-crash.yaml", Command: testCommand, Timeout: 50 * time.Second})
 		if len(res.Faults) != 2 || len(res.Faults[1].Steps) != 2 || res.Faults[1].Steps[1].What != "restart w1.1" ||
 			res.Faults[0].Kind != "switch_reboot" || len(res.Faults[0].Steps) != 2 {
 			t.Fatalf("faults: %+v", res.Faults)

@@ -132,39 +132,34 @@ func TestUpExactSum(t *testing.T) {
 	checkPcaps(t, cfg.PcapDir, []int{1, 2, 3, 4}, 2*elements/256) // a contribution and a result per chunk
 }
 
-// TestUpMultiJob runs inabox up's default scenario (DynaINA, two jobs of
-// two workers, three all-reduces each, staggered arrivals) as processes:
-// every all-reduce of every worker is exact.
+// TestUpMultiJob runs inabox up's default scenario (two jobs of two
+// workers, three all-reduces each, staggered arrivals) as processes, under
+// its own policy (DynaINA) and under SwitchML, whose workers, each in its
+// own process, JOIN the switch process's controller over the emulated
+// links, wait for its GRANT before their first all-reduce, and LEAVE at
+// the end: every all-reduce of every worker is exact.
 func TestUpMultiJob(t *testing.T) {
 	needRoot(t)
-	cfg := Config{Command: testCommand, Timeout: 50 * time.Second}
-	var pids map[string]int
-	cfg.OnRunning = func(p map[string]int) { pids = p }
-	var stdout, stderr bytes.Buffer
-	res, err := Up(context.Background(), cfg, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
-	if err != nil {
-		t.Fatalf("Up: %v\nstderr:\n%s", err, stderr.String())
-	}
-	checkNothingLeft(t, res, pids)
-	if res.Policy != "dynaina" || len(res.Jobs) != 2 || len(res.Workers) != 4 {
-		t.Fatalf("policy %s, %d jobs, %d workers", res.Policy, len(res.Jobs), len(res.Workers))
-	}
-	for _, w := range res.Workers {
-		if !w.Exact || len(w.Iterations) != 3 {
-			t.Errorf("%s: exact=%v, %d iterations", w.Name, w.Exact, len(w.Iterations))
-		}
+	for _, policy := range []string{"dynaina", "switchml"} {
+		t.Run(policy, func(t *testing.T) {
+			res, pids := upOK(t, Config{Command: testCommand, Timeout: 50 * time.Second, Policy: policy})
+			checkNothingLeft(t, res, pids)
+			if res.Policy != policy || len(res.Jobs) != 2 || len(res.Workers) != 4 {
+				t.Fatalf("policy %s, %d jobs, %d workers", res.Policy, len(res.Jobs), len(res.Workers))
+			}
+			for _, w := range res.Workers {
+				if !w.Exact || len(w.Iterations) != 3 {
+					t.Errorf("%s: exact=%v, %d iterations", w.Name, w.Exact, len(w.Iterations))
+				}
+			}
+		})
 	}
 }
 
-// TestUpSwitchML runs inabox up's default scenario under SwitchML: the
-// workers, each in its own process, JOIN the switch process's controller
-// over the emulated links and wait for its GRANT before their first
-// all-reduce, and LEAVE at the end; every all-reduce of every worker is
-// exact.
-func TestUpSwitchML(t *testing.T) {
-	needRoot(t)
-	cfg := Config{Command: testCommand, Timeout: 50 * time.Second, Policy: "switchml"}
+// upOK runs Up with cfg, logging its output, and returns its result and
+// the processes it ran; an error fails the test.
+func upOK(t *testing.T, cfg Config) (Result, map[string]int) {
+	t.Helper()
 	var pids map[string]int
 	cfg.OnRunning = func(p map[string]int) { pids = p }
 	var stdout, stderr bytes.Buffer
@@ -173,15 +168,7 @@ func TestUpSwitchML(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Up: %v\nstderr:\n%s", err, stderr.String())
 	}
-	checkNothingLeft(t, res, pids)
-	if res.Policy != "switchml" || len(res.Jobs) != 2 || len(res.Workers) != 4 {
-		t.Fatalf("policy %s, %d jobs, %d workers", res.Policy, len(res.Jobs), len(res.Workers))
-	}
-	for _, w := range res.Workers {
-		if !w.Exact || len(w.Iterations) != 3 {
-			t.Errorf("%s: exact=%v, %d iterations", w.Name, w.Exact, len(w.Iterations))
-		}
-	}
+	return res, pids
 }
 
 // upDisrupted runs the test scenario and, once every process runs, does
