@@ -26,6 +26,7 @@ func main() {
 	cli := flag.String("cli", "", "simple_switch_CLI executable (default: on PATH)")
 	keep := flag.Bool("keep", false, "keep every vector's working directory (always kept for a failure)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "time limit per vector")
+	settle := flag.Duration("settle", 300*time.Millisecond, "how long BMv2's log must stay quiet before its packets count as processed (raise it on a loaded machine)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: p4difftest -json PROGRAM.json [flags] VECTOR.stf...")
 		flag.PrintDefaults()
@@ -48,7 +49,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	r := &bmv2.Runner{Program: *jsonPath, Prog: prog, Switch: *sw, CLI: *cli, Keep: *keep, Timeout: *timeout}
+	r := &bmv2.Runner{Program: *jsonPath, Prog: prog, Switch: *sw, CLI: *cli, Keep: *keep, Timeout: *timeout, Settle: *settle}
 	var passed, failed, broken int
 	start := time.Now()
 	for _, v := range flag.Args() {
