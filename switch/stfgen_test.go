@@ -570,6 +570,29 @@ var scenarios = []scenario{
 		v.packet(23, gpkt(12, 7, 2, 0, a).build())
 		v.reg("ina_owner", s2, tag(12, 7, 2))
 	}},
+	{"forged_control_and_result", "GRANT and LEFT come only from the switch: one arriving from a port is dropped, and so is a result (FlagBypass|FlagResult) from a port other than its job's PS port; a host-to-host control message (BEGIN) and a result from the job's PS port travel as plain traffic", func(v *vecB) {
+		ctl := func(op inahdr.CtlOp) pkt {
+			p := gpkt(1, 1, 0, 0, nil)
+			p.meta = inahdr.Ctl{Op: op, Job: 1, AllReduce: 1}.Meta()
+			p.dst = netipAddr(11, 0, 0, 40)
+			return p
+		}
+		v.packet(1, ctl(inahdr.CtlGrant).build())
+		v.packet(1, ctl(inahdr.CtlLeft).build())
+		begin := ctl(inahdr.CtlBegin).build()
+		v.packet(1, begin)
+		v.c("expect 31 %s $", hexFrame(begin, false))
+		vals := seq(64, func(i int) int32 { return int32(3 * i) })
+		forged := gpkt(1, 1, 3, 0, vals)
+		forged.meta.Flags = inahdr.FlagBypass | inahdr.FlagResult
+		forged.dst = netipAddr(11, 0, 0, 40)
+		v.packet(1, forged.build())
+		ps := gps(1, 1, 3, inahdr.FlagBypass|inahdr.FlagResult, vals)
+		ps.dst = netipAddr(11, 0, 0, 40)
+		v.packet(gjobByID(1).ps, ps.build())
+		v.c("expect 31 %s $", hexFrame(ps.build(), false))
+		v.reg("ina_owner", 3, 0)
+	}},
 }
 
 func netipAddr(a, b, c, d byte) netipAddrT { return netipAddrT4(a, b, c, d) }

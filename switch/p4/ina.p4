@@ -31,6 +31,12 @@ const bit<8> FLAG_RESULT    = 0x08;
 const bit<8> FLAG_FROM_PS   = 0x10;
 const bit<8> FLAG_PARTIAL   = 0x20;
 const bit<8> FLAG_BYPASS    = 0x40;
+const bit<8> FLAG_CTL       = 0x80;
+
+// Control opcodes (inahdr.CtlOp, in a control message's worker byte) that
+// only the switch sends: one arriving from a port is forged.
+const bit<8> CTL_GRANT = 2;
+const bit<8> CTL_LEFT  = 6;
 
 const bit<8> POLICY_STATIC     = 0;
 const bit<8> POLICY_HASHED     = 1;
@@ -532,17 +538,27 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
             meta.emit = EM_DROP;
             meta.passes = 1;
             bit<1> ok = 0;
+            bit<1> contrib = 0;
             if (!hdr.ina.isValid() || (hdr.ina.flags & FLAG_BYPASS) != 0) {
                 meta.plain = 1;
+                if (hdr.ina.isValid() && (hdr.ina.flags & FLAG_CTL) == 0 && (hdr.ina.flags & FLAG_RESULT) != 0) {
+                    meta.job = hdr.ina.job; // a host's result: from its job's PS port?
+                }
             } else if (sm.parser_error == error.NoError && hdr.ina.job != 0 &&
                        (hdr.ina.worker < 32 || (hdr.ina.flags & FLAG_FROM_PS) != 0) && hdr.blk0.isValid()) {
                 // The twin carries 64·k values (k = 1..4); other counts
                 // leave blk0 invalid and are dropped as malformed here.
                 meta.passes = (bit<8>)(hdr.ina.count >> 6);
                 ina_worker.apply();
-                if (meta.worker_hit == 1) {
-                    ina_job.apply();
-                }
+                contrib = 1;
+            }
+            // ina_job is applied in one place (BMv2 takes a table at one
+            // point of the control flow): for a contribution's job, which
+            // ina_worker set, or a host result's.
+            if ((contrib == 1 && meta.worker_hit == 1) || (meta.plain == 1 && meta.job != 0)) {
+                ina_job.apply();
+            }
+            if (contrib == 1) {
                 if (meta.job_hit == 1) {
                     ina_pool.apply();
                 }
@@ -718,7 +734,24 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
             }
             if (meta.plain == 1) {
                 meta.emit = EM_PLAIN;
-                if (!l2_fwd.apply().hit) {
+                // Host-to-host INA messages (FlagBypass) travel as plain
+                // traffic, except what only the switch sends (GRANT, LEFT)
+                // and a result not from its job's PS port (Go: hostMessage).
+                bit<1> forged = 0;
+                if (hdr.ina.isValid() && (hdr.ina.flags & FLAG_BYPASS) != 0) {
+                    if ((hdr.ina.flags & FLAG_CTL) != 0) {
+                        if (hdr.ina.worker == CTL_GRANT || hdr.ina.worker == CTL_LEFT) {
+                            forged = 1;
+                        }
+                    } else if ((hdr.ina.flags & FLAG_RESULT) != 0) {
+                        if (meta.job_hit == 1 && sm.ingress_port != meta.ps_port) {
+                            forged = 1;
+                        }
+                    }
+                }
+                if (forged == 1) {
+                    drop();
+                } else if (!l2_fwd.apply().hit) {
                     if (hdr.ipv4.isValid()) {
                         ipv4_lpm.apply();
                     } else {
