@@ -131,6 +131,15 @@ type DynaINAStats struct {
 	PSPath  uint64 `json:"ps_path"`
 	Expired uint64 `json:"expired"`
 	Outside uint64 `json:"outside"`
+	// LendTried counts the all-reduces idle-pool lending considered (only
+	// with lending on), and the others why those without a loan got none
+	// (dynaina.LendRefusals): no other pool idle, none larger than the
+	// borrower's own, no return prediction, predicted back too soon.
+	LendTried       uint64 `json:"lend_tried"`
+	LendNoIdle      uint64 `json:"lend_no_idle"`
+	LendTooSmall    uint64 `json:"lend_too_small"`
+	LendUnpredicted uint64 `json:"lend_unpredicted"`
+	LendTooSoon     uint64 `json:"lend_too_soon"`
 }
 
 // SwitchMLStats count SwitchML's admissions over a run: jobs admitted

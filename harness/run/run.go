@@ -271,6 +271,9 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 		st := d.Stats()
 		res.DynaINA = &report.DynaINAStats{Allocs: st.Allocs, Grants: st.Grants, Loans: st.Loans, Queued: st.Queued,
 			PSPath: st.PSPath, Expired: st.Expired, Outside: st.Outside}
+		lr := d.Scheduler().Refusals
+		res.DynaINA.LendTried, res.DynaINA.LendNoIdle, res.DynaINA.LendTooSmall = lr.Tried, lr.NoIdle, lr.TooSmall
+		res.DynaINA.LendUnpredicted, res.DynaINA.LendTooSoon = lr.Unpredicted, lr.TooSoon
 	}
 	if s := r.tb.SwitchML(); s != nil {
 		st := s.Stats()

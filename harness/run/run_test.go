@@ -352,5 +352,11 @@ func TestDynaINAStatsInResults(t *testing.T) {
 		if d == nil || d.Allocs != 6 || d.Grants+d.PSPath != d.Allocs || d.Expired > d.PSPath || d.Loans > d.Grants || d.Outside != 0 {
 			t.Errorf("%s: dynaina counts %+v, want 6 ALLOCs, each granted or on the PS path", pol, d)
 		}
+		// Lending's tries: each ends in a loan or one refusal; none
+		// without lending.
+		refused := d.LendNoIdle + d.LendTooSmall + d.LendUnpredicted + d.LendTooSoon
+		if d.LendTried != d.Loans+refused || (pol == "dynaina" && d.LendTried != 0) {
+			t.Errorf("%s: lending %+v: tries must be loans plus refusals, and 0 without lending", pol, d)
+		}
 	}
 }

@@ -313,6 +313,20 @@ type Scheduler struct {
 	// Ops counts pool operations by kind: create, grow, shrink, split,
 	// merge, move, free.
 	Ops map[string]int
+	// Refusals counts why lending (Config.Lend) made no loan.
+	Refusals LendRefusals
+}
+
+// LendRefusals count the all-reduces lending considered (Tried: with
+// Config.Lend, those of a job whose own pool is missing, busy or smaller
+// than its demand, holding no loan and not queued) and, for those that got
+// no loan, the furthest any other pool came: NoIdle, no other pool idle (each busy, or without jobs); TooSmall,
+// idle pools, none giving more slots than the borrower's own pool gives
+// now; Unpredicted, large enough but with a job never seen ending an
+// all-reduce (no return prediction); TooSoon, predicted to return before
+// the loan would end with its margin.
+type LendRefusals struct {
+	Tried, NoIdle, TooSmall, Unpredicted, TooSoon uint64
 }
 
 // New returns a scheduler owning cfg.TotalSlots slots.
@@ -830,12 +844,25 @@ func (s *Scheduler) lend(now time.Duration, j *job, d *Decision) bool {
 	end := now + time.Duration((1+s.cfg.LendMargin)*j.comm) + s.cfg.RTT
 	var best *pool
 	var bestBack time.Duration
+	s.Refusals.Tried++
+	// reach: how far the furthest candidate came (0 none idle, 1 too
+	// small, 2 no prediction, 3 back too soon).
+	reach := 0
 	for _, p := range s.pools {
-		if p == own || p.busy() || len(p.jobs) == 0 || min(p.rng.Slots, j.demand) < need {
+		if p == own || p.busy() || len(p.jobs) == 0 {
+			continue
+		}
+		if min(p.rng.Slots, j.demand) < need {
+			reach = max(reach, 1)
 			continue
 		}
 		back, ok := returnAt(p)
-		if !ok || back < end {
+		if !ok {
+			reach = max(reach, 2)
+			continue
+		}
+		if back < end {
+			reach = 3
 			continue
 		}
 		if best != nil {
@@ -847,6 +874,16 @@ func (s *Scheduler) lend(now time.Duration, j *job, d *Decision) bool {
 		best, bestBack = p, back
 	}
 	if best == nil {
+		switch reach {
+		case 0:
+			s.Refusals.NoIdle++
+		case 1:
+			s.Refusals.TooSmall++
+		case 2:
+			s.Refusals.Unpredicted++
+		default:
+			s.Refusals.TooSoon++
+		}
 		return false
 	}
 	ln := &loan{from: best, to: j, rng: Range{best.rng.Base, min(best.rng.Slots, j.demand)}, at: now, back: bestBack}

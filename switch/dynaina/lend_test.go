@@ -154,9 +154,15 @@ func TestLendRefused(t *testing.T) {
 	if d, _ := s.PhaseStart(336*ms, 2, 1); d.Lender != 0 || d.Range != (Range{282, 138}) {
 		t.Errorf("start at 336ms (owner back at 410ms): %+v, want no loan", d)
 	}
+	if r := s.Refusals; r != (LendRefusals{Tried: 1, TooSoon: 1}) {
+		t.Errorf("start at 336ms: refusals %+v, want one, too soon", r)
+	}
 	s = reviewCase(t, true)
 	if d, _ := s.PhaseStart(334*ms, 2, 1); d.Lender == 0 {
 		t.Errorf("start at 334ms: %+v, want a loan", d)
+	}
+	if r := s.Refusals; r != (LendRefusals{Tried: 1}) {
+		t.Errorf("start at 334ms: refusals %+v, want a try and no refusal", r)
 	}
 	// An owner never seen ending an all-reduce.
 	s = newSchedCfg(t, Config{TotalSlots: 420, RTT: 7580 * time.Nanosecond, Lend: true})
@@ -164,6 +170,9 @@ func TestLendRefused(t *testing.T) {
 	s.Register(0, JobProfile{ID: 2, Workers: 4, GradientBytes: gradFor(50 * ms), Compute: 100 * ms})
 	if d, _ := s.PhaseStart(20*ms, 2, 1); d.Lender != 0 {
 		t.Errorf("owner without a measurement: %+v, want no loan", d)
+	}
+	if r := s.Refusals; r != (LendRefusals{Tried: 1, Unpredicted: 1}) {
+		t.Errorf("owner without a measurement: refusals %+v, want one, unpredicted", r)
 	}
 	// The borrower's own pool is as large as the idle one: no loan.
 	s = newSchedCfg(t, Config{TotalSlots: 564, RTT: 7580 * time.Nanosecond, Lend: true})
@@ -173,6 +182,9 @@ func TestLendRefused(t *testing.T) {
 	s.PhaseEnd(10*ms, 1)
 	if d, _ := s.PhaseStart(20*ms, 2, 1); d.Lender != 0 || d.Range != (Range{282, 282}) {
 		t.Errorf("full own pool: %+v, want it, not a loan", d)
+	}
+	if r := s.Refusals; r != (LendRefusals{}) {
+		t.Errorf("full own pool: refusals %+v, want none: an idle own pool that covers the demand is granted without trying to borrow", r)
 	}
 	mustCheck(t, s)
 }
