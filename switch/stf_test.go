@@ -1,8 +1,6 @@
 package sw
 
 import (
-	"bufio"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -14,10 +12,13 @@ import (
 	"testing"
 
 	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/p4/bmv2"
 )
 
 // This file is the Go runner for the STF vectors in testdata/stf: the
-// subset of p4c's STF format (backends/bmv2/bmv2stf.py) the vectors use.
+// subset of p4c's STF format (backends/bmv2/bmv2stf.py) the vectors use,
+// read by switch/p4/bmv2 (ParseSTF, Packet.Match, Cmd.Expected), the same
+// reader that runs them on BMv2.
 //
 //	add <table> [<prio>] <key>:<value>... <action>(<param>:<value>, ...)
 //	setdefault <table> <action>(<param>:<value>, ...)
@@ -33,13 +34,6 @@ import (
 // port, in order, after the last packet (as bmv2stf.py does); register
 // reads see the state at their position in the file. Every frame the Go
 // switch emits that is RoCEv2 must also carry a correct ICRC.
-
-type stfExpect struct {
-	line  int
-	port  int
-	nib   []byte // hex nibbles, '*' wildcard
-	exact bool
-}
 
 type stfResult struct {
 	packets, expects, registers int
@@ -66,105 +60,95 @@ func runSTF(t stfT, path string) stfResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	cmds, err := bmv2.ParseSTF(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("%s: %v", filepath.Base(path), err)
+	}
 	s, err := New(Config{Slots: 4096, Ports: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var res stfResult
-	var expects []stfExpect
+	type expect struct {
+		line int
+		bmv2.Packet
+	}
+	var expects []expect
 	got := map[int][][]byte{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	ln := 0
-	for sc.Scan() {
-		ln++
-		raw := sc.Text()
-		line, comment, _ := strings.Cut(raw, "#")
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
+	for _, c := range cmds {
 		fail := func(format string, a ...any) {
 			t.Helper()
-			t.Fatalf("%s:%d: %s: %s", filepath.Base(path), ln, raw, fmt.Sprintf(format, a...))
+			t.Fatalf("%s:%d: %s %s: %s", filepath.Base(path), c.Line, c.Op, strings.Join(c.Args, " "), fmt.Sprintf(format, a...))
 		}
-		switch strings.ToLower(fields[0]) {
+		fields := c.Args
+		switch c.Op {
 		case "add":
-			if err := stfAdd(s, fields[1:]); err != nil {
+			if err := stfAdd(s, fields); err != nil {
 				fail("%v", err)
 			}
 		case "setdefault":
-			if err := stfSetDefault(s, fields[1:]); err != nil {
+			if err := stfSetDefault(s, fields); err != nil {
 				fail("%v", err)
 			}
 		case "mc_mgrp_create":
-			s.McastGroupCreate(uint16(mustNum(fields[1])))
+			s.McastGroupCreate(uint16(mustNum(fields[0])))
 		case "mc_node_create":
 			var ports []int
-			for _, p := range fields[2:] {
+			for _, p := range fields[1:] {
 				ports = append(ports, int(mustNum(p)))
 			}
-			if _, err := s.McastNodeCreate(uint16(mustNum(fields[1])), ports...); err != nil {
+			if _, err := s.McastNodeCreate(uint16(mustNum(fields[0])), ports...); err != nil {
 				fail("%v", err)
 			}
 		case "mc_node_associate":
-			if err := s.McastNodeAssociate(uint16(mustNum(fields[1])), int(mustNum(fields[2]))); err != nil {
+			if err := s.McastNodeAssociate(uint16(mustNum(fields[0])), int(mustNum(fields[1]))); err != nil {
 				fail("%v", err)
 			}
 		case "register_read":
-			name := strings.TrimSuffix(strings.TrimPrefix(fields[1], "MyIngress."), ".values")
-			v, ok := s.ReadRegister(name, int(mustNum(fields[2])))
+			name := strings.TrimSuffix(strings.TrimPrefix(fields[0], "MyIngress."), ".values")
+			v, ok := s.ReadRegister(name, int(mustNum(fields[1])))
 			if !ok {
 				fail("unknown register")
 			}
-			ef := strings.Fields(comment)
-			if len(ef) == 2 && ef[0] == "expect" {
-				if want := mustNum(ef[1]); v != want {
+			want, checked, err := c.Expected()
+			if err != nil {
+				fail("%v", err)
+			}
+			if checked {
+				if v != want {
 					fail("register = %#x, want %#x", v, want)
 				}
 				res.registers++
 			}
 		case "packet":
-			port := int(mustNum(fields[1]))
-			data, err := hex.DecodeString(strings.Join(fields[2:], ""))
-			if err != nil {
-				fail("%v", err)
-			}
+			pk, _ := c.Packet() // checked by ParseSTF
 			res.packets++
-			for _, o := range runBatch(s, []Frame{{Data: data, InPort: port}}) {
+			for _, o := range runBatch(s, []Frame{{Data: pk.Data, InPort: pk.Port}}) {
 				if rdma.CheckICRC(o.frame) != isRoCE(o.frame) {
 					fail("output to port %d has a bad ICRC", o.port)
 				}
 				got[o.port] = append(got[o.port], o.frame)
 			}
 		case "expect":
-			e := stfExpect{line: ln, port: int(mustNum(fields[1]))}
-			h := strings.Join(fields[2:], "")
-			if strings.HasSuffix(h, "$") {
-				e.exact, h = true, strings.TrimSuffix(h, "$")
-			}
-			e.nib = []byte(strings.ToLower(h))
-			expects = append(expects, e)
+			pk, _ := c.Packet()
+			expects = append(expects, expect{c.Line, pk})
 			res.expects++
-		case "wait", "remove":
+		case "wait":
 		default:
 			fail("unsupported STF command")
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
 	idx := map[int]int{}
 	for _, e := range expects {
-		q := got[e.port]
-		i := idx[e.port]
+		q := got[e.Port]
+		i := idx[e.Port]
 		if i >= len(q) {
-			t.Fatalf("%s:%d: expected packet on port %d, none left", filepath.Base(path), e.line, e.port)
+			t.Fatalf("%s:%d: expected packet on port %d, none left", filepath.Base(path), e.line, e.Port)
 		}
-		idx[e.port]++
-		if !matchNibbles(e, hex.EncodeToString(q[i])) {
-			t.Fatalf("%s:%d: port %d packet mismatch\n got %x\nwant %s", filepath.Base(path), e.line, e.port, q[i], e.nib)
+		idx[e.Port]++
+		if !e.Match(q[i]) {
+			t.Fatalf("%s:%d: port %d packet mismatch\n got %x\nwant %s", filepath.Base(path), e.line, e.Port, q[i], e.Nibbles)
 		}
 	}
 	var ports []int
@@ -183,18 +167,6 @@ func runSTF(t stfT, path string) stfResult {
 func isRoCE(f []byte) bool {
 	return len(f) >= minRoCE && f[12] == 8 && f[13] == 0 && f[offIP] == 0x45 && f[offIP+9] == 17 &&
 		f[offUDP+2] == 0x12 && f[offUDP+3] == 0xB7
-}
-
-func matchNibbles(e stfExpect, got string) bool {
-	if len(got) < len(e.nib) || (e.exact && len(got) != len(e.nib)) {
-		return false
-	}
-	for i, c := range e.nib {
-		if c != '*' && c != got[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func mustNum(s string) uint64 {
@@ -390,13 +362,18 @@ func TestSTF(t *testing.T) {
 	if len(files) < 20 {
 		t.Fatalf("%d STF vectors, want at least 20 (go test -run TestGenerateSTF -update)", len(files))
 	}
+	var regs, expects int
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".stf"), func(t *testing.T) {
 			r := runSTF(t, f)
 			if r.packets == 0 {
 				t.Fatal("vector sends no packet")
 			}
+			regs, expects = regs+r.registers, expects+r.expects
 		})
+	}
+	if regs == 0 || expects == 0 {
+		t.Fatalf("%d register reads and %d expected packets checked in all: the reader lost them", regs, expects)
 	}
 }
 
