@@ -21,11 +21,14 @@ import (
 // AllReduceStart, AllReduceEnd, IterationEnd. Occupancy reports the slots a
 // (pool, job) pair holds from t on; it is integrated exactly.
 type Collector struct {
-	cfg     CollectorConfig
-	jobs    []*jobRec
-	byName  map[string]*jobRec
-	occ     map[occKey]*occRec
-	occOrd  []occKey
+	cfg    CollectorConfig
+	jobs   []*jobRec
+	byName map[string]*jobRec
+	occ    map[occKey]*occRec
+	occOrd []occKey
+	// zeroAt is, per pair ReservedAt has not recorded yet, its latest
+	// reading of nothing reserved.
+	zeroAt  map[occKey]time.Duration
 	occNow  int // slots occupied now, all pairs
 	occPeak int
 	occLast time.Duration // time of the last occupancy change
@@ -100,9 +103,14 @@ type occKey struct{ pool, job string }
 type occRec struct {
 	now  int
 	last time.Duration
-	ss   float64 // slot-seconds up to last
+	ss   float64 // slot-seconds up to last, from the sampled slot counts
 	peak int
 	b    bins // slot-seconds per bin
+	// exact marks a pair whose slot-seconds come from ReservedAt: xss up
+	// to xt, which fill b instead of the slot counts.
+	exact bool
+	xss   float64
+	xt    time.Duration
 }
 
 // bins accumulate a quantity per time bin.
@@ -298,7 +306,9 @@ func (c *Collector) Occupancy(t time.Duration, pool, job string, slots int) {
 	}
 	c.advanceTotal(t)
 	if t > o.last {
-		o.b.spread(o.last, t, float64(o.now)*float64(t-o.last)/1e9)
+		if !o.exact {
+			o.b.spread(o.last, t, float64(o.now)*float64(t-o.last)/1e9)
+		}
 		o.ss += float64(o.now) * float64(t-o.last) / 1e9
 		o.last = t
 	}
@@ -306,6 +316,43 @@ func (c *Collector) Occupancy(t time.Duration, pool, job string, slots int) {
 	o.now = slots
 	o.peak = max(o.peak, slots)
 	c.occPeak = max(c.occPeak, c.occNow)
+}
+
+// ReservedAt records that (pool, job) reserved ss slot-seconds from the
+// start up to t, integrated exactly (by the switch): from the first call
+// on, the pair's slot-seconds — its total, the run's, and the time series,
+// the growth between two calls spread evenly over the time between them —
+// come from these readings instead of the slot counts of Occupancy, which
+// still give the peaks. Readings must not go back in time. A pair that
+// reserved nothing yet is not recorded.
+func (c *Collector) ReservedAt(t time.Duration, pool, job string, ss float64) {
+	k := occKey{pool, job}
+	o := c.occ[k]
+	if o == nil && ss <= 0 {
+		// nothing reserved up to t: the series starts at the latest such reading
+		if c.zeroAt == nil {
+			c.zeroAt = map[occKey]time.Duration{}
+		}
+		c.zeroAt[k] = max(c.zeroAt[k], t)
+		return
+	}
+	c.at(t)
+	if o == nil {
+		o = &occRec{last: t, b: bins{width: c.cfg.Resolution}}
+		c.occ[k] = o
+		c.occOrd = append(c.occOrd, k)
+	}
+	if !o.exact {
+		// the readings replace every sampled amount, from the last time
+		// the pair held nothing
+		o.exact, o.xt = true, c.zeroAt[k]
+		clear(o.b.v)
+	}
+	if t < o.xt {
+		return
+	}
+	o.b.spread(o.xt, t, ss-o.xss)
+	o.xss, o.xt = ss, t
 }
 
 // InUseSlotSeconds sets the job's slot-seconds in use by a chunk (its
@@ -415,7 +462,8 @@ func (c *Collector) Results(end time.Duration) *Results {
 	m := &r.Memory
 	m.TotalSlots = c.cfg.TotalSlots
 	totalSS := c.totalSS + float64(c.occNow)*float64(max(end-c.occLast, 0))/1e9
-	m.OccupiedSlotSeconds = Num(totalSS)
+	// exact pairs: their readings replace what the slot counts gave
+	exactDelta := 0.0
 	jobSS := map[string]float64{}
 	keys := slices.Clone(c.occOrd)
 	sort.Slice(keys, func(i, k int) bool {
@@ -431,8 +479,19 @@ func (c *Collector) Results(end time.Duration) *Results {
 		b := bins{width: o.b.width, v: slices.Clone(o.b.v)}
 		ss := o.ss
 		if end > o.last {
-			b.spread(o.last, end, float64(o.now)*float64(end-o.last)/1e9)
 			ss += float64(o.now) * float64(end-o.last) / 1e9
+		}
+		if o.exact {
+			sampled := ss
+			ss = o.xss
+			if end > o.xt {
+				// past the last reading: what the pair holds now
+				b.spread(o.xt, end, float64(o.now)*float64(end-o.xt)/1e9)
+				ss += float64(o.now) * float64(end-o.xt) / 1e9
+			}
+			exactDelta += ss - sampled
+		} else if end > o.last {
+			b.spread(o.last, end, float64(o.now)*float64(end-o.last)/1e9)
 		}
 		jobSS[k.job] += ss
 		for i, v := range b.v {
@@ -443,6 +502,10 @@ func (c *Collector) Results(end time.Duration) *Results {
 		r.Memory.Series = append(r.Memory.Series, OccupancySeries{Pool: k.pool, Job: k.job, PeakSlots: o.peak,
 			SlotSeconds: Num(ss), Slots: series(b.v, nb, merge, width, width)})
 	}
+	if exactDelta != 0 {
+		totalSS += exactDelta
+	}
+	m.OccupiedSlotSeconds = Num(totalSS)
 	if c.cfg.TotalSlots > 0 {
 		if end > 0 {
 			m.MeanUtilization = Num(totalSS / end.Seconds() / float64(c.cfg.TotalSlots))

@@ -255,3 +255,75 @@ func TestCollectorSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorReservedAt: a pair's exact readings replace what its
+// sampled slot counts give — in its total, the run's, the utilization and
+// the series — while the counts still give the peak, and a pair without
+// readings is untouched.
+func TestCollectorReservedAt(t *testing.T) {
+	c := NewCollector(CollectorConfig{Scenario: "s", Policy: "atp", TotalSlots: 100})
+	c.AddJob("a", "vgg16", 2, 0)
+	c.AddJob("b", "vgg16", 2, 0)
+	c.JobArrived(0, "a")
+	c.JobArrived(0, "b")
+	// b: sampled only, 5 slots over [0, 40) ms = 0.2 slot-s
+	c.Occupancy(0, "", "b", 5)
+	// a: sampled 10 slots over [10, 20) ms = 0.1 slot-s, but the switch
+	// integrated 0.07 (0.02 by 15 ms); nothing reserved at 5 ms
+	c.ReservedAt(5*ms, "", "a", 0)
+	c.Occupancy(10*ms, "", "a", 10)
+	c.ReservedAt(10*ms, "", "a", 0)
+	c.ReservedAt(15*ms, "", "a", 0.02)
+	c.Occupancy(20*ms, "", "a", 0)
+	c.ReservedAt(20*ms, "", "a", 0.07)
+	c.ReservedAt(19*ms, "", "a", 1) // back in time: ignored
+	c.InUseSlotSeconds("a", 0.07)
+	c.Occupancy(40*ms, "", "b", 0)
+	r := c.Results(40 * ms)
+	var ja, jb JobResult
+	for _, j := range r.Jobs {
+		switch j.Name {
+		case "a":
+			ja = j
+		case "b":
+			jb = j
+		}
+	}
+	if !near(ja.SlotSeconds, 0.07) || !near(ja.InUseShare, 1) {
+		t.Errorf("job a: reserved %v slot-s, in-use share %v; want 0.07 (the readings), 1", ja.SlotSeconds, ja.InUseShare)
+	}
+	if !near(jb.SlotSeconds, 0.2) {
+		t.Errorf("job b: reserved %v slot-s, want 0.2 (sampled)", jb.SlotSeconds)
+	}
+	if !near(r.Memory.OccupiedSlotSeconds, 0.27) || !near(r.Memory.MeanUtilization, 0.27/0.040/100) {
+		t.Errorf("run: %v slot-s, mean %v; want 0.27, %v", r.Memory.OccupiedSlotSeconds, r.Memory.MeanUtilization, 0.27/0.040/100)
+	}
+	if !near(r.Memory.PeakUtilization, 0.15) {
+		t.Errorf("peak %v, want 0.15 (sampled counts)", r.Memory.PeakUtilization)
+	}
+	for _, s := range r.Memory.Series {
+		sum := 0.0
+		for _, p := range s.Slots {
+			sum += float64(p.Y) * float64(r.Bin)
+		}
+		if !near(Num(sum), float64(s.SlotSeconds)) {
+			t.Errorf("series %q: sums to %v slot-s, total says %v", s.Job, sum, s.SlotSeconds)
+		}
+		if s.Job == "a" && len(s.Slots) > 0 {
+			// 0.02 over [10, 15) ms, 0.05 over [15, 20) ms: 4 and 10 slots
+			for _, p := range s.Slots {
+				at := float64(p.X)
+				want := 0.0
+				switch {
+				case at >= 0.010 && at < 0.015:
+					want = 4
+				case at >= 0.015 && at < 0.020:
+					want = 10
+				}
+				if !near(p.Y, want) {
+					t.Errorf("series a at %v s: %v slots, want %v", at, p.Y, want)
+				}
+			}
+		}
+	}
+}

@@ -348,6 +348,12 @@ func (r *runner) sample(now time.Duration) error {
 			}
 		}
 	}
+	// where the switch integrates reserved memory exactly, its readings
+	for i, p := range r.plans {
+		if ss, ok := r.tb.ReservedSlotTime(i); ok {
+			r.col.ReservedAt(now, "", p.Name, ss.Seconds())
+		}
+	}
 	for i, p := range r.plans {
 		if !r.arrived[i] && p.Arrival <= now {
 			r.arrived[i] = true

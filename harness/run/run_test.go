@@ -253,29 +253,35 @@ func TestScenariosLong(t *testing.T) {
 }
 
 // TestRunMemoryInUse: the memory in use by chunks (integrated by the
-// switch) is a part of what each policy reserves — all of it under ATP,
-// which reserves only aggregators in use, sampled against integrated — and
-// the ring, which uses no switch memory, has neither reading.
+// switch) is a part of what each policy reserves — all of it, to the last
+// bit of rounding, under ATP and ESA, which reserve only aggregators in use
+// and whose reserved memory the switch integrates too — and the ring,
+// which uses no switch memory, has neither reading.
 func TestRunMemoryInUse(t *testing.T) {
 	s := tiny(t, "")
-	for _, p := range []string{"none", "switchml", "atp", "freeina", "dynaina"} {
+	for _, p := range []string{"none", "switchml", "atp", "esa", "freeina", "dynaina"} {
 		r, _ := runJSON(t, s, Options{Policy: p})
 		sh := float64(r.Summary.MemInUseShare)
+		exact := p == "atp" || p == "esa"
 		switch {
 		case p == "none":
 			if !math.IsNaN(sh) || !math.IsNaN(float64(r.Summary.MemUtilMean)) {
 				t.Errorf("none: in use %v of reserved %v, want null", sh, r.Summary.MemUtilMean)
 			}
-		case p == "atp":
-			if sh < 0.98 || sh > 1.02 {
-				t.Errorf("atp: %.4f of reserved memory in use, want 1 (±2 %%: sampled against integrated)", sh)
+		case exact:
+			if math.Abs(sh-1) > 1e-9 {
+				t.Errorf("%s: %.12f of reserved memory in use, want 1", p, sh)
 			}
 		case sh <= 0 || sh > 1.0001:
 			t.Errorf("%s: %.4f of reserved memory in use, want (0, 1]", p, sh)
 		}
 		for _, j := range r.Jobs {
-			if float64(j.InUseSlotSeconds) > float64(j.SlotSeconds)*1.02+1e-9 && p != "atp" {
-				t.Errorf("%s: job %s in use %v slot-s > reserved %v", p, j.Name, j.InUseSlotSeconds, j.SlotSeconds)
+			in, res := float64(j.InUseSlotSeconds), float64(j.SlotSeconds)
+			switch {
+			case exact && (res <= 0 || math.Abs(in-res) > 1e-9*res):
+				t.Errorf("%s: job %s in use %v slot-s, reserved %v: want equal and > 0", p, j.Name, in, res)
+			case !exact && in > res*1.02+1e-9:
+				t.Errorf("%s: job %s in use %v slot-s > reserved %v", p, j.Name, in, res)
 			}
 		}
 	}

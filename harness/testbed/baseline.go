@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
@@ -30,6 +31,10 @@ type baselinePolicy struct {
 	ps func(t *Testbed, i int) (emu.Node, error)
 	// occupancy reports the memory held (nil: none).
 	occupancy func(t *Testbed) []Occupied
+	// reservedIsBusy marks a policy whose jobs reserve an aggregator
+	// exactly while it is busy (claimed, complete or held for the PS's
+	// ACK): ATP's and ESA's shared pool, which the switch integrates.
+	reservedIsBusy bool
 	// control makes the switch's control plane (nil: none).
 	control func(t *Testbed, s *sw.Switch) (sw.ControlPlane, error)
 
@@ -109,6 +114,16 @@ func (p *baselinePolicy) Occupancy(t *Testbed) []Occupied {
 		return nil
 	}
 	return p.occupancy(t)
+}
+
+// reservedSlotTime is job's reserved slot-time up to now, integrated by the
+// switch, where the policy's reserved memory is its busy memory.
+func (p *baselinePolicy) reservedSlotTime(t *Testbed, job int) (time.Duration, bool) {
+	if !p.reservedIsBusy {
+		return 0, false
+	}
+	_, busy := t.Switch.JobSlotTime(JobID(job), t.Net.Now())
+	return busy, true
 }
 
 func (p *baselinePolicy) Counters(t *Testbed, job int) Counters {

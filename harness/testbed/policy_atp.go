@@ -21,7 +21,7 @@ func newATP() Policy { return newHashedBaseline("atp", sw.StageHashed, baseline.
 // newHashedBaseline is ATP's testbed, with slot stage stage and client
 // kind (ESA shares it, with preemption).
 func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
-	p := &baselinePolicy{name: name}
+	p := &baselinePolicy{name: name, reservedIsBusy: true}
 	p.slots = func(t *Testbed) (int, error) { return t.aggregators() * t.Stride, nil }
 	p.setup = func(t *Testbed) error {
 		return t.Switch.SetPool(1, 0, t.aggregators()*t.Stride, t.Stride)

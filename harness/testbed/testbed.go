@@ -686,6 +686,20 @@ func (t *Testbed) InUseSlotTime(job int) time.Duration {
 	return busy
 }
 
+// ReservedSlotTime is the slot-time job held switch memory (reserved,
+// aggregating or not) up to now, and whether it is integrated exactly: so
+// it is where a job reserves an aggregator exactly while using it (ATP's
+// and ESA's shared pool: claimed, complete or held for the PS's ACK, as
+// InUseSlotTime). Elsewhere the reserved memory is Occupancy, sampled.
+func (t *Testbed) ReservedSlotTime(job int) (time.Duration, bool) {
+	if r, ok := t.policy.(interface {
+		reservedSlotTime(t *Testbed, job int) (time.Duration, bool)
+	}); ok {
+		return r.reservedSlotTime(t, job)
+	}
+	return 0, false
+}
+
 // SwitchCounts are job's chunks completed in the switch and its packets
 // that found no aggregator so far: Counters' SwitchChunks and Collisions,
 // cheap enough to sample every step.
