@@ -48,7 +48,7 @@ type Bucket struct {
 
 // BackwardShare is the share of an iteration's compute spent in the
 // backward pass for a model without layers (the median of the profiled
-// models' backward/(forward+backward), testdata/models/models.yaml: 0.67,
+// models' backward/(forward+backward), testdata/models/models.yaml: 0.66,
 // the common "backward ≈ 2× forward").
 const BackwardShare = 2.0 / 3
 

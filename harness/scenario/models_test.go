@@ -12,7 +12,7 @@ func TestDefaultModels(t *testing.T) {
 		t.Fatalf("%d models", len(ms))
 	}
 	r50, vgg := ms["resnet50"], ms["vgg16"]
-	if r50.Compute() != 323*time.Millisecond || r50.GradientBytes() != 102236160 || r50.Elements() != 25559040 {
+	if r50.Compute() != 307700*time.Microsecond || r50.GradientBytes() != 102236160 || r50.Elements() != 25559040 {
 		t.Errorf("resnet50 = %+v: compute %v bytes %d", r50, r50.Compute(), r50.GradientBytes())
 	}
 	// At 100 Gb/s: VGG16 is communication-intensive, ResNet50 compute-bound

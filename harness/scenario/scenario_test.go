@@ -144,7 +144,7 @@ func TestScenarioDefaults(t *testing.T) {
 	if strings.Join(p[0].Hosts, ",") != "h0,h1,h2" || strings.Join(p[1].Hosts, ",") != "h3,h4" || p[1].PS != "ps1" {
 		t.Errorf("placement %v %v", p[0].Hosts, p[1].Hosts)
 	}
-	if p[0].Packets != (p[0].Elements+63)/64 || p[0].Bytes != 4*p[0].Elements || p[0].Compute != 323*time.Millisecond {
+	if p[0].Packets != (p[0].Elements+63)/64 || p[0].Bytes != 4*p[0].Elements || p[0].Compute != 307700*time.Microsecond {
 		t.Errorf("plan %+v", p[0])
 	}
 	if p[1].CommRatio < 0.4999 || p[1].CommRatio > 0.5001 || p[1].Arrival != 5*time.Millisecond {
