@@ -64,6 +64,7 @@ func (c contribution) claim(op valueOp) {
 	r.count[h] = 1
 	r.prio[h] = j.Priority
 	r.exp[h] = m.pkt.hdr.Exponent()
+	r.vals[h] = uint16(m.pkt.count)
 	m.agg.op = op
 }
 

@@ -17,7 +17,9 @@ const (
 	// collides instead, and the PS answers it.
 	Reclaim
 	// Preempt: evict the owner's partial sum to the owner's PS (the packet
-	// carries it out, FlagPartial) and claim the aggregator (ESA).
+	// carries it out, FlagPartial) and claim the aggregator (ESA). Only a
+	// chunk of the owner's size preempts (the sum leaves in the packet);
+	// another collides.
 	Preempt
 	// Refuse: the contribution is older than the owner (a replay or a
 	// stale retransmission): it is dropped, the aggregator left alone.
@@ -72,6 +74,12 @@ func (c contribution) contend(rule contender) {
 	default:
 		v := rule.Contend(j, m.from.tag, occ)
 		if v == Reclaim && occ.State == StateHeld && m.pkt.hdr.Has(inahdr.FlagResend) {
+			v = Collide
+		}
+		if v == Preempt && m.pkt.count != int(c.s.r.vals[m.agg.head]) {
+			// The evicted sum leaves in this packet, which has room for
+			// its own chunk's values only: a chunk of another size (a
+			// tensor's last) collides instead.
 			v = Collide
 		}
 		switch v {

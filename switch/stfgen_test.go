@@ -43,7 +43,7 @@ type gpool struct {
 	base, aggs, strd int
 }
 
-var genPools = []gpool{{1, 0, 16, 1}, {2, 16, 8, 4}, {3, 48, 1, 1}, {4, 64, 8, 1}, {5, 80, 8, 1}, {6, 96, 1, 1},
+var genPools = []gpool{{1, 0, 16, 1}, {2, 16, 8, 4}, {3, 48, 1, 1}, {4, 64, 8, 1}, {5, 80, 8, 1}, {6, 96, 1, 2},
 	{7, 100, 1, 1}, {8, 112, 13, 1}}
 
 var genJobs = []gjob{
@@ -592,6 +592,17 @@ var scenarios = []scenario{
 		v.packet(gjobByID(1).ps, ps.build())
 		v.c("expect 31 %s $", hexFrame(ps.build(), false))
 		v.reg("ina_owner", 3, 0)
+	}},
+	{"preemption_other_size", "ESA: a higher-priority chunk of another size (128 values, two passes, against the owner's 64) does not preempt, since the evicted sum leaves in its packet: it collides to its own PS, and the owner keeps its partial sum", func(v *vecB) {
+		a := seq(64, func(i int) int32 { return int32(i) })
+		v.packet(12, gpkt(6, 1, 3, 0, a).build())
+		p := gpkt(7, 2, 5, 1, seq(128, func(i int) int32 { return 50 }))
+		v.packet(15, p.build())
+		p.meta.Flags |= inahdr.FlagCollision
+		v.expect(44, p.build())
+		v.reg("ina_owner", 96, tag(6, 1, 3))
+		v.reg("ina_size", 96, 64)
+		v.reg("ina_v01", 96, 1)
 	}},
 }
 

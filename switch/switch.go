@@ -62,6 +62,10 @@ type regs struct {
 	prio   []uint8
 	exp    []int8
 	ovf    []uint8
+	// vals is the value count of the owner's chunk (its packets' Count):
+	// a contribution preempts only a chunk of its own size, since the
+	// evicted sum leaves in its packet.
+	vals   []uint16
 	values []uint32 // Slots*ValuesPerPass, in register form (regOf, lanes.go)
 }
 
@@ -129,7 +133,7 @@ func New(cfg Config) (*Switch, error) {
 	s.r = regs{
 		owner: make([]Tag, n), bitmap: make([]uint32, n), count: make([]uint8, n),
 		state: make([]SlotState, n), span: make([]uint8, n), prio: make([]uint8, n),
-		exp: make([]int8, n), ovf: make([]uint8, n), values: hugemem.Make[uint32](n * cfg.ValuesPerPass), // filled below: huge pages spare 1000 faults
+		exp: make([]int8, n), ovf: make([]uint8, n), vals: make([]uint16, n), values: hugemem.Make[uint32](n * cfg.ValuesPerPass), // filled below: huge pages spare 1000 faults
 	}
 	for i := range s.r.values {
 		s.r.values[i] = regOf(0)
@@ -278,6 +282,8 @@ func (s *Switch) ReadRegister(name string, idx int) (uint64, bool) {
 		return uint64(uint8(s.r.exp[idx])), true
 	case "ina_ovf":
 		return uint64(s.r.ovf[idx]), true
+	case "ina_size":
+		return uint64(s.r.vals[idx]), true
 	}
 	if lane, err := parseLane(name); err == nil && lane < s.cfg.ValuesPerPass {
 		return uint64(uint32(valueOf(s.r.values[idx*s.cfg.ValuesPerPass+lane]))), true

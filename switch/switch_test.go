@@ -295,6 +295,42 @@ func TestPreemption(t *testing.T) {
 	}
 }
 
+// TestPreemptionSameSize: a contribution preempts only a chunk of its own
+// size (the evicted sum leaves in its packet); one of another size — a
+// tensor's shorter last chunk, or a longer one — collides to its own PS and
+// leaves the occupant's partial sum whole.
+func TestPreemptionSameSize(t *testing.T) {
+	for _, vals := range [][]int32{{100}, {100, 200, 300}} {
+		s := newTestSwitch(t, 16)
+		s.SetPool(1, 0, 1, 1)
+		installJob(t, s, 1, 3, StagePreemptive, 1, 1, 40)
+		installJob(t, s, 2, 2, StagePreemptive, 1, 5, 41)
+		run(s, workerPkt(1, 1, 0, 0, []int32{5, 6}).build())
+		if n, _ := s.ReadRegister("ina_size", 0); n != 2 {
+			t.Fatalf("ina_size = %d, want 2", n)
+		}
+		o := run(s, workerPkt(2, 3, 9, 1, vals).build())
+		if len(o) != 1 || o[0].port != 41 || o[0].why != ReasonCollision {
+			t.Fatalf("%d values against 2: %+v, want a collision to port 41", len(vals), o)
+		}
+		if si := s.Slot(0); si.Owner != MakeTag(1, 1, 0) || si.Bitmap != 1 {
+			t.Fatalf("%d values: occupant changed: %+v", len(vals), si)
+		}
+		// the occupant completes with its whole sum
+		run(s, workerPkt(1, 1, 0, 1, []int32{1, 1}).build())
+		o = run(s, workerPkt(1, 1, 0, 2, []int32{1, 1}).build())
+		if len(o) < 1 {
+			t.Fatalf("%d values: no result", len(vals))
+		}
+		if _, v := resultOf(t, o[0]); len(v) != 2 || v[0] != 7 || v[1] != 8 {
+			t.Fatalf("%d values: sum %v, want [7 8]", len(vals), v)
+		}
+		if ps, _ := s.PoolStats(1); ps.Preemptions != 0 || ps.Collisions != 1 {
+			t.Fatalf("%d values: pool stats %+v", len(vals), ps)
+		}
+	}
+}
+
 // TestATPResultToPS: result goes to the PS, aggregator held until the ACK,
 // which releases it and is multicast.
 func TestATPResultToPS(t *testing.T) {

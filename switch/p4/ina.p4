@@ -9,7 +9,7 @@
 // Pipeline (one pass = one trip through ingress):
 //   parser   Ethernet → IPv4 → UDP(4791) → BTH [→ RETH] [→ ImmDt] → INA header → 64·k values
 //   pass 0   ina_worker / ina_job / ina_pool, policy locate (hash), one RMW each of
-//            ina_owner, ina_state, ina_bitmap, ina_count, ina_prio, ina_exp, ina_ps
+//            ina_owner, ina_state, ina_bitmap, ina_count, ina_prio, ina_exp, ina_ps, ina_size
 //   pass k   value block k ↔ slot head+k: one RMW of each lane register (Processor)
 //            and of ina_ovf; more blocks → recirculate (egress), metadata preserved
 //   last     header edits, verdict (drop / unicast / multicast group)
@@ -389,6 +389,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
     register<bit<8>>(SLOTS)  ina_exp;    // max exponent
     register<bit<8>>(SLOTS)  ina_ovf;    // saturation happened
     register<bit<16>>(SLOTS) ina_ps;     // owner's PS port (for preemption)
+    register<bit<16>>(SLOTS) ina_size;   // values of the owner's chunk (its count): only a chunk of that size preempts
     Processor() ina_v00;
     Processor() ina_v01;
     Processor() ina_v02;
@@ -598,6 +599,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                 bit<8>  pr;
                 bit<8>  ex;
                 bit<16> psp;
+                bit<16> vl;
                 ina_owner.read(own, head);
                 ina_state.read(st, head);
                 ina_bitmap.read(bm, head);
@@ -605,6 +607,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                 ina_prio.read(pr, head);
                 ina_exp.read(ex, head);
                 ina_ps.read(psp, head);
+                ina_size.read(vl, head);
 
                 if (meta.is_ps == 1) {
                     if ((hdr.ina.flags & FLAG_RESULT) == 0) {
@@ -655,7 +658,9 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                             verdict = 1;
                         } else if (st == ST_HELD && meta.reclaim_held == 1 && (hdr.ina.flags & FLAG_RESEND) == 0) {
                             verdict = 1;
-                        } else if (st == ST_CLAIMED && meta.prio > pr) {
+                        } else if (st == ST_CLAIMED && meta.prio > pr && hdr.ina.count == vl) {
+                            // the evicted sum leaves in this packet: only a
+                            // chunk of the owner's size preempts
                             verdict = 2;
                         }
                     }
@@ -704,6 +709,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                         pr = meta.prio;
                         ex = hdr.ina.exponent;
                         psp = (bit<16>)meta.ps_port;
+                        vl = hdr.ina.count;
                     }
                     if ((verdict == 1 || verdict == 3) && bm == meta.mask) {
                         // complete: the packet carries the result out
@@ -731,6 +737,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                 ina_prio.write(head, pr);
                 ina_exp.write(head, ex);
                 ina_ps.write(head, psp);
+                ina_size.write(head, vl);
             }
             if (meta.plain == 1) {
                 meta.emit = EM_PLAIN;
