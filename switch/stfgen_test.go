@@ -205,6 +205,14 @@ func hexFrame(f []byte, icrc bool) string {
 
 func (v *vecB) packet(port int, f []byte) { v.c("packet %d %s", port, hexFrame(f, false)) }
 func (v *vecB) expect(port int, f []byte) { v.c("expect %d %s $", port, hexFrame(f, true)) }
+
+// collision sends p in on port in and expects it out unaggregated to the
+// job's PS on port ps, marked FlagCollision.
+func (v *vecB) collision(in int, p pkt, ps int) {
+	v.packet(in, p.build())
+	p.meta.Flags |= inahdr.FlagCollision
+	v.expect(ps, p.build())
+}
 func (v *vecB) reg(name string, idx int, val uint64) {
 	if strings.HasPrefix(name, "ina_v") {
 		name += ".values" // a Processor instance's register
@@ -361,9 +369,7 @@ var scenarios = []scenario{
 	{"collision_fallback", "hashed pool shared by jobs 4 and 5 (one aggregator): job 5's packet finds it owned by job 4, is marked collision and forwarded unaggregated to job 5's PS", func(v *vecB) {
 		v.packet(8, gpkt(4, 1, 0, 0, seq(64, func(i int) int32 { return 1 })).build())
 		p := gpkt(5, 1, 0, 1, seq(64, func(i int) int32 { return 2 }))
-		v.packet(11, p.build())
-		p.meta.Flags |= inahdr.FlagCollision
-		v.expect(42, p.build())
+		v.collision(11, p, 42)
 		v.reg("ina_owner", 48, tag(4, 1, 0))
 		v.reg("ina_v00", 48, 1)
 	}},
@@ -396,9 +402,7 @@ var scenarios = []scenario{
 	{"preemption_denied", "a lower-priority job cannot preempt: collision, forwarded to its PS", func(v *vecB) {
 		v.packet(14, gpkt(7, 1, 1, 0, seq(64, func(i int) int32 { return 1 })).build())
 		p := gpkt(6, 1, 1, 0, seq(64, func(i int) int32 { return 2 }))
-		v.packet(12, p.build())
-		p.meta.Flags |= inahdr.FlagCollision
-		v.expect(43, p.build())
+		v.collision(12, p, 43)
 		v.reg("ina_owner", 96, tag(7, 1, 1))
 	}},
 	{"recirculation_256", "256 values per packet take 4 passes (3 recirculations) over 4 consecutive slots; result carries all 256 sums", func(v *vecB) {
@@ -545,9 +549,7 @@ var scenarios = []scenario{
 		v.packet(22, last.build())
 		v.expect(48, result(last, sumOf(a, a), 3, 100, 0, 0).build())
 		p := gpkt(10, 3, 4, 0, seq(64, func(i int) int32 { return 9 }))
-		v.packet(19, p.build())
-		p.meta.Flags |= inahdr.FlagCollision
-		v.expect(47, p.build())
+		v.collision(19, p, 47)
 		v.reg("ina_owner", 100, tag(11, 1, 0))
 		v.reg("ina_state", 100, uint64(StateHeld))
 		v.reg("ina_v00", 100, 4)
@@ -597,9 +599,7 @@ var scenarios = []scenario{
 		a := seq(64, func(i int) int32 { return int32(i) })
 		v.packet(12, gpkt(6, 1, 3, 0, a).build())
 		p := gpkt(7, 2, 5, 1, seq(128, func(i int) int32 { return 50 }))
-		v.packet(15, p.build())
-		p.meta.Flags |= inahdr.FlagCollision
-		v.expect(44, p.build())
+		v.collision(15, p, 44)
 		v.reg("ina_owner", 96, tag(6, 1, 3))
 		v.reg("ina_size", 96, 64)
 		v.reg("ina_v01", 96, 1)
