@@ -24,10 +24,22 @@ func TestSteadyStateAllocs(t *testing.T) {
 	if raceEnabled {
 		small = 1 << 13
 	}
+	type tcase struct {
+		name, policy string
+		aggregators  int // 0: the default (ample)
+	}
+	var cases []tcase
 	for _, policy := range Names() {
-		t.Run(policy, func(t *testing.T) {
-			a1, e1 := runAllocs(t, policy, small)
-			a4, e4 := runAllocs(t, policy, 4*small)
+		cases = append(cases, tcase{policy, policy, 0})
+	}
+	// Memory for a fraction of a window: ATP's and ESA's chunks collide and
+	// take the PS path, whose pieces the PS sums.
+	cases = append(cases, tcase{"atp/short-memory", "atp", 16}, tcase{"esa/short-memory", "esa", 16})
+	for _, c := range cases {
+		policy := c.policy
+		t.Run(c.name, func(t *testing.T) {
+			a1, e1 := runAllocs(t, policy, small, c.aggregators)
+			a4, e4 := runAllocs(t, policy, 4*small, c.aggregators)
 			per := (float64(a4) - float64(a1)) / (float64(e4) - float64(e1))
 			t.Logf("%s: %d allocations over %d events, %d over %d with 4× the values: %.5f per extra event", policy, a1, e1, a4, e4, per)
 			if e4-e1 < 5000 {
@@ -41,14 +53,14 @@ func TestSteadyStateAllocs(t *testing.T) {
 }
 
 // runAllocs runs the two-job testbed of TestSteadyStateAllocs with elems
-// values per tensor and returns the allocations and events of the run
+// values per tensor (and aggregators aggregators, 0: the default) and returns the allocations and events of the run
 // (not of building it).
-func runAllocs(t *testing.T, policy string, elems int) (allocs, events uint64) {
+func runAllocs(t *testing.T, policy string, elems, aggregators int) (allocs, events uint64) {
 	inputs := [][]float32{}
 	for r := 0; r < 4; r++ {
 		inputs = append(inputs, genBaselineTensor(1, r, elems, 0))
 	}
-	tb, err := Build(Spec{Seed: 1, Jobs: jobSpecs([]int{4, 4}), ValuesPerPacket: 64}, policy, func(job, rank int) []host.Tensor {
+	tb, err := Build(Spec{Seed: 1, Jobs: jobSpecs([]int{4, 4}), ValuesPerPacket: 64, Aggregators: aggregators}, policy, func(job, rank int) []host.Tensor {
 		return []host.Tensor{{AllReduce: 1, Data: inputs[rank]}, {AllReduce: 2, Data: inputs[rank]}, {AllReduce: 3, Data: inputs[rank]}}
 	})
 	if err != nil {

@@ -46,6 +46,14 @@ type PS struct {
 	// ReAck bounds ACK repetitions per chunk (0: 20 µs).
 	ReAck time.Duration
 	now   time.Duration
+	// Scratch for summing a chunk's pieces, and the value and piece
+	// slices of finished chunks, taken again by new pieces: a collided
+	// contribution costs no allocation in steady state.
+	sum        []int32
+	single     []int
+	out        []byte
+	freeVals   [][]int32
+	freePieces [][]piece
 }
 
 type psJob struct {
@@ -210,13 +218,41 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 			return // the same piece again (duplicate)
 		}
 	}
-	v := make([]int32, c.count)
+	v := p.takeVals(c.count)
 	for i := range v {
 		v[i] = int32(binary.BigEndian.Uint32(h.ValueBytes()[4*i:]))
 	}
 	c.exp = max(c.exp, h.Exponent())
+	if c.pieces == nil {
+		if k := len(p.freePieces); k > 0 {
+			c.pieces, p.freePieces = p.freePieces[k-1], p.freePieces[:k-1]
+		}
+	}
 	c.pieces = append(c.pieces, piece{bits: b, vals: v})
 	p.resolve(env, j, h.AllReduce(), h.Chunk(), c)
+}
+
+// takeVals returns n values' room, a finished piece's if one is free.
+func (p *PS) takeVals(n int) []int32 {
+	if k := len(p.freeVals); k > 0 && cap(p.freeVals[k-1]) >= n {
+		v := p.freeVals[k-1]
+		p.freeVals = p.freeVals[:k-1]
+		return v[:n]
+	}
+	return make([]int32, n)
+}
+
+// release gives c's pieces back for new ones (c is finished).
+func (p *PS) release(c *psChunk) {
+	if c.pieces == nil {
+		return
+	}
+	for i := range c.pieces {
+		p.freeVals = append(p.freeVals, c.pieces[i].vals)
+		c.pieces[i].vals = nil
+	}
+	p.freePieces = append(p.freePieces, c.pieces[:0])
+	c.pieces = nil
 }
 
 // resolve finishes chunk c if its pieces cover every worker exactly once:
@@ -227,12 +263,22 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 // the workers' PS-path retransmissions (one raw contribution each) will
 // complete it.
 func (p *PS) resolve(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk) {
-	sum, soft, overlaps, ok := cover(c.pieces, j.n, c.count)
+	if cap(p.sum) < c.count {
+		p.sum = make([]int32, c.count)
+	}
+	if cap(p.single) < j.n {
+		p.single = make([]int, j.n)
+	}
+	sum := p.sum[:c.count]
+	soft, overlaps, ok := cover(c.pieces, j.n, sum, p.single[:j.n])
 	if !ok {
 		return
 	}
 	p.stats.Overlaps += uint64(overlaps)
-	vals := make([]byte, 4*len(sum))
+	if cap(p.out) < 4*len(sum) {
+		p.out = make([]byte, 4*len(sum))
+	}
+	vals := p.out[:4*len(sum)] // copied into the ACK by ack
 	for i, v := range sum {
 		binary.BigEndian.PutUint32(vals[4*i:], uint32(v))
 	}
@@ -249,7 +295,7 @@ func (p *PS) ack(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk, vals [
 	inahdr.Header(c.ack).Encode(inahdr.Meta{Flags: inahdr.FlagFromPS | inahdr.FlagResult, Job: j.id, AllReduce: ar,
 		Count: c.count, Chunk: k, Exponent: c.exp, Bitmap: j.mask})
 	copy(c.ack[inahdr.Len:], vals)
-	c.pieces = nil
+	p.release(c)
 	p.stats.Acks++
 	p.sendAck(env, j, c)
 }
@@ -265,18 +311,18 @@ func (p *PS) sendAck(env *emu.Env, j *psJob, c *psChunk) {
 // what is already counted, in arrival order, then single contributions for
 // the workers still missing. It reports ok = false when some worker is
 // neither in a chosen piece nor has a single contribution, and how many
-// pieces it left out because they overlapped.
-func cover(pieces []piece, n, count int) (sum []int32, soft bool, overlaps int, ok bool) {
+// pieces it left out because they overlapped. The sum goes into sum (one
+// value per chunk value); single (n entries) is scratch.
+func cover(pieces []piece, n int, sum []int32, single []int) (soft bool, overlaps int, ok bool) {
 	mask := uint32(1)<<n - 1
-	sum = make([]int32, count)
+	clear(sum)
 	for _, q := range pieces {
 		if q.bits == mask {
 			copy(sum, q.vals)
-			return sum, false, 0, true
+			return false, 0, true
 		}
 	}
 	var counted uint32
-	single := make([]int, n)
 	for i := range single {
 		single[i] = -1
 	}
@@ -299,12 +345,12 @@ func cover(pieces []piece, n, count int) (sum []int32, soft bool, overlaps int, 
 			continue
 		}
 		if single[r] < 0 {
-			return nil, true, overlaps, false
+			return true, overlaps, false
 		}
 		counted |= 1 << r
 		add32(sum, pieces[single[r]].vals)
 	}
-	return sum, true, overlaps, true
+	return true, overlaps, true
 }
 
 // add32 adds src into dst with int32 saturation.

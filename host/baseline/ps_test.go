@@ -39,7 +39,8 @@ func TestCover(t *testing.T) {
 			}
 			ps = append(ps, mk(b))
 		}
-		sum, _, _, ok := cover(ps, n, count)
+		sum, single := make([]int32, count), make([]int, n)
+		_, _, ok := cover(ps, n, sum, single)
 		if ok {
 			for i := range want {
 				if sum[i] != want[i] {
@@ -50,7 +51,7 @@ func TestCover(t *testing.T) {
 		for r := 0; r < n; r++ { // every worker's raw contribution arrives
 			ps = append(ps, mk(1<<r))
 		}
-		sum, _, _, ok = cover(ps, n, count)
+		_, _, ok = cover(ps, n, sum, single)
 		if !ok {
 			t.Fatalf("iter %d: no cover with every single contribution", iter)
 		}
