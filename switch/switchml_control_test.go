@@ -210,6 +210,19 @@ func smlNet(t *testing.T, s *Switch, sc *SwitchMLControl, jobs uint16, port func
 	return net, node, hosts
 }
 
+// smlJoins is every rank 0..ranks-1 of jobs 1..n JOINing at j µs (job j),
+// asking for want aggregators, keyed by the rank's port (smlPort).
+func smlJoins(n uint16, ranks uint8, want int) map[int][]timedFrame {
+	sends := map[int][]timedFrame{}
+	for j := uint16(1); j <= n; j++ {
+		for r := uint8(0); r < ranks; r++ {
+			sends[smlPort(j, r)] = []timedFrame{{time.Duration(j) * time.Microsecond,
+				smlFrame(j, r, inahdr.Ctl{Op: inahdr.CtlJoin, Job: j, Rank: int(r), Want: want})}}
+		}
+	}
+	return sends
+}
+
 // TestSwitchMLControlCrowded: more jobs present than pools fit. With 4
 // aggregators and five jobs joining at once, job 1 gets all four; when it
 // leaves, the four waiting jobs' share (4 ÷ 4 = 1) is below the smallest
@@ -219,12 +232,7 @@ func TestSwitchMLControlCrowded(t *testing.T) {
 	const us = time.Microsecond
 	s, sc := newSML(t, 4, 12)
 	port := smlPort
-	sends := map[int][]timedFrame{}
-	for j := uint16(1); j <= 5; j++ {
-		for r := uint8(0); r < 2; r++ {
-			sends[port(j, r)] = []timedFrame{{time.Duration(j) * us, smlFrame(j, r, inahdr.Ctl{Op: inahdr.CtlJoin, Job: j, Rank: int(r), Want: 12})}}
-		}
-	}
+	sends := smlJoins(5, 2, 12)
 	for r := uint8(0); r < 2; r++ {
 		sends[port(1, r)] = append(sends[port(1, r)], timedFrame{20 * us, smlFrame(1, r, inahdr.Ctl{Op: inahdr.CtlLeave, Job: 1, Rank: int(r)})})
 	}
@@ -255,10 +263,7 @@ func TestSwitchMLControlArrivals(t *testing.T) {
 	const us = time.Microsecond
 	s, sc := newSML(t, 16, 12)
 	port := smlPort
-	sends := map[int][]timedFrame{}
-	for j := uint16(1); j <= 4; j++ {
-		sends[port(j, 0)] = []timedFrame{{time.Duration(j) * us, smlFrame(j, 0, inahdr.Ctl{Op: inahdr.CtlJoin, Job: j, Want: 12})}}
-	}
+	sends := smlJoins(4, 1, 12)
 	net, _, _ := smlNet(t, s, sc, 4, port, sends)
 	for j := uint16(1); j <= 4; j++ {
 		if err := sc.Arrive(0, j); err != nil {
