@@ -97,12 +97,49 @@ func (n *Node) sendGroup(env *emu.Env, group uint16, m inahdr.Ctl, ps *McastMemb
 	env.Free(proto)
 }
 
-// ctlHeader returns the INA header of a control frame for the switch, or
-// nil: an IPv4 UDP frame to the RoCEv2 port, an RC or UC SEND Only to the
-// control QP, whose payload starts with an INA header carrying FlagCtl.
-// Only these fields are checked (its ICRC is checked next); the frame may
-// be shorter than its headers claim.
-func (n *Node) ctlHeader(b []byte) inahdr.Header {
+// ctlDoor is what a frame gets at the door of the switch's control plane
+// (Switch.admitCtl).
+type ctlDoor uint8
+
+const (
+	ctlNotMine   ctlDoor = iota // not a control frame for the switch: the pipeline's
+	ctlAdmitted                 // decoded, from where its opcode may come from
+	ctlBadICRC                  // dropped: damaged
+	ctlMalformed                // dropped: does not decode (inahdr.DecodeCtl)
+	ctlForeign                  // dropped: not from where its opcode may come from (ctlSenderOK)
+)
+
+// admitCtl checks frame b (sealed: its ICRC is known right), arrived on
+// port, at the door of the control plane listening on QP qpn: a control
+// frame for the switch (ctlHeader) is admitted, decoded, if its ICRC is
+// right, it decodes and it came from where its opcode may come from;
+// otherwise it is dropped, or, if it is not a control frame for the
+// switch, left to the pipeline. The P4 twin makes the same decision in its
+// data plane (ina_ctl, ina_member; switch/p4/README.md), less the ICRC and
+// the decoding, which its control plane does.
+func (s *Switch) admitCtl(b []byte, sealed bool, port int, qpn uint32) (inahdr.Ctl, ctlDoor) {
+	h := ctlHeader(b, qpn)
+	if h == nil {
+		return inahdr.Ctl{}, ctlNotMine
+	}
+	m, err := inahdr.DecodeCtl(h)
+	switch {
+	case !rdma.CheckSealed(b, sealed):
+		return m, ctlBadICRC
+	case err != nil:
+		return m, ctlMalformed
+	case !s.ctlSenderOK(port, m):
+		return m, ctlForeign
+	}
+	return m, ctlAdmitted
+}
+
+// ctlHeader returns the INA header of a control frame for the switch's
+// control plane on QP qpn, or nil: an IPv4 UDP frame to the RoCEv2 port,
+// an RC or UC SEND Only to qpn, whose payload starts with an INA header
+// carrying FlagCtl. Only these fields are checked (its ICRC is checked
+// next); the frame may be shorter than its headers claim.
+func ctlHeader(b []byte, qpn uint32) inahdr.Header {
 	const ina = rdma.HeadersLen + rdma.BTHLen
 	if len(b) < ina+inahdr.Len+rdma.ICRCLen {
 		return nil
@@ -113,7 +150,7 @@ func (n *Node) ctlHeader(b []byte) inahdr.Header {
 		return nil
 	}
 	bth := r.BTH()
-	if op := bth.Opcode(); op != rdma.OpSendOnly && op != rdma.OpUCSendOnly || bth.DestQP() != n.ctlQPN {
+	if op := bth.Opcode(); op != rdma.OpSendOnly && op != rdma.OpUCSendOnly || bth.DestQP() != qpn {
 		return nil
 	}
 	h := inahdr.Header(b[ina:])

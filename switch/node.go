@@ -5,7 +5,6 @@ import (
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/rdma"
-	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // NodeConfig configures a switch node: the pipeline's timing in the
@@ -208,18 +207,16 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	cp.Frames(c)
 	keep := n.keep[:0]
 	for _, p := range pkts {
-		h := n.ctlHeader(p.Bytes())
-		if h == nil {
+		m, door := n.s.admitCtl(p.Bytes(), p.Sealed, port, n.ctlQPN)
+		switch door {
+		case ctlNotMine:
 			keep = append(keep, p)
 			continue
-		}
-		m, err := inahdr.DecodeCtl(h)
-		switch {
-		case !rdma.CheckSealed(p.Bytes(), p.Sealed):
+		case ctlBadICRC:
 			n.stats.CtlBadICRC++
-		case err != nil:
+		case ctlMalformed:
 			n.stats.CtlMalformed++
-		case !n.s.ctlSenderOK(port, m):
+		case ctlForeign:
 			n.stats.CtlForeign++
 		default:
 			cp.Control(c, port, m)

@@ -202,7 +202,6 @@ func viewMutants(t testing.TB, r *rand.Rand) [][]byte {
 func TestViewsMatchOffsets(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
 	s := newTestSwitch(t, 64)
-	n := NewNode(s)
 	rws := []*Rewrite{
 		{SrcMAC: mac(100), DstMAC: mac(7), SrcIP: ip(100), DstIP: ip(7), DstQP: 0xABCDEF},
 		{SrcMAC: mac(1), DstMAC: mac(2), DstQP: 0x123}, // no IP rewrite
@@ -215,7 +214,7 @@ func TestViewsMatchOffsets(t *testing.T) {
 		if (m.pkt.hdr == nil) != (hdr == nil) || hdr != nil && (m.pkt.ina != ina || m.pkt.uc != uc || len(m.pkt.hdr) != len(hdr)) {
 			t.Fatalf("frame %d: parse ina %d uc %v len %d, offsets %d %v %d (% x)", i, m.pkt.ina, m.pkt.uc, len(m.pkt.hdr), ina, uc, len(hdr), f)
 		}
-		if got, want := n.ctlHeader(f), refCtlHeader(f, DefaultCtlQPN); (got == nil) != (want == nil) || got != nil && &got[0] != &want[0] {
+		if got, want := ctlHeader(f, DefaultCtlQPN), refCtlHeader(f, DefaultCtlQPN); (got == nil) != (want == nil) || got != nil && &got[0] != &want[0] {
 			t.Fatalf("frame %d: ctlHeader %v, offsets %v (% x)", i, got != nil, want != nil, f)
 		} else if got != nil {
 			nCtl++
