@@ -155,6 +155,13 @@ func runBatch(s *Switch, batch []Frame) []out {
 				s.Egress(c, m)
 				res = append(res, out{m.Port, c, f.Reason})
 			}
+		case ActForwardMulticast: // the frame to OutPort, UC replicas to the group
+			res = append(res, out{f.OutPort, f.Data, f.Reason})
+			for _, m := range s.AppendMembers(nil, f.Group) {
+				c := append([]byte(nil), f.Data...)
+				s.EgressUC(c, m)
+				res = append(res, out{m.Port, c, f.Reason})
+			}
 		}
 	}
 	return res

@@ -1,6 +1,7 @@
 package sw
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -32,8 +33,8 @@ import (
 // are not checked by BMv2's runner; here the trailing "# expect <v>" comment
 // is checked. Outputs of all packets are compared with the expect lines per
 // port, in order, after the last packet (as bmv2stf.py does); register
-// reads see the state at their position in the file. Every frame the Go
-// switch emits that is RoCEv2 must also carry a correct ICRC.
+// reads see the state at their position in the file. Every RoCEv2 frame
+// the Go switch changed must also carry a correct ICRC.
 
 type stfResult struct {
 	packets, expects, registers int
@@ -69,6 +70,7 @@ func runSTF(t stfT, path string) stfResult {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := &stfSwitch{s: s}
 	var res stfResult
 	type expect struct {
 		line int
@@ -84,11 +86,11 @@ func runSTF(t stfT, path string) stfResult {
 		fields := c.Args
 		switch c.Op {
 		case "add":
-			if err := stfAdd(s, fields); err != nil {
+			if err := st.add(fields); err != nil {
 				fail("%v", err)
 			}
 		case "setdefault":
-			if err := stfSetDefault(s, fields); err != nil {
+			if err := st.setDefault(fields); err != nil {
 				fail("%v", err)
 			}
 		case "mc_mgrp_create":
@@ -124,8 +126,11 @@ func runSTF(t stfT, path string) stfResult {
 		case "packet":
 			pk, _ := c.Packet() // checked by ParseSTF
 			res.packets++
-			for _, o := range runBatch(s, []Frame{{Data: pk.Data, InPort: pk.Port}}) {
-				if rdma.CheckICRC(o.frame) != isRoCE(o.frame) {
+			in := append([]byte(nil), pk.Data...)
+			for _, o := range st.packet(pk.Data, pk.Port) {
+				// A frame the switch changed carries a correct ICRC; one
+				// it forwards unchanged keeps its own.
+				if !bytes.Equal(o.frame, in) && rdma.CheckICRC(o.frame) != isRoCE(o.frame) {
 					fail("output to port %d has a bad ICRC", o.port)
 				}
 				got[o.port] = append(got[o.port], o.frame)
@@ -219,7 +224,50 @@ func parseAction(fields []string) (string, map[string]string, error) {
 	return name, args, nil
 }
 
-func stfAdd(s *Switch, f []string) error {
+// stfSwitch is the Go switch under an STF vector, with what the P4 twin
+// keeps in tables and the Go switch elsewhere: FreeINA's lease table (a
+// slot stage, created by the first job whose policy is StageCustom or
+// above) and the door of the control plane (Node; ina_ctl's default
+// action opens it).
+type stfSwitch struct {
+	s  *Switch
+	fi *FreeINA
+	// ctl: control frames for the switch on QP ctlQPN that the data plane
+	// admits leave on port cpu (the CPU port), unchanged.
+	ctl     bool
+	ctlQPN  uint32
+	cpuPort int
+	// secured are the ports of port_secured, macs the (port, MAC) pairs of
+	// port_mac without any_ip: each must be backed by port_source entries
+	// (the Go switch keeps only sources: SetPortSource, AddPortSource).
+	secured map[int]bool
+	macs    map[portMAC]bool
+}
+
+type portMAC struct {
+	port int
+	mac  [6]byte
+}
+
+// packet runs one frame arriving on port and returns the frames out.
+func (st *stfSwitch) packet(data []byte, port int) []out {
+	if err := st.checkSources(); err != nil {
+		panic(err)
+	}
+	if st.ctl {
+		switch _, door := st.s.admitCtl(data, false, port, st.ctlQPN); door {
+		case ctlNotMine:
+		case ctlAdmitted:
+			return []out{{st.cpuPort, append([]byte(nil), data...), ReasonNone}}
+		default:
+			return nil
+		}
+	}
+	return runBatch(st.s, []Frame{{Data: data, InPort: port}})
+}
+
+func (st *stfSwitch) add(f []string) error {
+	s := st.s
 	table := shortName(f[0])
 	f = f[1:]
 	keys := map[string]string{}
@@ -253,10 +301,65 @@ func stfAdd(s *Switch, f []string) error {
 		return s.AddWorker(WorkerEntry{Port: int(num(keys, "port")), QP: uint32(num(keys, "qp")),
 			Job: uint16(num(args, "job")), PS: true})
 	case "ina_job/set_job":
-		return s.SetJob(JobSpec{ID: uint16(num(keys, "job")), Mask: uint32(num(args, "mask")),
+		// ps_group (the job's group plus its PS, for FreeINA's result on
+		// the RC path) exists in the twin only: the Go switch sends the
+		// PS's copy itself (ActForwardMulticast).
+		js := JobSpec{ID: uint16(num(keys, "job")), Mask: uint32(num(args, "mask")),
 			Group: uint16(num(args, "group")), PSPort: int(num(args, "ps_port")), ResultToPS: num(args, "to_ps") != 0,
 			Priority: uint8(num(args, "prio")), PolicyID: int(num(args, "policy")), PoolID: uint16(num(args, "pool")),
-			ReclaimHeld: num(args, "reclaim_held") != 0, Budget: int(num(args, "budget"))})
+			ReclaimHeld: num(args, "reclaim_held") != 0, Budget: int(num(args, "budget")), Window: uint16(num(args, "window"))}
+		if js.PolicyID >= StageCustom {
+			if err := st.freeINA(js.PolicyID, js.PoolID); err != nil {
+				return err
+			}
+		}
+		return s.SetJob(js)
+	case "ina_lease/set_lease":
+		if st.fi == nil {
+			return errors.New("ina_lease: no FreeINA job installed")
+		}
+		p := st.fi.pool
+		base, n := int(num(args, "base")), int(num(args, "aggs"))
+		if base < p.Base || (base-p.Base)%p.Stride != 0 {
+			return fmt.Errorf("ina_lease: base %d is not an aggregator of pool %d (base %d, stride %d)", base, st.fi.cfg.PoolID, p.Base, p.Stride)
+		}
+		if _, ok := st.fi.Install(0, uint16(num(keys, "job")), uint16(num(keys, "allreduce")), uint32(num(args, "chunks")), (base-p.Base)/p.Stride, n); !ok {
+			return fmt.Errorf("ina_lease: %d aggregators from slot %d are not free in pool %d", n, base, st.fi.cfg.PoolID)
+		}
+		return nil
+	case "port_secured/port_secure":
+		if st.secured == nil {
+			st.secured = map[int]bool{}
+		}
+		st.secured[int(num(keys, "port"))] = true
+		return nil
+	case "port_mac/source_mac":
+		k := portMAC{port: int(num(keys, "port"))}
+		putMAC(&k.mac, num(keys, "smac"))
+		if num(args, "any_ip") != 0 {
+			return s.AddPortSource(k.port, PortSource{MAC: k.mac})
+		}
+		if st.macs == nil {
+			st.macs = map[portMAC]bool{}
+		}
+		st.macs[k] = true
+		return nil
+	case "port_source/source_ip":
+		k := portMAC{port: int(num(keys, "port"))}
+		putMAC(&k.mac, num(keys, "smac"))
+		if !st.macs[k] {
+			return errors.New("port_source: no port_mac entry of that port and MAC")
+		}
+		delete(st.macs, k)
+		return s.AddPortSource(k.port, PortSource{MAC: k.mac, IP: addr4(num(keys, "sip"))})
+	case "ina_member/set_member":
+		// The Go switch derives the JOIN/LEAVE check from ina_worker
+		// (isWorkerPort); the twin's control plane writes ina_member
+		// beside it. The entry must name an installed worker.
+		if !s.isWorkerPort(int(num(keys, "port")), uint16(num(keys, "job")), int(num(keys, "rank"))) {
+			return errors.New("ina_member: no ina_worker entry of that job and worker on that port")
+		}
+		return nil
 	case "ina_pool/set_pool":
 		stride := int(num(args, "stride"))
 		return s.SetPool(uint16(num(keys, "pool")), int(num(args, "base")), int(num(args, "aggs"))*stride, stride)
@@ -283,13 +386,52 @@ func stfAdd(s *Switch, f []string) error {
 	return fmt.Errorf("unsupported table/action %s/%s", table, act)
 }
 
-func stfSetDefault(s *Switch, f []string) error {
+// checkSources reports port security the Go switch cannot hold as the
+// twin's tables say: a secured port without a source (the twin drops
+// everything there, the Go switch nothing), a MAC without its addresses.
+func (st *stfSwitch) checkSources() error {
+	for p := range st.secured {
+		if p < 0 || p >= len(st.s.t.sources) || len(st.s.t.sources[p]) == 0 {
+			return fmt.Errorf("port_secured port %d has no source", p)
+		}
+	}
+	for k := range st.macs {
+		return fmt.Errorf("port_mac port %d MAC %x: any_ip 0 and no port_source entry", k.port, k.mac)
+	}
+	return nil
+}
+
+// freeINA registers the vector's lease table as slot stage id over pool,
+// once: the Go switch has one lease table per FreeINA pool.
+func (st *stfSwitch) freeINA(id int, pool uint16) error {
+	if st.fi != nil {
+		if st.fi.cfg.PoolID != pool {
+			return fmt.Errorf("FreeINA jobs in pools %d and %d: the runner keeps one lease table", st.fi.cfg.PoolID, pool)
+		}
+		return nil
+	}
+	fi, err := NewFreeINA(st.s, FreeINAConfig{PoolID: pool})
+	if err != nil {
+		return err
+	}
+	if err := st.s.RegisterStage(id, fi); err != nil {
+		return err
+	}
+	st.fi = fi
+	return nil
+}
+
+func (st *stfSwitch) setDefault(f []string) error {
+	s := st.s
 	table := shortName(f[0])
 	act, args, err := parseAction(f[1:])
 	if err != nil {
 		return err
 	}
 	switch table + "/" + act {
+	case "ina_ctl/set_ctl":
+		st.ctl, st.ctlQPN, st.cpuPort = true, uint32(mustNum(args["qpn"])), int(mustNum(args["cpu_port"]))
+		return nil
 	case "ipv4_lpm/forward":
 		s.SetDefaultPort(int(mustNum(args["port"])))
 		return nil

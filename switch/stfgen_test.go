@@ -38,13 +38,27 @@ type gjob struct {
 	skipJob bool // leave out the ina_job entry (table-miss vector)
 }
 
+// Jobs of policy genFreeINA (FreeINA's and DynaINA's lease table,
+// registered as a slot stage) share pool genFreeINAPool; each has a
+// second multicast group, psGroup(id): its workers and its PS (rid 0, no
+// rewrite), for the twin's result on the RC path.
+const (
+	genFreeINA     = StageCustom
+	genFreeINAPool = 9
+	genCtlQPN      = DefaultCtlQPN
+	genCPUPort     = 64
+	genSwitchIP    = 0xEE // the switch's own address, 10.0.0.0xEE
+)
+
+func psGroup(job uint16) uint16 { return 1000 + job }
+
 type gpool struct {
 	id               uint16
 	base, aggs, strd int
 }
 
 var genPools = []gpool{{1, 0, 16, 1}, {2, 16, 8, 4}, {3, 48, 1, 1}, {4, 64, 8, 1}, {5, 80, 8, 1}, {6, 96, 1, 2},
-	{7, 100, 1, 1}, {8, 112, 13, 1}}
+	{7, 100, 1, 1}, {8, 112, 13, 1}, {genFreeINAPool, 128, 16, 2}}
 
 var genJobs = []gjob{
 	{id: 1, ports: []int{1, 2, 3}, ps: 40, policy: StageStatic, pool: 1},
@@ -59,6 +73,8 @@ var genJobs = []gjob{
 	{id: 10, ports: []int{19, 20}, ps: 47, policy: StagePreemptive, pool: 7, prio: 5, toPS: true},
 	{id: 11, ports: []int{21, 22}, ps: 48, policy: StagePreemptive, pool: 7, prio: 1, toPS: true, reclaim: true},
 	{id: 12, ports: []int{23, 24}, ps: 49, policy: StageHashed, pool: 8, budget: 4},
+	{id: 20, ports: []int{25, 26}, ps: 50, policy: genFreeINA, pool: genFreeINAPool},
+	{id: 21, ports: []int{27, 28, 29}, ps: 51, policy: genFreeINA, pool: genFreeINAPool},
 }
 
 func gjobByID(id uint16) gjob {
@@ -106,6 +122,9 @@ func toWorker(f []byte, job uint16, w int) []byte {
 	f = append([]byte(nil), f...)
 	applyRewrite(f, &Rewrite{SrcMAC: mac(byte(j.ps)), DstMAC: mac(byte(j.ports[w])), SrcIP: ip(byte(j.ps)),
 		DstIP: ip(byte(j.ports[w])), DstQP: gQP(job, w)})
+	if err := rdma.SetICRC(f); err != nil {
+		panic(err)
+	}
 	return f
 }
 
@@ -135,6 +154,7 @@ func (v *vecB) c(format string, a ...any) { v.lines = append(v.lines, fmt.Sprint
 
 func (v *vecB) preamble() {
 	v.c("# --- common tables (see switch/p4/README.md) ---")
+	v.c("setdefault ina_ctl set_ctl(qpn:%#x, cpu_port:%d)", genCtlQPN, genCPUPort)
 	for _, p := range genPools {
 		v.c("add ina_pool pool:%d set_pool(base:%d, aggs:%d, stride:%d)", p.id, p.base, p.aggs, p.strd)
 	}
@@ -148,8 +168,12 @@ func (v *vecB) preamble() {
 			if j.reclaim {
 				reclaim = 1
 			}
-			v.c("add ina_job job:%d set_job(mask:%#x, group:%d, ps_port:%d, to_ps:%d, prio:%d, policy:%d, pool:%d, reclaim_held:%d, budget:%d)",
-				j.id, mask, j.id, j.ps, toPS, j.prio, j.policy, j.pool, reclaim, j.budget)
+			pg := 0
+			if j.policy == genFreeINA {
+				pg = int(psGroup(j.id))
+			}
+			v.c("add ina_job job:%d set_job(mask:%#x, group:%d, ps_port:%d, to_ps:%d, prio:%d, policy:%d, pool:%d, reclaim_held:%d, budget:%d, window:%d, ps_group:%d)",
+				j.id, mask, j.id, j.ps, toPS, j.prio, j.policy, j.pool, reclaim, j.budget, DefaultWindow, pg)
 		}
 		v.c("add ina_worker port:%d qp:%#x set_ps(job:%d)", j.ps, gQP(j.id, 0xFF), j.id)
 		v.c("mc_mgrp_create %d", j.id)
@@ -160,6 +184,29 @@ func (v *vecB) preamble() {
 			v.c("mc_node_create %d %d", gRID(j.id, w), p)
 			v.c("mc_node_associate %d %d", j.id, v.nodes)
 			v.nodes++
+			v.c("add ina_member port:%d job:%d rank:%d set_member()", p, j.id, w)
+		}
+		if j.policy == genFreeINA {
+			v.c("mc_mgrp_create %d", psGroup(j.id))
+			for w, p := range j.ports {
+				v.c("mc_node_create %d %d", gRID(j.id, w), p)
+				v.c("mc_node_associate %d %d", psGroup(j.id), v.nodes)
+				v.nodes++
+			}
+			v.c("mc_node_create 0 %d", j.ps)
+			v.c("mc_node_associate %d %d", psGroup(j.id), v.nodes)
+			v.nodes++
+		}
+	}
+	// port security on the FreeINA jobs' ports: each host's MAC and address
+	for _, j := range genJobs {
+		if j.policy != genFreeINA {
+			continue
+		}
+		for _, p := range append(append([]int(nil), j.ports...), j.ps) {
+			v.c("add port_secured port:%d port_secure()", p)
+			v.c("add port_mac port:%d smac:%#x source_mac(any_ip:0)", p, macNum(p))
+			v.c("add port_source port:%d smac:%#x sip:%#x source_ip()", p, macNum(p), 0x0a000000|p)
 		}
 	}
 	v.c("add l2_fwd dmac:%#x forward(port:30)", macNum(0x30))
@@ -169,9 +216,8 @@ func (v *vecB) preamble() {
 	v.c("# --- scenario ---")
 }
 
-// hexFrame formats a frame by header; icrc wildcards the last 4 bytes of
-// a RoCE frame (the P4 twin on BMv2 does not recompute the ICRC).
-func hexFrame(f []byte, icrc bool) string {
+// hexFrame formats a frame by header, a RoCE frame's ICRC apart.
+func hexFrame(f []byte) string {
 	var parts []string
 	cut := func(a, b int) {
 		if a < b && b <= len(f) {
@@ -195,16 +241,17 @@ func hexFrame(f []byte, icrc bool) string {
 	for i := ina + inahdr.Len; i < end; i += 32 {
 		cut(i, min(i+32, end))
 	}
-	if icrc {
-		parts = append(parts, "********")
-	} else {
-		cut(end, len(f))
-	}
+	cut(end, len(f))
 	return strings.Join(parts, " ")
 }
 
-func (v *vecB) packet(port int, f []byte) { v.c("packet %d %s", port, hexFrame(f, false)) }
-func (v *vecB) expect(port int, f []byte) { v.c("expect %d %s $", port, hexFrame(f, true)) }
+func (v *vecB) packet(port int, f []byte) { v.c("packet %d %s", port, hexFrame(f)) }
+func (v *vecB) expect(port int, f []byte) {
+	if isRoCE(f) && !rdma.CheckICRC(f) {
+		panic(fmt.Sprintf("expected frame for port %d has a wrong ICRC", port))
+	}
+	v.c("expect %d %s $", port, hexFrame(f))
+}
 
 // collision sends p in on port in and expects it out unaggregated to the
 // job's PS on port ps, marked FlagCollision.
@@ -500,17 +547,17 @@ var scenarios = []scenario{
 	{"l2_forward", "non-INA frame forwarded by l2_fwd on its destination MAC, unchanged", func(v *vecB) {
 		f := plainUDP(mac(0x30), ip(0x31), 5000)
 		v.packet(2, f)
-		v.c("expect 30 %s $", hexFrame(f, false))
+		v.c("expect 30 %s $", hexFrame(f))
 	}},
 	{"lpm_forward_and_bypass", "ipv4_lpm forwards by destination prefix; an INA packet with FlagBypass (RC path) is forwarded like ordinary traffic, never aggregated", func(v *vecB) {
 		f := plainUDP(mac(0x31), netipAddr(11, 2, 3, 4), 5000)
 		v.packet(2, f)
-		v.c("expect 31 %s $", hexFrame(f, false))
+		v.c("expect 31 %s $", hexFrame(f))
 		p := gpkt(1, 1, 14, 0, seq(64, func(i int) int32 { return 1 }))
 		p.meta.Flags = inahdr.FlagBypass
 		p.dst = netipAddr(11, 0, 0, 40)
 		v.packet(1, p.build())
-		v.c("expect 31 %s $", hexFrame(p.build(), false))
+		v.c("expect 31 %s $", hexFrame(p.build()))
 		v.reg("ina_owner", 14, 0)
 	}},
 	{"esa_reclaim_held", "ESA with reclaim_held: job 11 (priority 1) reclaims the aggregator job 10 (priority 5) holds for its PS's ACK, a retransmission does not; job 10's late ACK is multicast and leaves job 11's aggregate alone, which completes exact", func(v *vecB) {
@@ -583,7 +630,7 @@ var scenarios = []scenario{
 		v.packet(1, ctl(inahdr.CtlLeft).build())
 		begin := ctl(inahdr.CtlBegin).build()
 		v.packet(1, begin)
-		v.c("expect 31 %s $", hexFrame(begin, false))
+		v.c("expect 31 %s $", hexFrame(begin))
 		vals := seq(64, func(i int) int32 { return int32(3 * i) })
 		forged := gpkt(1, 1, 3, 0, vals)
 		forged.meta.Flags = inahdr.FlagBypass | inahdr.FlagResult
@@ -592,7 +639,7 @@ var scenarios = []scenario{
 		ps := gps(1, 1, 3, inahdr.FlagBypass|inahdr.FlagResult, vals)
 		ps.dst = netipAddr(11, 0, 0, 40)
 		v.packet(gjobByID(1).ps, ps.build())
-		v.c("expect 31 %s $", hexFrame(ps.build(), false))
+		v.c("expect 31 %s $", hexFrame(ps.build()))
 		v.reg("ina_owner", 3, 0)
 	}},
 	{"preemption_other_size", "ESA: a higher-priority chunk of another size (128 values, two passes, against the owner's 64) does not preempt, since the evicted sum leaves in its packet: it collides to its own PS, and the owner keeps its partial sum", func(v *vecB) {
@@ -604,9 +651,397 @@ var scenarios = []scenario{
 		v.reg("ina_size", 96, 64)
 		v.reg("ina_v01", 96, 1)
 	}},
+	{"freeina_absorb_trim", "FreeINA, RC path: the first contribution of a leased chunk is added into the lease's aggregator (chunk mod the lease's aggregators) and goes on to the PS trimmed to its INA header (Count 0, FlagCtl, the aggregator's slot), so the PS sees every PSN", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		p := gpkt(20, 1, 1, 0, seq(64, func(i int) int32 { return int32(i) }))
+		v.packet(25, p.build())
+		v.expect(50, trimmed(p, 130).build())
+		v.reg("ina_owner", 130, tag(20, 1, 1))
+		v.reg("ina_state", 130, uint64(StateClaimed))
+		v.reg("ina_count", 130, 1)
+		v.reg("ina_v03", 130, 3)
+	}},
+	{"freeina_complete_ps_and_group", "FreeINA, RC path: the completing contribution goes to the PS with the sum (FlagResult) and is multicast to the workers as UC SEND Only frames, PSN = chunk mod 2^24, through each worker's rewrite", func(v *vecB) {
+		v.lease(20, 2, 128, 4, 0x2000000)
+		const c = 0x1000006
+		a, b := seq(64, func(i int) int32 { return 2 * int32(i) }), seq(64, func(i int) int32 { return -int32(i) - 100 })
+		p0 := gpkt(20, 2, c, 0, a)
+		v.packet(25, p0.build())
+		v.expect(50, trimmed(p0, 132).build())
+		last := gpkt(20, 2, c, 1, b)
+		v.packet(26, last.build())
+		res := result(last, sumOf(a, b), 3, 132, 0, 0)
+		v.expect(50, res.build())
+		v.expectUC(20, res)
+		v.reg("ina_state", 132, uint64(StateComplete))
+		v.reg("ina_count", 132, 2)
+	}},
+	{"freeina_duplicate_trimmed", "FreeINA, RC path: a retransmission of a counted contribution is not added again and still goes on to the PS trimmed (FlagCtl), its slot field as sent", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		p := gpkt(20, 1, 3, 0, seq(64, func(i int) int32 { return 5 }))
+		v.packet(25, p.build())
+		v.expect(50, trimmed(p, 134).build())
+		v.packet(25, p.build())
+		v.expect(50, trimmed(p, 0).build())
+		v.reg("ina_count", 134, 1)
+		v.reg("ina_v00", 134, 5)
+	}},
+	{"freeina_resend_result_to_ps", "FreeINA, RC path: a retransmission that finds its chunk complete goes on to the PS carrying the stored result (FlagResult)", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		a, b := seq(64, func(i int) int32 { return int32(i) * 7 }), seq(64, func(i int) int32 { return 1 })
+		p0 := gpkt(20, 1, 1, 0, a)
+		v.packet(25, p0.build())
+		v.expect(50, trimmed(p0, 130).build())
+		last := gpkt(20, 1, 1, 1, b)
+		v.packet(26, last.build())
+		sums := sumOf(a, b)
+		res := result(last, sums, 3, 130, 0, 0)
+		v.expect(50, res.build())
+		v.expectUC(20, res)
+		re := gpkt(20, 1, 1, 0, a)
+		re.meta.Flags = inahdr.FlagResend
+		v.packet(25, re.build())
+		v.expect(50, result(re, sums, 3, 130, 0, 0).build())
+		v.reg("ina_count", 130, 2)
+	}},
+	{"freeina_uc_complete_group_only", "FreeINA, UC path (best effort, no PSN to keep): an absorbed contribution is dropped, the completing one is multicast to the workers only, the PS sees nothing", func(v *vecB) {
+		v.lease(20, 3, 128, 4, 8)
+		a, b := seq(64, func(i int) int32 { return 1 << 16 }), seq(64, func(i int) int32 { return int32(i) - 32 })
+		p0 := uc(gpkt(20, 3, 2, 0, a))
+		v.packet(25, p0.build())
+		v.reg("ina_count", 132, 1)
+		last := uc(gpkt(20, 3, 2, 1, b))
+		v.packet(26, last.build())
+		v.expectMcast(20, result(last, sumOf(a, b), 3, 132, 0, 0))
+		v.reg("ina_state", 132, uint64(StateComplete))
+		// the PS's port, watched: only this collision reaches it
+		v.collision(25, gpkt(20, 9, 0, 0, a), 50)
+	}},
+	{"freeina_uc_resend_to_sender", "FreeINA, UC path: a retransmission that finds its chunk complete gets the stored result back, through the sender's rewrite", func(v *vecB) {
+		v.lease(20, 3, 128, 4, 8)
+		a, b := seq(64, func(i int) int32 { return 9 }), seq(64, func(i int) int32 { return -int32(i) })
+		v.packet(25, uc(gpkt(20, 3, 2, 0, a)).build())
+		last := uc(gpkt(20, 3, 2, 1, b))
+		v.packet(26, last.build())
+		sums := sumOf(a, b)
+		v.expectMcast(20, result(last, sums, 3, 132, 0, 0))
+		re := uc(gpkt(20, 3, 2, 0, a))
+		re.meta.Flags = inahdr.FlagResend
+		v.packet(25, re.build())
+		v.expect(25, toWorker(result(re, sums, 3, 132, 0, 0).build(), 20, 0))
+	}},
+	{"freeina_uc_duplicate_dropped", "FreeINA, UC path: a retransmission of a counted, incomplete contribution is dropped and not added again; the sum counts each worker once", func(v *vecB) {
+		v.lease(20, 3, 128, 4, 8)
+		a, b := seq(64, func(i int) int32 { return 100 }), seq(64, func(i int) int32 { return 10 })
+		p0 := uc(gpkt(20, 3, 1, 0, a))
+		v.packet(25, p0.build())
+		v.packet(25, p0.build())
+		v.reg("ina_count", 130, 1)
+		last := uc(gpkt(20, 3, 1, 1, b))
+		v.packet(26, last.build())
+		v.expectMcast(20, result(last, sumOf(a, b), 3, 130, 0, 0))
+	}},
+	{"freeina_no_lease_collision", "FreeINA: a contribution of an all-reduce without a lease goes raw to the PS, marked FlagCollision, on the RC path and on the UC path", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		v.collision(25, gpkt(20, 2, 0, 0, seq(64, func(i int) int32 { return 4 })), 50)
+		v.collision(26, uc(gpkt(20, 2, 1, 1, seq(64, func(i int) int32 { return 5 }))), 50)
+		v.reg("ina_owner", 128, 0)
+		v.reg("ina_owner", 130, 0)
+	}},
+	{"freeina_out_of_range", "FreeINA: a chunk beyond the lease's all-reduce (chunk >= chunks) would alias a real chunk's aggregator: on the RC path it goes raw to the PS (FlagCollision), on the UC path it is dropped", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 4)
+		v.collision(25, gpkt(20, 1, 4, 0, seq(64, func(i int) int32 { return 6 })), 50)
+		v.packet(26, uc(gpkt(20, 1, 5, 1, seq(64, func(i int) int32 { return 7 }))).build())
+		v.reg("ina_owner", 128, 0)
+		v.reg("ina_owner", 130, 0)
+		p := gpkt(20, 1, 3, 0, seq(64, func(i int) int32 { return 8 }))
+		v.packet(25, p.build())
+		v.expect(50, trimmed(p, 134).build())
+	}},
+	{"freeina_lease_reuse", "FreeINA: a lease of 2 aggregators for 4 chunks: chunk 2 takes chunk 0's completed aggregator, chunk 3 takes chunk 1's incomplete one (its missing contributions go raw to the PS), and chunk 1's late contribution collides", func(v *vecB) {
+		v.lease(20, 1, 128, 2, 4)
+		a, b := seq(64, func(i int) int32 { return 3 }), seq(64, func(i int) int32 { return int32(i) })
+		p0 := gpkt(20, 1, 0, 0, a)
+		v.packet(25, p0.build())
+		v.expect(50, trimmed(p0, 128).build())
+		last := gpkt(20, 1, 0, 1, b)
+		v.packet(26, last.build())
+		res := result(last, sumOf(a, b), 3, 128, 0, 0)
+		v.expect(50, res.build())
+		v.expectUC(20, res)
+		p2 := gpkt(20, 1, 2, 0, b)
+		v.packet(25, p2.build())
+		v.expect(50, trimmed(p2, 128).build())
+		v.reg("ina_owner", 128, tag(20, 1, 2))
+		v.reg("ina_count", 128, 1)
+		p1 := gpkt(20, 1, 1, 0, a)
+		v.packet(25, p1.build())
+		v.expect(50, trimmed(p1, 130).build())
+		p3 := gpkt(20, 1, 3, 1, b)
+		v.packet(26, p3.build())
+		v.expect(50, trimmed(p3, 130).build())
+		v.reg("ina_owner", 130, tag(20, 1, 3))
+		v.reg("ina_bitmap", 130, 2)
+		v.collision(26, gpkt(20, 1, 1, 1, a), 50)
+		v.reg("ina_v05", 130, 5)
+	}},
+	{"freeina_recirculation_128", "FreeINA: 128 values take 2 passes over a stride-2 lease of job 21 (3 workers); absorbed contributions go on trimmed, the result to the PS and as UC frames to the workers", func(v *vecB) {
+		v.lease(21, 1, 136, 3, 6)
+		a := seq(128, func(i int) int32 { return int32(i) })
+		b := seq(128, func(i int) int32 { return -2 * int32(i) })
+		c := seq(128, func(i int) int32 { return 1 << 24 })
+		p0, p1 := gpkt(21, 1, 4, 0, a), gpkt(21, 1, 4, 1, b)
+		v.packet(27, p0.build())
+		v.expect(51, trimmed(p0, 138).build())
+		v.packet(28, p1.build())
+		v.expect(51, trimmed(p1, 138).build())
+		last := gpkt(21, 1, 4, 2, c)
+		v.packet(29, last.build())
+		res := result(last, sumOf(a, b, c), 7, 138, 0, 0)
+		v.expect(51, res.build())
+		v.expectUC(21, res)
+		v.reg("ina_v00", 139, uint64(uint32(1<<24-64)))
+	}},
+	{"freeina_host_overflow_collides", "FreeINA: a contribution the host flagged FlagOverflow is not aggregated: it goes raw to the PS, marked FlagCollision", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		p := gpkt(20, 1, 0, 0, seq(64, func(i int) int32 { return 1 }))
+		p.meta.Flags = inahdr.FlagOverflow
+		v.collision(25, p, 50)
+		v.reg("ina_owner", 128, 0)
+	}},
+	{"freeina_ps_result_releases", "FreeINA: the PS's result for a chunk (FlagFromPS|FlagResult) is multicast to the workers and frees the aggregator that holds the chunk's completed sum", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		a, b := seq(64, func(i int) int32 { return 11 }), seq(64, func(i int) int32 { return 12 })
+		p0 := gpkt(20, 1, 3, 0, a)
+		v.packet(25, p0.build())
+		v.expect(50, trimmed(p0, 134).build())
+		last := gpkt(20, 1, 3, 1, b)
+		v.packet(26, last.build())
+		res := result(last, sumOf(a, b), 3, 134, 0, 0)
+		v.expect(50, res.build())
+		v.expectUC(20, res)
+		ps := gps(20, 1, 3, inahdr.FlagResult, sumOf(a, b))
+		v.packet(50, ps.build())
+		v.expectMcast(20, ps)
+		v.reg("ina_state", 134, uint64(StateFree))
+		v.reg("ina_owner", 134, 0)
+	}},
+	{"dynaina_disjoint_ranges", "DynaINA: leases installed where the scheduler put them (job 20 on pool aggregators 0-1, job 21 on 4-6): each job's chunks land inside its own range only", func(v *vecB) {
+		v.lease(20, 1, 128, 2, 8)
+		v.lease(21, 1, 136, 3, 9)
+		p := gpkt(20, 1, 3, 0, seq(64, func(i int) int32 { return 1 }))
+		v.packet(25, p.build())
+		v.expect(50, trimmed(p, 130).build())
+		q := gpkt(21, 1, 5, 0, seq(64, func(i int) int32 { return 2 }))
+		v.packet(27, q.build())
+		v.expect(51, trimmed(q, 140).build())
+		r := gpkt(21, 1, 7, 2, seq(64, func(i int) int32 { return 3 }))
+		v.packet(29, r.build())
+		v.expect(51, trimmed(r, 138).build())
+		v.reg("ina_owner", 130, tag(20, 1, 3))
+		v.reg("ina_owner", 140, tag(21, 1, 5))
+		v.reg("ina_owner", 138, tag(21, 1, 7))
+		v.reg("ina_owner", 132, 0)
+		v.reg("ina_owner", 134, 0)
+		v.reg("ina_owner", 128, 0)
+	}},
+	{"dynaina_lease_per_allreduce", "DynaINA: two all-reduces of one job, each with its own lease (aggregators 0-1 and 8-9): the same chunk of both aggregates apart and both complete exact", func(v *vecB) {
+		v.lease(20, 1, 128, 2, 4)
+		v.lease(20, 2, 144, 2, 4)
+		a, b := seq(64, func(i int) int32 { return int32(i) }), seq(64, func(i int) int32 { return 1000 })
+		c, d := seq(64, func(i int) int32 { return -1 }), seq(64, func(i int) int32 { return int32(i) << 4 })
+		p1 := gpkt(20, 1, 0, 0, a)
+		v.packet(25, p1.build())
+		v.expect(50, trimmed(p1, 128).build())
+		p2 := gpkt(20, 2, 0, 0, c)
+		v.packet(25, p2.build())
+		v.expect(50, trimmed(p2, 144).build())
+		l1 := gpkt(20, 1, 0, 1, b)
+		v.packet(26, l1.build())
+		r1 := result(l1, sumOf(a, b), 3, 128, 0, 0)
+		v.expect(50, r1.build())
+		v.expectUC(20, r1)
+		l2 := gpkt(20, 2, 0, 1, d)
+		v.packet(26, l2.build())
+		r2 := result(l2, sumOf(c, d), 3, 144, 0, 0)
+		v.expect(50, r2.build())
+		v.expectUC(20, r2)
+	}},
+	{"stale_allreduce_refused", "a contribution to an all-reduce at least the job's window (2) behind the newest one a worker sent is not aggregated: on the RC path it goes raw to the PS (FlagCollision), on the UC path it is dropped; FreeINA (job 20) and static (job 1) alike", func(v *vecB) {
+		v.lease(20, 5, 128, 2, 4)
+		v.lease(20, 4, 132, 2, 4)
+		a := seq(64, func(i int) int32 { return 2 })
+		p := gpkt(20, 5, 0, 0, a)
+		v.packet(25, p.build())
+		v.expect(50, trimmed(p, 128).build())
+		v.collision(26, gpkt(20, 3, 0, 1, a), 50)
+		v.packet(26, uc(gpkt(20, 3, 1, 1, a)).build())
+		q := gpkt(20, 4, 0, 1, a)
+		v.packet(26, q.build())
+		v.expect(50, trimmed(q, 132).build())
+		v.reg("ina_ar_high", 20, 5)
+		v.reg("ina_count", 128, 1)
+		v.reg("ina_owner", 130, 0)
+		v.packet(1, gpkt(1, 9, 0, 0, a).build())
+		v.collision(2, gpkt(1, 7, 0, 1, a), 40)
+		v.reg("ina_ar_high", 1, 9)
+		v.reg("ina_count", 0, 1)
+	}},
+	{"bad_bitmap_drop", "a contribution whose bitmap is not exactly its worker's bit is dropped, whatever the policy; the next good one is aggregated", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		a := seq(64, func(i int) int32 { return 3 })
+		bad := gpkt(20, 1, 0, 0, a)
+		bad.meta.Bitmap = 3
+		v.packet(25, bad.build())
+		zero := gpkt(1, 1, 0, 0, a)
+		zero.meta.Bitmap = 0
+		v.packet(1, zero.build())
+		v.reg("ina_owner", 128, 0)
+		v.reg("ina_owner", 0, 0)
+		good := gpkt(20, 1, 0, 0, a)
+		v.packet(25, good.build())
+		v.expect(50, trimmed(good, 128).build())
+	}},
+	{"port_security", "a port with port security takes frames only from its host: a contribution from another MAC, or from the right MAC and another IPv4 address, is dropped, and so is a non-IPv4 frame from another MAC; a non-IPv4 frame from the host's MAC is forwarded; a control message for the switch passes the control plane's door, which checks the port", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		a := seq(64, func(i int) int32 { return 1 })
+		wrongMAC := gpkt(20, 1, 0, 0, a)
+		wrongMAC.srcMAC = mac(26)
+		v.packet(25, wrongMAC.build())
+		wrongIP := gpkt(20, 1, 0, 0, a)
+		wrongIP.src = ip(26)
+		v.packet(25, wrongIP.build())
+		arp := plainEther(mac(0x30), mac(26))
+		v.packet(25, arp)
+		v.reg("ina_owner", 128, 0)
+		good := gpkt(20, 1, 0, 0, a)
+		v.packet(25, good.build())
+		v.expect(50, trimmed(good, 128).build())
+		own := plainEther(mac(0x30), mac(25))
+		v.packet(25, own)
+		v.c("expect 30 %s $", hexFrame(own))
+		alloc := ctlPkt(50, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 20, AllReduce: 2, Chunks: 8}, 0x04)
+		alloc.src = ip(0x77)
+		f := alloc.build()
+		v.packet(50, f)
+		v.c("expect %d %s $", genCPUPort, hexFrame(f))
+	}},
+	{"bad_icrc_dropped", "a contribution or a control message for the switch whose ICRC is wrong (damaged past the FCS) is dropped before any table or register; a host-to-host message travels as plain traffic, its ICRC unchecked", func(v *vecB) {
+		v.lease(20, 1, 128, 4, 8)
+		a := seq(64, func(i int) int32 { return 5 })
+		v.packet(25, damaged(gpkt(20, 1, 0, 0, a).build()))
+		v.reg("ina_owner", 128, 0)
+		good := gpkt(20, 1, 0, 0, a)
+		v.packet(25, good.build())
+		v.expect(50, trimmed(good, 128).build())
+		alloc := ctlPkt(50, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 20, AllReduce: 2, Chunks: 8}, 0x04).build()
+		v.packet(50, damaged(alloc))
+		v.packet(50, alloc)
+		v.c("expect %d %s $", genCPUPort, hexFrame(alloc))
+		p := ctlPkt(25, inahdr.Ctl{Op: inahdr.CtlBegin, Job: 20, AllReduce: 1, Chunks: 8}, 0x04)
+		p.dst, p.qp = netipAddr(11, 0, 0, 50), gQP(20, 0xFF)
+		f := damaged(p.build())
+		v.packet(25, f)
+		v.c("expect 31 %s $", hexFrame(f))
+	}},
+	{"ctl_alloc_free_to_cpu", "control messages for the switch (to its control QP) go to the control plane on the CPU port, unchanged: ALLOC and FREE only from the job's PS port (RC or UC SEND Only); from a worker's port or another job's PS port they are dropped", func(v *vecB) {
+		alloc := inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 20, AllReduce: 1, Chunks: 8, Want: 4}
+		v.ctl(50, alloc, 0x04, true)
+		v.ctl(25, alloc, 0x04, false)
+		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 21, AllReduce: 1, Chunks: 8}, 0x04, false)
+		v.ctl(50, alloc, 0x24, true)
+		v.ctl(51, inahdr.Ctl{Op: inahdr.CtlFree, Job: 20, AllReduce: 1}, 0x04, false)
+		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlFree, Job: 20, AllReduce: 1}, 0x04, true)
+	}},
+	{"ctl_join_leave_from_member", "JOIN and LEAVE for the switch come only from the port of the job's worker of the message's rank (ina_member): from there they go to the CPU port; claiming another rank, or another job's, they are dropped", func(v *vecB) {
+		v.ctl(1, inahdr.Ctl{Op: inahdr.CtlJoin, Job: 1, Rank: 0, Want: 16}, 0x04, true)
+		v.ctl(1, inahdr.Ctl{Op: inahdr.CtlJoin, Job: 1, Rank: 1}, 0x04, false)
+		v.ctl(26, inahdr.Ctl{Op: inahdr.CtlJoin, Job: 20, Rank: 0}, 0x04, false)
+		v.ctl(1, inahdr.Ctl{Op: inahdr.CtlLeave, Job: 2, Rank: 0}, 0x04, false)
+		v.ctl(3, inahdr.Ctl{Op: inahdr.CtlLeave, Job: 1, Rank: 2}, 0x24, true)
+	}},
+	{"ctl_switch_only_and_other_qp", "what only the switch sends (GRANT, LEFT), a host message (DONE) and an unknown job's ALLOC, addressed to the switch's control QP, are dropped; a control message to another QP travels as plain traffic", func(v *vecB) {
+		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlGrant, Job: 20, AllReduce: 1, Base: 128, Slots: 4, Chunks: 8}, 0x04, false)
+		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlLeft, Job: 20}, 0x04, false)
+		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlDone, Job: 20, AllReduce: 1}, 0x04, false)
+		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 99, AllReduce: 1, Chunks: 8}, 0x04, false)
+		p := ctlPkt(25, inahdr.Ctl{Op: inahdr.CtlBegin, Job: 20, AllReduce: 1, Chunks: 8}, 0x04)
+		p.dst, p.qp = netipAddr(11, 0, 0, 50), gQP(20, 0xFF)
+		v.packet(25, p.build())
+		v.c("expect 31 %s $", hexFrame(p.build()))
+		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 20, AllReduce: 2, Chunks: 8}, 0x04, true)
+	}},
+}
+
+// lease installs FreeINA lease (job, ar): aggs aggregators of the pool's
+// stride from slot base on, for an all-reduce of chunks chunks (what the
+// control plane writes on ALLOC; DynaINA's scheduler chooses base).
+func (v *vecB) lease(job, ar uint16, base, aggs int, chunks uint32) {
+	v.c("add ina_lease job:%d allreduce:%d set_lease(base:%d, aggs:%d, chunks:%d)", job, ar, base, aggs, chunks)
+}
+
+// trimmed is what goes on to the PS for a contribution FreeINA absorbed
+// on the RC path: the INA header only, FlagCtl added, slot as given.
+func trimmed(p pkt, slot int) pkt {
+	p.meta.Flags |= inahdr.FlagCtl
+	p.meta.Slot = uint16(slot)
+	p.vals = nil
+	return p
+}
+
+// uc turns a contribution into a UC SEND Only (FreeINA's best-effort path).
+func uc(p pkt) pkt {
+	p.opcode = 0x24
+	return p
+}
+
+// expectUC expects FreeINA's result replicas on the RC path: each
+// worker's rewrite, UC SEND Only, PSN = chunk mod 2^24 (EgressUC).
+func (v *vecB) expectUC(job uint16, res pkt) {
+	res.opcode = 0x24
+	res.psn = res.meta.Chunk & 0xFFFFFF
+	f := res.build()
+	for w, port := range gjobByID(job).ports {
+		v.expect(port, toWorker(f, job, w))
+	}
+}
+
+// ctlPkt is control message m sent from the host on port to the switch's
+// control QP, as opcode (RC or UC SEND Only).
+func ctlPkt(port int, m inahdr.Ctl, opcode byte) pkt {
+	return pkt{srcMAC: mac(byte(port)), dstMAC: mac(genSwitchIP), src: ip(byte(port)), dst: ip(genSwitchIP),
+		qp: genCtlQPN, psn: 1, opcode: opcode, meta: m.Meta()}
+}
+
+// ctl sends control message m in on port; admitted, it leaves unchanged
+// on the CPU port, else it is dropped.
+func (v *vecB) ctl(port int, m inahdr.Ctl, opcode byte, admitted bool) {
+	f := ctlPkt(port, m, opcode).build()
+	v.packet(port, f)
+	if admitted {
+		v.c("expect %d %s $", genCPUPort, hexFrame(f))
+	}
 }
 
 func netipAddr(a, b, c, d byte) netipAddrT { return netipAddrT4(a, b, c, d) }
+
+// damaged returns f with one bit of its ICRC flipped.
+func damaged(f []byte) []byte {
+	f = append([]byte(nil), f...)
+	f[len(f)-1] ^= 0x10
+	return f
+}
+
+// plainEther is a non-IPv4 frame (an ARP-sized one of another
+// EtherType) from src to dst.
+func plainEther(dst, src [6]byte) []byte {
+	b := make([]byte, 60)
+	copy(b[0:6], dst[:])
+	copy(b[6:12], src[:])
+	b[12], b[13] = 0x88, 0xB5 // local experimental EtherType
+	copy(b[14:], "not ipv4")
+	return b
+}
 
 // plainUDP is an Ethernet/IPv4/UDP frame that is not RoCE.
 func plainUDP(dst [6]byte, dip netipAddrT, dport uint16) []byte {
@@ -629,27 +1064,66 @@ func plainUDP(dst [6]byte, dip netipAddrT, dport uint16) []byte {
 	return b
 }
 
-func TestGenerateSTF(t *testing.T) {
-	if !*update {
-		t.Skip("run with -update to regenerate testdata/stf")
-	}
-	dir := "../testdata/stf"
-	old, _ := filepath.Glob(filepath.Join(dir, "*.stf"))
-	for _, f := range old {
-		os.Remove(f)
-	}
+// generateSTF returns the vector files and testdata/stf/README.md, by
+// file name.
+func generateSTF() map[string]string {
+	files := map[string]string{}
+	readme := []string{"# STF test vectors for the aggregation switch", "",
+		"p4c STF format (see switch/p4/README.md). Generated, with this file, by",
+		"`go test ./switch -run TestGenerateSTF -update` from the scenarios in switch/stfgen_test.go; run on the Go",
+		"switch by `go test ./switch -run TestSTF` and on BMv2 by `make p4-difftest`. Every file starts with the same",
+		"table setup: the control plane's door (`ina_ctl`: control QP, CPU port 64), pools 1-9, jobs 1-12 (SwitchML,",
+		"ATP, ESA) and 20-21 (FreeINA, in pool 9; a vector adds its leases with `ina_lease`), PS entries, multicast",
+		"groups, egress rewrites, `ina_member` entries, one l2_fwd and one ipv4_lpm entry. Expected frames are exact,",
+		"ICRC included.", "",
+		"| Vector | What it checks |", "|---|---|"}
 	for i, sc := range scenarios {
+		name := fmt.Sprintf("%02d_%s.stf", i+1, sc.name)
+		readme = append(readme, fmt.Sprintf("| `%s` | %s |", name, strings.ReplaceAll(sc.doc, "|", `\|`)))
 		v := &vecB{}
 		v.c("# %s: %s", sc.name, sc.doc)
 		v.c("# Generated by switch/stfgen_test.go (go test ./switch -run TestGenerateSTF -update). Runs on the Go")
 		v.c("# switch (go test ./switch) and on BMv2 with switch/p4/ina.p4 (make p4-difftest).")
-		v.c("# ICRC bytes of rewritten frames are wildcarded: the P4 twin does not recompute the ICRC (see switch/p4/README.md);")
-		v.c("# the Go runner checks every emitted RoCE frame's ICRC itself.")
+		v.c("# Expected frames are exact, ICRC included: both switches compute the ICRC of every frame they change.")
 		v.preamble()
 		sc.run(v)
-		name := filepath.Join(dir, fmt.Sprintf("%02d_%s.stf", i+1, sc.name))
-		if err := os.WriteFile(name, []byte(strings.Join(v.lines, "\n")+"\n"), 0o644); err != nil {
+		files[name] = strings.Join(v.lines, "\n") + "\n"
+	}
+	files["README.md"] = strings.Join(readme, "\n") + "\n"
+	return files
+}
+
+const stfDir = "../testdata/stf"
+
+func TestGenerateSTF(t *testing.T) {
+	if !*update {
+		t.Skip("run with -update to regenerate testdata/stf")
+	}
+	old, _ := filepath.Glob(filepath.Join(stfDir, "*.stf"))
+	for _, f := range old {
+		os.Remove(f)
+	}
+	for name, text := range generateSTF() {
+		if err := os.WriteFile(filepath.Join(stfDir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestSTFUpToDate fails while testdata/stf differs from what the
+// scenarios generate (go test ./switch -run TestGenerateSTF -update).
+func TestSTFUpToDate(t *testing.T) {
+	want := generateSTF()
+	have, _ := filepath.Glob(filepath.Join(stfDir, "*.stf"))
+	for _, f := range have {
+		if _, ok := want[filepath.Base(f)]; !ok {
+			t.Errorf("%s: no scenario generates it", f)
+		}
+	}
+	for name, text := range want {
+		b, err := os.ReadFile(filepath.Join(stfDir, name))
+		if err != nil || string(b) != text {
+			t.Errorf("%s is stale or missing (%v): go test ./switch -run TestGenerateSTF -update", name, err)
 		}
 	}
 }

@@ -259,11 +259,27 @@ func (s *Switch) Values(dst []int32, i int) []int32 {
 }
 
 // ReadRegister reads a register by its P4 twin name (as in STF
-// register_read): ina_owner, ina_bitmap, ina_count, ina_state, ina_prio,
-// ina_exp, ina_ovf, or ina_vNN (value lane NN).
+// register_read): per aggregator ina_owner, ina_bitmap, ina_count,
+// ina_state, ina_prio, ina_exp, ina_ovf, ina_size, or ina_vNN (value lane
+// NN); per job (idx is the job id) ina_ar_high and ina_ar_seen, the
+// newest all-reduce a worker of the job contributed to (Job.stale).
 func (s *Switch) ReadRegister(name string, idx int) (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	switch name {
+	case "ina_ar_high", "ina_ar_seen":
+		if idx < 0 || idx > 0xFFFF {
+			return 0, false
+		}
+		j := s.jobByID(uint16(idx))
+		switch {
+		case j == nil || !j.arSeen:
+			return 0, true
+		case name == "ina_ar_seen":
+			return 1, true
+		}
+		return uint64(j.arHigh), true
+	}
 	if idx < 0 || idx >= s.cfg.Slots {
 		return 0, false
 	}

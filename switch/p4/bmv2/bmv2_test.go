@@ -200,3 +200,31 @@ func TestVectorsOnBMv2(t *testing.T) {
 		}
 	}
 }
+
+// TestTablePorts: the ports a runner watches besides those of packet and
+// expect lines come from multicast nodes and port-named keys and action
+// parameters, once each, in order; other numbers are not ports.
+func TestTablePorts(t *testing.T) {
+	src := `setdefault ina_ctl set_ctl(qpn:0xc7c7c7, cpu_port:64)
+add ina_job job:1 set_job(mask:0x7, group:1, ps_port:40, to_ps:0, prio:0, policy:0, pool:1, reclaim_held:0, budget:0, window:2, ps_group:0)
+add ina_worker port:1 qp:0x100100 set_worker(job:1, worker:0, rid:100)
+mc_node_create 100 1 7
+add l2_fwd dmac:0x020000000030 forward(port:30)
+add ipv4_lpm dst:0x0b****** forward(port:0x1f)
+register_read MyIngress.ina_owner 5
+`
+	cmds, err := ParseSTF(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := TablePorts(cmds)
+	want := []int{1, 7, 30, 31, 40, 64}
+	if len(got) != len(want) {
+		t.Fatalf("ports %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("ports %v, want %v", got, want)
+		}
+	}
+}

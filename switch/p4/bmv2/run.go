@@ -154,10 +154,15 @@ func (r *Runner) runOnce(ctx context.Context, cmds []Cmd, name string, read func
 		return res, err
 	}
 
-	// Ports: every port a packet or expect line names; last[p] is the
-	// index of port p's last packet command (-1: none).
+	// Ports: every port a packet or expect line names, and every port the
+	// tables can send to (TablePorts), so that a packet the vector does not
+	// expect is seen wherever it goes; last[p] is the index of port p's
+	// last packet command (-1: none).
 	ports := map[int]bool{}
 	last := map[int]int{}
+	for _, p := range TablePorts(cmds) {
+		ports[p], last[p] = true, -1
+	}
 	for i, c := range cmds {
 		if c.Op == "packet" || c.Op == "expect" {
 			p, _ := c.Packet()

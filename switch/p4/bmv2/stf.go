@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -136,4 +137,44 @@ func (c Cmd) Expected() (uint64, bool, error) {
 		return 0, false, fmt.Errorf("line %d: bad expected value %q", c.Line, f[1])
 	}
 	return v, true, nil
+}
+
+// TablePorts returns the ports a vector's table writes name, in order:
+// the ports of mc_node_create, and the values of every key or action
+// parameter called port or ending in _port (ina_worker's key, forward's
+// port, set_job's ps_port, set_ctl's cpu_port). A runner watches them
+// besides those of packet and expect lines, so that an unexpected packet
+// is caught on whatever port the program sends it to.
+func TablePorts(cmds []Cmd) []int {
+	seen := map[int]bool{}
+	var out []int
+	add := func(v string) {
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 0, 16)
+		if err != nil || seen[int(n)] {
+			return
+		}
+		seen[int(n)] = true
+		out = append(out, int(n))
+	}
+	for _, c := range cmds {
+		switch c.Op {
+		case "mc_node_create":
+			for _, a := range c.Args[min(1, len(c.Args)):] {
+				add(a)
+			}
+		case "add", "setdefault":
+			for _, a := range c.Args {
+				a = strings.Trim(a, ",)")
+				if i := strings.LastIndexByte(a, '('); i >= 0 {
+					a = a[i+1:]
+				}
+				k, v, ok := strings.Cut(a, ":")
+				if ok && (k == "port" || strings.HasSuffix(k, "_port")) {
+					add(v)
+				}
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"strings"
 	"text/template"
 
 	sw "github.com/inabox/inabox/switch"
@@ -36,6 +37,90 @@ type Data struct {
 	Lanes     []string       // value lane names "00", "01", …, one per value of a pass
 	Blocks    []int          // value blocks (passes) the parser and deparser unroll
 	Slots     int            // aggregator slots in each register array
+	INALen    int            // bytes of the INA header (inahdr.Len)
+}
+
+// ICRCCase is one shape of frame whose ICRC the twin computes: Cond
+// selects it (the extension headers present and the value blocks valid)
+// and Fields is the field list of v1model's hash(crc32) that covers it.
+type ICRCCase struct {
+	Cond   string
+	Fields []string
+}
+
+// ICRCCases returns the frame shapes whose ICRC the twin computes, one
+// per combination of extension headers (none, RETH, ImmDt, both) and of
+// value blocks (0, a trimmed frame, to len(Blocks)). Each field list is
+// the ICRC's input as rdma.ComputeICRC takes it: 8 bytes of ones, the
+// IPv4, UDP and BTH headers with TOS, TTL, the IPv4 and UDP checksums and
+// BTH's F/B/reserved byte set to ones, then the rest of the transport
+// payload (extension headers, INA header, values).
+func (d Data) ICRCCases() []ICRCCase {
+	pseudo := []string{"64w0xFFFFFFFFFFFFFFFF",
+		"hdr.ipv4.version", "hdr.ipv4.ihl", "8w0xFF", "hdr.ipv4.total_len", "hdr.ipv4.identification",
+		"hdr.ipv4.flags", "hdr.ipv4.frag_offset", "8w0xFF", "hdr.ipv4.protocol", "16w0xFFFF",
+		"hdr.ipv4.src_addr", "hdr.ipv4.dst_addr",
+		"hdr.udp.src_port", "hdr.udp.dst_port", "hdr.udp.length", "16w0xFFFF",
+		"hdr.bth.opcode", "hdr.bth.se", "hdr.bth.migreq", "hdr.bth.pad_count", "hdr.bth.tver", "hdr.bth.pkey",
+		"8w0xFF", "hdr.bth.dst_qp", "hdr.bth.ack_req", "hdr.bth.resv7", "hdr.bth.psn"}
+	exts := []struct {
+		cond   string
+		fields []string
+	}{
+		{"!hdr.reth.isValid() && !hdr.immdt.isValid()", nil},
+		{"hdr.reth.isValid() && !hdr.immdt.isValid()", []string{"hdr.reth.va", "hdr.reth.rkey", "hdr.reth.dma_len"}},
+		{"!hdr.reth.isValid() && hdr.immdt.isValid()", []string{"hdr.immdt.imm"}},
+		{"hdr.reth.isValid() && hdr.immdt.isValid()", []string{"hdr.reth.va", "hdr.reth.rkey", "hdr.reth.dma_len", "hdr.immdt.imm"}},
+	}
+	var ina []string
+	for _, f := range d.INAFields {
+		ina = append(ina, "hdr.ina."+f.Name)
+	}
+	var out []ICRCCase
+	for nb := 0; nb <= len(d.Blocks); nb++ {
+		blocks := "!hdr.blk0.isValid()"
+		if nb > 0 {
+			blocks = fmt.Sprintf("hdr.blk%d.isValid()", nb-1)
+			if nb < len(d.Blocks) {
+				blocks += fmt.Sprintf(" && !hdr.blk%d.isValid()", nb)
+			}
+		}
+		for _, e := range exts {
+			fs := append(append(append([]string(nil), pseudo...), e.fields...), ina...)
+			for b := 0; b < nb; b++ {
+				for _, l := range d.Lanes {
+					fs = append(fs, fmt.Sprintf("hdr.blk%d.v%s", d.Blocks[b], l))
+				}
+			}
+			out = append(out, ICRCCase{Cond: blocks + " && " + e.cond, Fields: fs})
+		}
+	}
+	return out
+}
+
+// ICRCHash returns the P4 statements that set bit<32> c to the CRC-32 of
+// the frame's current headers and values, one hash call per ICRCCases
+// case, indented by indent spaces.
+func (d Data) ICRCHash(indent int) string {
+	in := strings.Repeat(" ", indent)
+	var b strings.Builder
+	for i, c := range d.ICRCCases() {
+		if i == 0 {
+			fmt.Fprintf(&b, "%sif (%s) {\n", in, c.Cond)
+		} else {
+			fmt.Fprintf(&b, "%s} else if (%s) {\n", in, c.Cond)
+		}
+		fmt.Fprintf(&b, "%s    hash(c, HashAlgorithm.crc32, 32w0, {\n", in)
+		for k, f := range c.Fields {
+			sep := ","
+			if k == len(c.Fields)-1 {
+				sep = " }, 64w0x100000000);"
+			}
+			fmt.Fprintf(&b, "%s        %s%s\n", in, f, sep)
+		}
+	}
+	fmt.Fprintf(&b, "%s}", in)
+	return b.String()
 }
 
 // LastBlock is the last of Blocks.
@@ -45,7 +130,7 @@ func (d Data) LastBlock() int { return d.Blocks[len(d.Blocks)-1] }
 // sw.DefaultValuesPerPass lanes, 4 blocks (up to 4·64 values per packet,
 // 3 recirculations) and 4096 slots.
 func Default() Data {
-	d := Data{INAFields: inahdr.Fields, Blocks: []int{0, 1, 2, 3}, Slots: 4096}
+	d := Data{INAFields: inahdr.Fields, Blocks: []int{0, 1, 2, 3}, Slots: 4096, INALen: inahdr.Len}
 	for i := range sw.DefaultValuesPerPass {
 		d.Lanes = append(d.Lanes, fmt.Sprintf("%02d", i))
 	}
