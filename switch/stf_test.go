@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
 	"github.com/inabox/inabox/switch/p4/bmv2"
 )
 
@@ -242,6 +243,9 @@ type stfSwitch struct {
 	// (the Go switch keeps only sources: SetPortSource, AddPortSource).
 	secured map[int]bool
 	macs    map[portMAC]bool
+	// psRID is each FreeINA job's PS member (set_job's ps_rid): where the
+	// control plane's messages to the job go besides its group.
+	psRID map[uint16]uint16
 }
 
 type portMAC struct {
@@ -254,6 +258,9 @@ func (st *stfSwitch) packet(data []byte, port int) []out {
 	if err := st.checkSources(); err != nil {
 		panic(err)
 	}
+	if st.ctl && port == st.cpuPort {
+		return st.packetOut(data)
+	}
 	if st.ctl {
 		switch _, door := st.s.admitCtl(data, false, port, st.ctlQPN); door {
 		case ctlNotMine:
@@ -264,6 +271,34 @@ func (st *stfSwitch) packet(data []byte, port int) []out {
 		}
 	}
 	return runBatch(st.s, []Frame{{Data: data, InPort: port}})
+}
+
+// packetOut is a frame the control plane sends from the CPU port: a
+// control message to its INA header's job, replicated as CtlEnv.SendJob
+// (FreeINA's and DynaINA's: the job's group and its PS) or SendGroup (the
+// job's group) does, each replica through EgressUC; nothing for a job the
+// switch does not know.
+func (st *stfSwitch) packetOut(data []byte) []out {
+	ina := rdma.HeadersLen + rdma.BTHLen
+	if len(data) < ina+inahdr.Len || !inahdr.Header(data[ina:]).IsCtl() {
+		return nil
+	}
+	id := inahdr.Header(data[ina:]).Job()
+	j := st.s.jobByID(id)
+	if j == nil {
+		return nil
+	}
+	members := st.s.AppendMembers(nil, j.Group)
+	if rid, ok := st.psRID[id]; ok {
+		members = append(members, McastMember{RID: rid, Port: j.PSPort})
+	}
+	var res []out
+	for _, m := range members {
+		c := append([]byte(nil), data...)
+		st.s.EgressUC(c, m)
+		res = append(res, out{m.Port, c, ReasonNone})
+	}
+	return res
 }
 
 func (st *stfSwitch) add(f []string) error {
@@ -301,9 +336,10 @@ func (st *stfSwitch) add(f []string) error {
 		return s.AddWorker(WorkerEntry{Port: int(num(keys, "port")), QP: uint32(num(keys, "qp")),
 			Job: uint16(num(args, "job")), PS: true})
 	case "ina_job/set_job":
-		// ps_group (the job's group plus its PS, for FreeINA's result on
-		// the RC path) exists in the twin only: the Go switch sends the
-		// PS's copy itself (ActForwardMulticast).
+		// ps_group (the job's group plus its PS, node ps_rid) exists in
+		// the twin only: the Go switch sends the PS's copy of a result
+		// itself (ActForwardMulticast), and its control plane names the
+		// PS's member (FreeINAJob.PSRID) when it sends to the job.
 		js := JobSpec{ID: uint16(num(keys, "job")), Mask: uint32(num(args, "mask")),
 			Group: uint16(num(args, "group")), PSPort: int(num(args, "ps_port")), ResultToPS: num(args, "to_ps") != 0,
 			Priority: uint8(num(args, "prio")), PolicyID: int(num(args, "policy")), PoolID: uint16(num(args, "pool")),
@@ -312,6 +348,10 @@ func (st *stfSwitch) add(f []string) error {
 			if err := st.freeINA(js.PolicyID, js.PoolID); err != nil {
 				return err
 			}
+			if st.psRID == nil {
+				st.psRID = map[uint16]uint16{}
+			}
+			st.psRID[js.ID] = uint16(num(args, "ps_rid"))
 		}
 		return s.SetJob(js)
 	case "ina_lease/set_lease":

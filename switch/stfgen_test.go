@@ -40,8 +40,9 @@ type gjob struct {
 
 // Jobs of policy genFreeINA (FreeINA's and DynaINA's lease table,
 // registered as a slot stage) share pool genFreeINAPool; each has a
-// second multicast group, psGroup(id): its workers and its PS (rid 0, no
-// rewrite), for the twin's result on the RC path.
+// second multicast group, psGroup(id): its workers and its PS (rid
+// psRID(id)), for the twin's result on the RC path and the control
+// plane's messages to the job.
 const (
 	genFreeINA     = StageCustom
 	genFreeINAPool = 9
@@ -51,6 +52,10 @@ const (
 )
 
 func psGroup(job uint16) uint16 { return 1000 + job }
+
+// psRID is the rid of a FreeINA job's PS in its psGroup; its ina_egress
+// entry addresses the PS from the switch.
+func psRID(job uint16) uint16 { return gRID(job, 0xFF) }
 
 type gpool struct {
 	id               uint16
@@ -168,12 +173,12 @@ func (v *vecB) preamble() {
 			if j.reclaim {
 				reclaim = 1
 			}
-			pg := 0
+			pg, pr := 0, 0
 			if j.policy == genFreeINA {
-				pg = int(psGroup(j.id))
+				pg, pr = int(psGroup(j.id)), int(psRID(j.id))
 			}
-			v.c("add ina_job job:%d set_job(mask:%#x, group:%d, ps_port:%d, to_ps:%d, prio:%d, policy:%d, pool:%d, reclaim_held:%d, budget:%d, window:%d, ps_group:%d)",
-				j.id, mask, j.id, j.ps, toPS, j.prio, j.policy, j.pool, reclaim, j.budget, DefaultWindow, pg)
+			v.c("add ina_job job:%d set_job(mask:%#x, group:%d, ps_port:%d, to_ps:%d, prio:%d, policy:%d, pool:%d, reclaim_held:%d, budget:%d, window:%d, ps_group:%d, ps_rid:%d)",
+				j.id, mask, j.id, j.ps, toPS, j.prio, j.policy, j.pool, reclaim, j.budget, DefaultWindow, pg, pr)
 		}
 		v.c("add ina_worker port:%d qp:%#x set_ps(job:%d)", j.ps, gQP(j.id, 0xFF), j.id)
 		v.c("mc_mgrp_create %d", j.id)
@@ -193,7 +198,9 @@ func (v *vecB) preamble() {
 				v.c("mc_node_associate %d %d", psGroup(j.id), v.nodes)
 				v.nodes++
 			}
-			v.c("mc_node_create 0 %d", j.ps)
+			v.c("add ina_egress rid:%d set_dst(smac:%#x, dmac:%#x, sip:%#x, dip:%#x, qp:%#x)", psRID(j.id),
+				macNum(genSwitchIP), macNum(j.ps), 0x0a000000|genSwitchIP, 0x0a000000|j.ps, gQP(j.id, 0xFF))
+			v.c("mc_node_create %d %d", psRID(j.id), j.ps)
 			v.c("mc_node_associate %d %d", psGroup(j.id), v.nodes)
 			v.nodes++
 		}
@@ -944,6 +951,15 @@ var scenarios = []scenario{
 		v.packet(25, f)
 		v.c("expect 31 %s $", hexFrame(f))
 	}},
+	{"ctl_packet_out", "the control plane's messages from the CPU port: a GRANT to a FreeINA job is replicated to its workers and its PS (CtlEnv.SendJob), a LEFT to a SwitchML job to its workers (SendGroup), each replica through its rewrite as a UC SEND Only, PSN = the header's chunk field; a message to an unknown job goes nowhere", func(v *vecB) {
+		grant := switchMsg(inahdr.Ctl{Op: inahdr.CtlGrant, Job: 20, AllReduce: 1, Base: 128, Slots: 4, Chunks: 8})
+		v.packet(genCPUPort, grant.build())
+		v.expectOut(20, grant, true)
+		left := switchMsg(inahdr.Ctl{Op: inahdr.CtlLeft, Job: 1})
+		v.packet(genCPUPort, left.build())
+		v.expectOut(1, left, false)
+		v.packet(genCPUPort, switchMsg(inahdr.Ctl{Op: inahdr.CtlGrant, Job: 99, AllReduce: 1, Slots: 1, Chunks: 8}).build())
+	}},
 	{"ctl_alloc_free_to_cpu", "control messages for the switch (to its control QP) go to the control plane on the CPU port, unchanged: ALLOC and FREE only from the job's PS port (RC or UC SEND Only); from a worker's port or another job's PS port they are dropped", func(v *vecB) {
 		alloc := inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 20, AllReduce: 1, Chunks: 8, Want: 4}
 		v.ctl(50, alloc, 0x04, true)
@@ -1011,6 +1027,35 @@ func (v *vecB) expectUC(job uint16, res pkt) {
 func ctlPkt(port int, m inahdr.Ctl, opcode byte) pkt {
 	return pkt{srcMAC: mac(byte(port)), dstMAC: mac(genSwitchIP), src: ip(byte(port)), dst: ip(genSwitchIP),
 		qp: genCtlQPN, psn: 1, opcode: opcode, meta: m.Meta()}
+}
+
+// switchMsg is control message m as the switch's control plane builds it
+// (CtlEnv.SendJob): a UC SEND Only from and to the switch's address; each
+// replica's rewrite addresses it.
+func switchMsg(m inahdr.Ctl) pkt {
+	return pkt{srcMAC: mac(genSwitchIP), dstMAC: mac(genSwitchIP), src: ip(genSwitchIP), dst: ip(genSwitchIP),
+		opcode: 0x24, meta: m.Meta()}
+}
+
+// expectOut expects the control plane's message p replicated to job's
+// workers and, with ps, to its PS: each replica with its rewrite, PSN =
+// the chunk field (EgressUC).
+func (v *vecB) expectOut(job uint16, p pkt, ps bool) {
+	p.psn = p.meta.Chunk & 0xFFFFFF
+	f := p.build()
+	for w, port := range gjobByID(job).ports {
+		v.expect(port, toWorker(f, job, w))
+	}
+	if ps {
+		j := gjobByID(job)
+		r := append([]byte(nil), f...)
+		applyRewrite(r, &Rewrite{SrcMAC: mac(genSwitchIP), DstMAC: mac(byte(j.ps)), SrcIP: ip(genSwitchIP),
+			DstIP: ip(byte(j.ps)), DstQP: gQP(job, 0xFF)})
+		if err := rdma.SetICRC(r); err != nil {
+			panic(err)
+		}
+		v.expect(j.ps, r)
+	}
 }
 
 // ctl sends control message m in on port; admitted, it leaves unchanged

@@ -70,7 +70,9 @@ const bit<8> EM_PORT  = 1;
 const bit<8> EM_MCAST = 2;
 const bit<8> EM_BACK  = 3;
 const bit<8> EM_PLAIN = 4;
-const bit<8> EM_PSMCAST = 5; // FreeINA, RC path: the PS (rid 0) and the workers as UC
+// EM_PSMCAST: to ps_group as UC replicas (FreeINA's result on the RC path:
+// the PS's replica, rid ps_rid, as it is; a control plane's message: all).
+const bit<8> EM_PSMCAST = 5;
 
 // A trimmed frame (FreeINA's absorbed notice to the PS): IPv4 total length
 // of IPv4 + UDP + BTH + INA header + ICRC, before RETH and ImmDt.
@@ -255,6 +257,8 @@ struct metadata {
     @field_list(1) bit<64> out_tag;
     @field_list(1) bit<1>  trim;     // FreeINA: cut the values off (absorbed notice)
     @field_list(1) bit<16> ps_group; // FreeINA: the job's group plus its PS
+    @field_list(1) bit<16> ps_rid;   // FreeINA: the PS's node in ps_group
+    @field_list(1) bit<1>  pkt_out;  // a control plane's message from the CPU port
     // per pass
     bit<1>  recirc;
     bit<1>  rewrite;
@@ -536,9 +540,10 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
     // reclaim_held: JobSpec.ReclaimHeld (ESA); budget: JobSpec.Budget
     // (ATP's per-application aggregators, 0 = the whole pool).
     // window: JobSpec.Window (all-reduces in flight); ps_group: FreeINA's
-    // multicast group of the job's workers plus its PS (rid 0), 0 for others.
+    // multicast group of the job's workers plus its PS (node rid ps_rid,
+    // whose ina_egress entry addresses the PS), 0 for others.
     action set_job(bit<32> mask, bit<16> group, bit<9> ps_port, bit<1> to_ps, bit<8> prio, bit<8> policy, bit<16> pool,
-                   bit<1> reclaim_held, bit<32> budget, bit<16> window, bit<16> ps_group) {
+                   bit<1> reclaim_held, bit<32> budget, bit<16> window, bit<16> ps_group, bit<16> ps_rid) {
         meta.job_hit = 1;
         meta.mask = mask;
         meta.group = group;
@@ -551,6 +556,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
         meta.budget = budget;
         meta.window = window;
         meta.ps_group = ps_group;
+        meta.ps_rid = ps_rid;
     }
     action set_pool(bit<32> base, bit<32> aggs, bit<8> stride) {
         meta.pool_hit = 1;
@@ -707,8 +713,12 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
             // A control message for the switch (sw.ctlHeader): a SEND Only,
             // RC or UC, to the control QP, with FlagCtl. It passes the
             // control plane's door, not port security (sw.Node.Receive).
+            bit<1> from_cpu = 0;
+            if (meta.ctl_on == 1 && sm.ingress_port == meta.cpu_port) {
+                from_cpu = 1;
+            }
             bit<1> ctl_frame = 0;
-            if (meta.ctl_on == 1 && hdr.ina.isValid() && (hdr.ina.flags & FLAG_CTL) != 0 &&
+            if (meta.ctl_on == 1 && from_cpu == 0 && hdr.ina.isValid() && (hdr.ina.flags & FLAG_CTL) != 0 &&
                 hdr.bth.dst_qp == meta.ctl_qpn && (hdr.bth.opcode == 0x04 || hdr.bth.opcode == 0x24)) {
                 ctl_frame = 1;
             }
@@ -4149,7 +4159,12 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                     if (hdr.ina.isValid() && (hdr.ina.flags & FLAG_CTL) == 0 && (hdr.ina.flags & FLAG_RESULT) != 0) {
                         meta.job = hdr.ina.job; // a host's result: from its job's PS port?
                     }
-                    if (ctl_frame == 1) {
+                    if (from_cpu == 1 && hdr.ina.isValid() && (hdr.ina.flags & FLAG_CTL) != 0) {
+                        // The control plane's message to a job (sw.CtlEnv.SendJob,
+                        // SendGroup): replicated to the job's group (and PS).
+                        meta.pkt_out = 1;
+                        meta.job = hdr.ina.job;
+                    } else if (ctl_frame == 1) {
                         meta.to_ctl = 1;
                         if (hdr.ina.worker == CTL_ALLOC || hdr.ina.worker == CTL_FREE) {
                             meta.job = hdr.ina.job; // from the job's PS port?
@@ -4460,7 +4475,17 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                     // plane if it comes from where its opcode may come from
                     // (sw.Switch.ctlSenderOK), else it is dropped.
                     bit<1> forged = 0;
-                    if (meta.to_ctl == 1) {
+                    if (meta.pkt_out == 1) {
+                        // to ps_group (FreeINA, DynaINA: the workers and the
+                        // PS), or the job's group; nothing for an unknown job
+                        forged = 1;
+                        if (meta.job_hit == 1) {
+                            forged = 0;
+                            if (meta.ps_group == 0) {
+                                meta.ps_group = meta.group;
+                            }
+                        }
+                    } else if (meta.to_ctl == 1) {
                         forged = 1;
                         if ((hdr.ina.worker == CTL_ALLOC || hdr.ina.worker == CTL_FREE) && meta.job_hit == 1 &&
                             sm.ingress_port == meta.ps_port) {
@@ -4481,6 +4506,8 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                     }
                     if (forged == 1) {
                         drop();
+                    } else if (meta.pkt_out == 1) {
+                        meta.emit = EM_PSMCAST;
                     } else if (meta.to_ctl == 1) {
                         sm.egress_spec = meta.cpu_port; // unchanged
                     } else if (!l2_fwd.apply().hit) {
@@ -4692,13 +4719,13 @@ control MyEgress(inout headers hdr, inout metadata meta, inout standard_metadata
             if (meta.emit == EM_MCAST || meta.emit == EM_PSMCAST) {
                 meta.rw_rid = sm.egress_rid;
             }
-            // FreeINA's result to a worker (sw.Switch.EgressUC): its
-            // rewrite, the opcode's UC twin, no AckReq, PSN = chunk mod
-            // 2^24. The replica of rid 0 goes to the PS as it is.
+            // A replica to ps_group (sw.Switch.EgressUC): its rewrite, the
+            // opcode's UC twin, no AckReq, PSN = chunk mod 2^24. FreeINA's
+            // result goes to the PS (rid ps_rid) as it is.
             bit<1> rw = 1;
             bit<1> to_uc = 0;
             if (meta.emit == EM_PSMCAST) {
-                if (sm.egress_rid == 0) {
+                if (meta.pkt_out == 0 && sm.egress_rid == meta.ps_rid) {
                     rw = 0;
                 } else {
                     to_uc = 1;
