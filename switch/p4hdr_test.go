@@ -87,7 +87,7 @@ func TestP4HeadersMatchGo(t *testing.T) {
 		}
 	}
 	sizes := map[string]int{"ethernet_h": 14, "ipv4_h": 20, "udp_h": 8, "bth_h": rdma.BTHLen, "reth_h": rdma.RETHLen,
-		"immdt_h": rdma.ImmDtLen, "ina_h": inahdr.Len, "ina_blk_h": 4 * DefaultValuesPerPass}
+		"immdt_h": rdma.ImmDtLen, "ina_h": inahdr.Len, "ina_val_h": 4}
 	for name, n := range sizes {
 		if got := bitsOf(h[name]); got != 8*n {
 			t.Errorf("%s is %d bits, want %d bytes", name, got, n)

@@ -12,6 +12,8 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"math/bits"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -40,21 +42,43 @@ type Data struct {
 	INALen    int            // bytes of the INA header (inahdr.Len)
 }
 
+// MaxValues is the most values a packet may carry in the twin: a pass's
+// lanes times the passes.
+func (d Data) MaxValues() int { return len(d.Lanes) * len(d.Blocks) }
+
+// CountMask masks the bits of a value count at or above MaxValues (a
+// power of two): a count with none of them set is below MaxValues.
+func (d Data) CountMask() uint16 { return ^uint16(d.MaxValues() - 1) }
+
+// PassShift is log2 of the lanes per pass (a power of two).
+func (d Data) PassShift() int { return bits.TrailingZeros(uint(len(d.Lanes))) }
+
+// ValIndex is the index in the value stack of lane (its name) in pass b.
+func (d Data) ValIndex(b int, lane string) int {
+	l, _ := strconv.Atoi(lane)
+	return b*len(d.Lanes) + l
+}
+
 // ICRCCase is one shape of frame whose ICRC the twin computes: Cond
-// selects it (the extension headers present and the value blocks valid)
-// and Fields is the field list of v1model's hash(crc32) that covers it.
+// selects it (the INA header's value count, the extension headers
+// present) and Fields is the field list of v1model's hash(crc32) that
+// covers it.
 type ICRCCase struct {
 	Cond   string
 	Fields []string
 }
 
-// ICRCCases returns the frame shapes whose ICRC the twin computes, one
-// per combination of extension headers (none, RETH, ImmDt, both) and of
-// value blocks (0, a trimmed frame, to len(Blocks)). Each field list is
-// the ICRC's input as rdma.ComputeICRC takes it: 8 bytes of ones, the
-// IPv4, UDP and BTH headers with TOS, TTL, the IPv4 and UDP checksums and
-// BTH's F/B/reserved byte set to ones, then the rest of the transport
-// payload (extension headers, INA header, values).
+// ICRCCases returns the frame shapes whose ICRC the twin computes: every
+// combination of extension headers (none, RETH, ImmDt, both) with 0 values
+// (a trimmed frame, a control message) or whole passes of values (64, 128,
+// ...). Each field list is the ICRC's input as rdma.ComputeICRC takes it:
+// 8 bytes of ones, the IPv4, UDP and BTH headers with TOS, TTL, the IPv4
+// and UDP checksums and BTH's F/B/reserved byte set to ones, then the rest
+// of the transport payload (extension headers, INA header, values). A
+// field list names a fixed set of fields (p4c copies them into
+// temporaries, so a field of an invalid header would count), so a count
+// that is not a whole number of passes has no case: its ICRC is left as
+// it was.
 func (d Data) ICRCCases() []ICRCCase {
 	pseudo := []string{"64w0xFFFFFFFFFFFFFFFF",
 		"hdr.ipv4.version", "hdr.ipv4.ihl", "8w0xFF", "hdr.ipv4.total_len", "hdr.ipv4.identification",
@@ -78,21 +102,13 @@ func (d Data) ICRCCases() []ICRCCase {
 	}
 	var out []ICRCCase
 	for nb := 0; nb <= len(d.Blocks); nb++ {
-		blocks := "!hdr.blk0.isValid()"
-		if nb > 0 {
-			blocks = fmt.Sprintf("hdr.blk%d.isValid()", nb-1)
-			if nb < len(d.Blocks) {
-				blocks += fmt.Sprintf(" && !hdr.blk%d.isValid()", nb)
-			}
-		}
+		n := nb * len(d.Lanes)
 		for _, e := range exts {
 			fs := append(append(append([]string(nil), pseudo...), e.fields...), ina...)
-			for b := 0; b < nb; b++ {
-				for _, l := range d.Lanes {
-					fs = append(fs, fmt.Sprintf("hdr.blk%d.v%s", d.Blocks[b], l))
-				}
+			for i := range n {
+				fs = append(fs, fmt.Sprintf("hdr.vals[%d].v", i))
 			}
-			out = append(out, ICRCCase{Cond: blocks + " && " + e.cond, Fields: fs})
+			out = append(out, ICRCCase{Cond: fmt.Sprintf("hdr.ina.count == %d && %s", n, e.cond), Fields: fs})
 		}
 	}
 	return out
@@ -100,7 +116,8 @@ func (d Data) ICRCCases() []ICRCCase {
 
 // ICRCHash returns the P4 statements that set bit<32> c to the CRC-32 of
 // the frame's current headers and values, one hash call per ICRCCases
-// case, indented by indent spaces.
+// case, and bit<1> known to 1 if a case applied (0: c is not the frame's
+// ICRC), indented by indent spaces.
 func (d Data) ICRCHash(indent int) string {
 	in := strings.Repeat(" ", indent)
 	var b strings.Builder
@@ -119,7 +136,7 @@ func (d Data) ICRCHash(indent int) string {
 			fmt.Fprintf(&b, "%s        %s%s\n", in, f, sep)
 		}
 	}
-	fmt.Fprintf(&b, "%s}", in)
+	fmt.Fprintf(&b, "%s} else {\n%s    known = 0;\n%s}", in, in, in)
 	return b.String()
 }
 
