@@ -4244,7 +4244,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                     if (meta.policy == POLICY_FREEINA) {
                         ina_lease.apply();
                         first = meta.l_base;
-                        if (meta.lease_hit == 1) {
+                        if (meta.lease_hit == 1 && meta.l_aggs != 0) {
                             hash(idx, HashAlgorithm.identity, 32w0, { hdr.ina.chunk }, meta.l_aggs);
                         }
                     } else if (meta.policy == POLICY_STATIC) {
@@ -4302,7 +4302,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                             if (meta.rc == 0) {
                                 verdict = 6;
                             }
-                        } else if ((hdr.ina.flags & FLAG_OVERFLOW) != 0 || meta.lease_hit == 0 || meta.passes > meta.stride) {
+                        } else if ((hdr.ina.flags & FLAG_OVERFLOW) != 0 || meta.lease_hit == 0 || meta.l_aggs == 0 || meta.passes > meta.stride) {
                             verdict = 0;
                         } else if (own == meta.tag && st == ST_CLAIMED) {
                             if ((bm & bit_w) != 0) {
