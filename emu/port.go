@@ -32,7 +32,8 @@ type Port interface {
 // PollPort is a Port the real-time driver can read and write from its own
 // loop (Linux): it waits for the port's fd in one epoll set with the other
 // ports and the next timer, instead of handing frames to and from reader
-// and writer goroutines. TAPPort, UDPPort and procnode's PacketPort implement it.
+// and writer goroutines. TAPPort, UDPPort and procnode's PacketPort and XDPPort
+// implement it.
 type PollPort interface {
 	Port
 	// PollFd switches the port to polled use and returns its non-blocking

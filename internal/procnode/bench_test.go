@@ -232,6 +232,13 @@ func openPacket(tb testing.TB, ns, dev string, batch int) *PacketPort {
 // (0 in, 1 out; l2_fwd to port 1) and returns a stop function.
 func switchProc(tb testing.TB, ns string, att []Attachment) func() Report {
 	tb.Helper()
+	return switchProcDriver(tb, ns, att, false)
+}
+
+// switchProcDriver is switchProc with the goroutine driver if goroutine
+// is set (Spec.GoroutinePorts), else the polled one.
+func switchProcDriver(tb testing.TB, ns string, att []Attachment, goroutine bool) func() Report {
+	tb.Helper()
 	s, err := sw.New(sw.Config{Ports: 2})
 	if err != nil {
 		tb.Fatal(err)
@@ -239,7 +246,7 @@ func switchProc(tb testing.TB, ns string, att []Attachment) func() Report {
 	if err := s.AddL2([6]byte{2, 0xbe, 0, 0, 0, 2}, 1); err != nil {
 		tb.Fatal(err)
 	}
-	p, err := Open(Spec{Name: "switch", Node: sw.NewNode(s), Ports: 2, Netns: ns, Attach: att})
+	p, err := Open(Spec{Name: "switch", Node: sw.NewNode(s), Ports: 2, Netns: ns, Attach: att, GoroutinePorts: goroutine})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -420,7 +427,8 @@ func benchVeths(tb testing.TB, ns string) {
 //	pipe=xdp                     no switch: the AF_XDP generator on g0 straight into an AF_XDP sink on s0 (the kernel path's ceiling)
 //	runtime=xdp-generic          as runtime=xdp with every port in generic (SKB) mode
 //	runtime=xdp                  the switch node on AF_XDP veth ends s0/s1 (auto mode: native on veth, copy),
-//	                             an AF_XDP generator on g0 and sink on g1
+//	                             an AF_XDP generator on g0 and sink on g1; the ports polled by the run loop
+//	runtime=xdp-goroutine        the same with the goroutine driver (a reader and a writer goroutine per port)
 //	ratio=xdp-over-base          the medians (over -count runs) of runtime=xdp's, runtime=xdp-generic's
 //	                             and runtime=packet-batch64's fwd-pps over the base's, and the medians
 //
@@ -434,7 +442,7 @@ func BenchmarkSwitchXDP(b *testing.B) {
 	frame := benchFrame(b)
 	// Every measurement of a row (-count n) is kept; the ratio row reports
 	// medians.
-	var base, pkt, gen, xdp []float64
+	var base, pkt, gen, xdp, xdpg []float64
 	keep := func(b *testing.B, v *[]float64, pps float64) {
 		if b.N >= 10000 { // not testing's first probe with b.N = 1
 			*v = append(*v, pps)
@@ -481,6 +489,16 @@ func BenchmarkSwitchXDP(b *testing.B) {
 			b.Logf("generator %s, sink %s; switch ports %s, %s", gen.Describe(), sink.Describe(), rep.Ports[0].Backend, rep.Ports[1].Backend)
 		}
 	})
+	b.Run("runtime=xdp-goroutine", func(b *testing.B) {
+		ns := benchNS(b)
+		benchVeths(b, ns)
+		stop := switchProcDriver(b, ns, []Attachment{
+			{Port: 0, Backend: BackendXDP, Dev: "s0", Batch: 64}, {Port: 1, Backend: BackendXDP, Dev: "s1", Batch: 64}}, true)
+		gen, sink := openXDPBench(b, ns, "g0", XDPModeAuto), openXDPBench(b, ns, "g1", XDPModeAuto)
+		keep(b, &xdpg, pumpWindow(b, gen, sink, frame, w))
+		rep := stop()
+		b.ReportMetric(float64(rep.Realtime.MaxLate.Microseconds()), "max-late-µs")
+	})
 	b.Run("ratio=xdp-over-base", func(b *testing.B) {
 		if len(base) == 0 || len(xdp) == 0 {
 			b.Skip("a measurement is missing")
@@ -493,6 +511,10 @@ func BenchmarkSwitchXDP(b *testing.B) {
 		b.ReportMetric(mp, "packet-pps")
 		b.ReportMetric(mg, "xdp-generic-pps")
 		b.ReportMetric(mx, "xdp-pps")
+		if len(xdpg) > 0 {
+			b.ReportMetric(median(xdpg), "xdp-goroutine-pps")
+			b.ReportMetric(mx/median(xdpg), "polled/goroutine")
+		}
 		b.ReportMetric(float64(len(xdp)), "runs")
 		b.ReportMetric(0, "ns/op")
 	})

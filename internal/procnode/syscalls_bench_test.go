@@ -125,7 +125,8 @@ func openUDPIn(tb testing.TB, ns, spec string) emu.Port {
 // kernel per forwarded frame: system calls and context switches of all
 // its threads (perf stat on a child process running the switch node),
 // with the goroutine driver and the polled one, on TAP devices, on
-// AF_PACKET veth ends and on UDP sockets (the --transport udp path), at saturation and paced (one frame every 50 µs:
+// AF_PACKET veth ends, on AF_XDP veth ends and on UDP sockets (the
+// --transport udp path), at saturation and paced (one frame every 50 µs:
 // the per-frame wake-ups of a lightly loaded link).
 //
 //	go test -run '^$' -bench RealtimeSyscalls -benchtime 100000x ./internal/procnode
@@ -139,7 +140,7 @@ func BenchmarkRealtimeSyscalls(b *testing.B) {
 		name     string
 		interval time.Duration
 	}{{"paced-50us", 50 * time.Microsecond}, {"saturated", 0}} {
-		for _, backend := range []string{BackendTAP, BackendPacket, BackendUDP} {
+		for _, backend := range []string{BackendTAP, BackendPacket, BackendUDP, BackendXDP} {
 			for _, driver := range []string{"goroutine", "polled"} {
 				b.Run(fmt.Sprintf("load=%s/backend=%s/driver=%s", load.name, backend, driver), func(b *testing.B) {
 					ns := benchNS(b)
@@ -149,10 +150,12 @@ func BenchmarkRealtimeSyscalls(b *testing.B) {
 						linkUp(b, h, "lo")
 						dev0, dev1, g0, g1 = "127.0.0.1:7100->127.0.0.1:7200", "127.0.0.1:7101->127.0.0.1:7201", "127.0.0.1:7200->127.0.0.1:7100", "127.0.0.1:7201->127.0.0.1:7101"
 					}
-					if backend == BackendPacket {
+					if backend == BackendPacket || backend == BackendXDP {
 						dev0, dev1, g0, g1 = "s0", "s1", "g0", "g1"
 						for _, v := range [][2]string{{"g0", "s0"}, {"g1", "s1"}} {
-							if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v[0]}, PeerName: v[1]}); err != nil {
+							// one queue each: an AF_XDP port serves one queue
+							if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v[0], NumTxQueues: 1, NumRxQueues: 1},
+								PeerName: v[1], PeerNumTxQueues: 1, PeerNumRxQueues: 1}); err != nil {
 								b.Fatal(err)
 							}
 							linkUp(b, h, v[0])

@@ -137,6 +137,14 @@ type XDPPort struct {
 
 	errClosed error
 
+	// Polled use (emu.PollPort): the socket out of the Go netpoller, and
+	// the TX ring's frames up to reported counted as written. Frames posted
+	// after reported that the kernel had not taken when TryWrite returned
+	// were not counted: the driver passes them again first (the rest of a
+	// short write comes back, in order), and TryWrite skips them.
+	polled   bool
+	reported uint32
+
 	rd struct {
 		bufs  [][]byte
 		sizes []int
@@ -146,7 +154,7 @@ type XDPPort struct {
 	}
 }
 
-var _ emu.Port = (*XDPPort)(nil)
+var _ emu.PollPort = (*XDPPort)(nil)
 
 // xdpFail wraps err for device dev and step what, marking the errors that
 // mean AF_XDP/XDP is not available (ErrXDPUnavailable) and saying why.
@@ -455,11 +463,18 @@ func (p *XDPPort) Describe() string {
 // ring or an empty fill ring, invalid descriptors).
 func (p *XDPPort) KernelStats() (unix.XDPStatistics, error) {
 	var st unix.XDPStatistics
-	err := p.rc.Control(func(fd uintptr) {
+	get := func(fd uintptr) {
 		if e := getsockopt(int(fd), unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&st), unsafe.Sizeof(st)); e != nil {
 			st = unix.XDPStatistics{}
 		}
-	})
+	}
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	if p.polled {
+		get(uintptr(p.sock))
+		return st, nil
+	}
+	err := p.rc.Control(get)
 	return st, err
 }
 
@@ -471,6 +486,9 @@ func (p *XDPPort) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	defer p.rdMu.Unlock()
 	if p.closed.Load() {
 		return 0, p.errClosed
+	}
+	if p.polled {
+		return 0, p.errPolled()
 	}
 	m := min(len(bufs), p.batch)
 	if m == 0 {
@@ -584,6 +602,9 @@ func (p *XDPPort) Write(bufs [][]byte, offset int) (int, error) {
 	if p.closed.Load() {
 		return 0, p.errClosed
 	}
+	if p.polled {
+		return 0, p.errPolled()
+	}
 	fd := uintptr(p.sock)
 	sent, spins := 0, 0
 	prod := atomic.LoadUint32(p.tx.prod)
@@ -638,6 +659,105 @@ func (p *XDPPort) Write(bufs [][]byte, offset int) (int, error) {
 	return sent, ferr
 }
 
+func (p *XDPPort) errPolled() error {
+	return fmt.Errorf("procnode: %s: polled (PollFd): use TryRead and TryWrite", p.name)
+}
+
+// PollFd implements emu.PollPort: the socket, moved out of the Go
+// netpoller (emu.DupOutOfNetpoller), readable when the RX ring holds
+// frames, writable when the TX ring has room. In copy mode the kernel
+// also sends what waits on the TX ring when the socket is polled. Read
+// and Write fail afterwards.
+func (p *XDPPort) PollFd() (int, error) {
+	p.rdMu.Lock()
+	defer p.rdMu.Unlock()
+	p.wrMu.Lock()
+	defer p.wrMu.Unlock()
+	if p.closed.Load() {
+		return -1, p.errClosed
+	}
+	if p.polled {
+		return p.sock, nil
+	}
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	fd, err := emu.DupOutOfNetpoller(p.file)
+	if err != nil {
+		return -1, fmt.Errorf("procnode: %s: %w", p.name, err)
+	}
+	// The XSKMAP holds the socket itself, not the old number.
+	p.file, p.rc, p.fd, p.sock = nil, nil, fd, fd
+	p.polled = true
+	p.reported = atomic.LoadUint32(p.tx.prod)
+	return fd, nil
+}
+
+// TryRead implements emu.PollPort: the frames waiting in the RX ring (up
+// to len(bufs) and BatchSize), without a system call unless the driver
+// waits for fill entries.
+func (p *XDPPort) TryRead(bufs [][]byte, sizes []int, offset int) (int, error) {
+	p.rdMu.Lock()
+	defer p.rdMu.Unlock()
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	r := &p.rd
+	r.bufs, r.sizes, r.off, r.n = bufs[:min(len(bufs), p.batch)], sizes, offset, 0
+	p.recv(0)
+	n := r.n
+	r.bufs, r.sizes = nil, nil
+	return n, nil
+}
+
+// TryWrite implements emu.PollPort: it posts frames on the TX ring as far
+// as it has room and free chunks, kicks the kernel once, and counts the
+// frames the kernel has taken off the ring. A frame still on the ring is
+// not counted: the driver passes it again first, and it is not posted
+// twice (XDPPort.reported). A short count means the kernel had no room or
+// budget; the driver waits for writability, and polling the socket drives
+// the kernel's send in copy mode.
+func (p *XDPPort) TryWrite(bufs [][]byte, offset int) (int, error) {
+	p.wrMu.Lock()
+	defer p.wrMu.Unlock()
+	if p.closed.Load() {
+		return 0, p.errClosed
+	}
+	prod := atomic.LoadUint32(p.tx.prod)
+	onRing := int(prod - p.reported) // bufs[:onRing] are posted already
+	if onRing > len(bufs) {
+		return 0, fmt.Errorf("procnode: %s: TryWrite of %d frames, %d of an earlier call still on the ring", p.name, len(bufs), onRing)
+	}
+	p.reclaim()
+	room := xdpTxFrames - (prod - atomic.LoadUint32(p.tx.cons))
+	var ferr error
+	for i := onRing; i < len(bufs) && room > 0 && len(p.txFree) > 0 && i-onRing < p.batch; i++ {
+		f := bufs[i][offset:]
+		if len(f) > XDPMaxFrame {
+			ferr = fmt.Errorf("procnode: %s: %d-byte frame: %w", p.name, len(f), emu.ErrFrameTooLarge)
+			break
+		}
+		a := p.txFree[len(p.txFree)-1]
+		p.txFree = p.txFree[:len(p.txFree)-1]
+		copy(p.umem[a:a+xdpFrameSize], f)
+		d := p.tx.xdesc(prod)
+		d.Addr, d.Len, d.Options = a, uint32(len(f)), 0
+		prod++
+		room--
+	}
+	atomic.StoreUint32(p.tx.prod, prod)
+	if _, err := p.kick(uintptr(p.sock)); err != nil {
+		p.reported = prod // what is on the ring is lost to the driver
+		return 0, err
+	}
+	n := int(atomic.LoadUint32(p.tx.cons) - p.reported)
+	p.reported += uint32(n)
+	p.TxPackets.Add(uint64(n))
+	if ferr != nil && n == int(prod-p.reported)+n { // everything before the oversize frame is out
+		return n, ferr
+	}
+	return n, nil
+}
+
 // Close detaches the XDP program, closes the socket (unblocking a pending
 // Read), waits for Read and Write to return and frees the rings and the
 // UMEM.
@@ -650,9 +770,13 @@ func (p *XDPPort) Close() error {
 		err = p.lnk.Close()
 		p.lnk = nil
 	}
-	if cerr := p.file.Close(); cerr != nil && err == nil {
-		err = cerr
+	p.closeMu.Lock()
+	if p.file != nil { // polled: release closes the socket
+		if cerr := p.file.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
 	}
+	p.closeMu.Unlock()
 	p.rdMu.Lock()
 	p.wrMu.Lock()
 	p.release()
@@ -671,6 +795,7 @@ func (p *XDPPort) release() {
 	}
 	if p.file != nil {
 		p.file.Close()
+		p.file = nil
 	} else if p.fd >= 0 {
 		unix.Close(p.fd)
 		p.fd = -1
