@@ -129,7 +129,7 @@ func newFlagSet(f *cliFlags) *flag.FlagSet {
 	fs.BoolVar(&f.cfg.KeepWorkDir, "keep", false, "keep the work directory (reports, sockets)")
 	fs.StringVar(&f.cfg.Transport, "transport", TransportTAP, "how the processes exchange frames: tap (TAP, bridges, veths in namespaces) or udp (namespaces as machines on a routed network, every port a UDP socket, the network start barrier: the multi-host path)")
 	fs.BoolVar(&f.cfg.VsVirtual, "vs-virtual", false, "also run the scenario in virtual time and report each job's JCT ÷ its virtual JCT")
-	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of every PS and worker process")
+	fs.StringVar(&f.cfg.ProfileDir, "profile", "", "directory for a CPU profile of the switch and of every PS and worker process")
 	fs.BoolVar(&f.clean, "clean", false, "remove namespaces left by runs whose orchestrator was killed, then exit")
 	emitFlags(fs, f)
 	fs.BoolVar(&f.cfg.Hold, "hold", false, "once the run ends, keep its namespaces (and processes still running) until Ctrl-C, for inabox exec NODE -- CMD")

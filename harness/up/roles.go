@@ -172,6 +172,7 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	swBackend := fs.String("backend", procnode.BackendTAP, "tap (create the --taps), or with --devs: packet (AF_PACKET), ring (AF_PACKET rings) or xdp (AF_XDP)")
 	xdpOpts := newXDPFlags(fs)
 	control := fs.String("control", "", "control API address: unix socket path, unix:PATH or tcp:127.0.0.1:PORT (required)")
+	swProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	slots := fs.Int("slots", 0, "aggregator slots (without --scenario; 0 = default)")
 	passTime := fs.Duration("pass-time", 0, "pipeline time per pass (without --scenario; 0 = infinitely fast)")
 	batch := fs.Int("batch", 0, "TAP read batch (0 = default)")
@@ -394,6 +395,21 @@ func switchMain(args []string, stderr io.Writer, only **flag.FlagSet) int {
 	// counters are read then, as inabox up reads them).
 	var counters swctl.Stats
 	rctx, end := sn.endPhase(ctx, func() { counters = srv.Snapshot() })
+	if *swProfile != "" {
+		f, err := os.Create(*swProfile)
+		if err != nil {
+			proc.Run(cancelled())
+			hs.Close()
+			return fail(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			proc.Run(cancelled())
+			hs.Close()
+			return fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := proc.Run(rctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	hs.Shutdown(sctx)

@@ -81,7 +81,7 @@ type Config struct {
 	LateTolerance time.Duration
 	// KeepWorkDir keeps the directory with reports and sockets.
 	KeepWorkDir bool
-	// ProfileDir, if set, receives a CPU profile of every PS and worker
+	// ProfileDir, if set, receives a CPU profile of the switch and of every PS and worker
 	// process (<node>.pprof).
 	ProfileDir string
 	// Transport is how the processes exchange frames: TransportTAP ("" =
@@ -697,6 +697,9 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 		swArgs = append(swArgs, "--pcap", cfg.PcapDir)
 	}
 	swArgs = append(swArgs, r.syncArgs(switchProc)...)
+	if cfg.ProfileDir != "" {
+		swArgs = append(swArgs, "--cpuprofile", filepath.Join(cfg.ProfileDir, switchProc+".pprof"))
+	}
 	if _, err := r.startSwitch(ctx, swArgs); err != nil {
 		return err
 	}
