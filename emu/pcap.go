@@ -48,7 +48,7 @@ func (n *Network) Capture(node string, port int, w io.Writer) error {
 		return &ConfigError{"capture on node " + node, "port", port, fmt.Sprintf("must be in [0, %d)", ns.nports)}
 	}
 	pw := pcapgo.NewWriterNanos(w)
-	if err := pw.WriteFileHeader(uint32(n.cfg.Headroom+n.cfg.MaxFrame), layers.LinkTypeEthernet); err != nil {
+	if err := pw.WriteFileHeader(uint32(n.cfg.MaxFrame), layers.LinkTypeEthernet); err != nil { // snap length: the largest frame
 		return fmt.Errorf("emu: Capture %s:%d: %w", node, port, err)
 	}
 	ns.ports[port].cap = &capture{w: pw}
