@@ -10,8 +10,10 @@ import (
 
 // DefaultHeadroom is the number of bytes kept free in front of a packet's data
 // so that headers (or a backend's own header, such as a virtio-net header) can be
-// prepended in place.
-const DefaultHeadroom = 128
+// prepended in place: what the real-time driver hands a backend's Write in front
+// of each frame (writeOffset). Every queued frame carries it, so it is no larger:
+// 700 k frames queued at line rate hold 67 MB less than with 128.
+const DefaultHeadroom = 32
 
 // DefaultMaxFrame is the largest frame a pooled buffer holds after its headroom:
 // a 9000-byte jumbo MTU plus the Ethernet header, a VLAN tag and slack.

@@ -14,6 +14,10 @@ import (
 // frame (enough for a virtio-net header).
 const writeOffset = 32
 
+// The pool's default headroom holds what a backend's Write gets in front of
+// each frame, so no frame is copied to make room (writeBuf).
+const _ = uint(DefaultHeadroom - writeOffset)
+
 // extPort is a link end outside the emulator: a Port backend driven by a
 // reader and a writer goroutine during a real-time run.
 type extPort struct {
