@@ -693,14 +693,7 @@ var scenarios = []scenario{
 		v.lease(20, 2, 128, 4, 0x2000000)
 		const c = 0x1000006
 		a, b := seq(64, func(i int) int32 { return 2 * int32(i) }), seq(64, func(i int) int32 { return -int32(i) - 100 })
-		p0 := gpkt(20, 2, c, 0, a)
-		v.packet(25, p0.build())
-		v.expect(50, trimmed(p0, 132).build())
-		last := gpkt(20, 2, c, 1, b)
-		v.packet(26, last.build())
-		res := result(last, sumOf(a, b), 3, 132, 0, 0)
-		v.expect(50, res.build())
-		v.expectUC(20, res)
+		v.completeRC(20, 2, c, 132, a, b)
 		v.reg("ina_state", 132, uint64(StateComplete))
 		v.reg("ina_count", 132, 2)
 	}},
@@ -717,15 +710,8 @@ var scenarios = []scenario{
 	{"freeina_resend_result_to_ps", "FreeINA, RC path: a retransmission that finds its chunk complete goes on to the PS carrying the stored result (FlagResult)", func(v *vecB) {
 		v.lease(20, 1, 128, 4, 8)
 		a, b := seq(64, func(i int) int32 { return int32(i) * 7 }), seq(64, func(i int) int32 { return 1 })
-		p0 := gpkt(20, 1, 1, 0, a)
-		v.packet(25, p0.build())
-		v.expect(50, trimmed(p0, 130).build())
-		last := gpkt(20, 1, 1, 1, b)
-		v.packet(26, last.build())
+		v.completeRC(20, 1, 1, 130, a, b)
 		sums := sumOf(a, b)
-		res := result(last, sums, 3, 130, 0, 0)
-		v.expect(50, res.build())
-		v.expectUC(20, res)
 		re := gpkt(20, 1, 1, 0, a)
 		re.meta.Flags = inahdr.FlagResend
 		v.packet(25, re.build())
@@ -789,14 +775,7 @@ var scenarios = []scenario{
 	{"freeina_lease_reuse", "FreeINA: a lease of 2 aggregators for 4 chunks: chunk 2 takes chunk 0's completed aggregator, chunk 3 takes chunk 1's incomplete one (its missing contributions go raw to the PS), and chunk 1's late contribution collides", func(v *vecB) {
 		v.lease(20, 1, 128, 2, 4)
 		a, b := seq(64, func(i int) int32 { return 3 }), seq(64, func(i int) int32 { return int32(i) })
-		p0 := gpkt(20, 1, 0, 0, a)
-		v.packet(25, p0.build())
-		v.expect(50, trimmed(p0, 128).build())
-		last := gpkt(20, 1, 0, 1, b)
-		v.packet(26, last.build())
-		res := result(last, sumOf(a, b), 3, 128, 0, 0)
-		v.expect(50, res.build())
-		v.expectUC(20, res)
+		v.completeRC(20, 1, 0, 128, a, b)
 		p2 := gpkt(20, 1, 2, 0, b)
 		v.packet(25, p2.build())
 		v.expect(50, trimmed(p2, 128).build())
@@ -818,16 +797,7 @@ var scenarios = []scenario{
 		a := seq(128, func(i int) int32 { return int32(i) })
 		b := seq(128, func(i int) int32 { return -2 * int32(i) })
 		c := seq(128, func(i int) int32 { return 1 << 24 })
-		p0, p1 := gpkt(21, 1, 4, 0, a), gpkt(21, 1, 4, 1, b)
-		v.packet(27, p0.build())
-		v.expect(51, trimmed(p0, 138).build())
-		v.packet(28, p1.build())
-		v.expect(51, trimmed(p1, 138).build())
-		last := gpkt(21, 1, 4, 2, c)
-		v.packet(29, last.build())
-		res := result(last, sumOf(a, b, c), 7, 138, 0, 0)
-		v.expect(51, res.build())
-		v.expectUC(21, res)
+		v.completeRC(21, 1, 4, 138, a, b, c)
 		v.reg("ina_v00", 139, uint64(uint32(1<<24-64)))
 	}},
 	{"freeina_host_overflow_collides", "FreeINA: a contribution the host flagged FlagOverflow is not aggregated: it goes raw to the PS, marked FlagCollision", func(v *vecB) {
@@ -840,14 +810,7 @@ var scenarios = []scenario{
 	{"freeina_ps_result_releases", "FreeINA: the PS's result for a chunk (FlagFromPS|FlagResult) is multicast to the workers and frees the aggregator that holds the chunk's completed sum", func(v *vecB) {
 		v.lease(20, 1, 128, 4, 8)
 		a, b := seq(64, func(i int) int32 { return 11 }), seq(64, func(i int) int32 { return 12 })
-		p0 := gpkt(20, 1, 3, 0, a)
-		v.packet(25, p0.build())
-		v.expect(50, trimmed(p0, 134).build())
-		last := gpkt(20, 1, 3, 1, b)
-		v.packet(26, last.build())
-		res := result(last, sumOf(a, b), 3, 134, 0, 0)
-		v.expect(50, res.build())
-		v.expectUC(20, res)
+		v.completeRC(20, 1, 3, 134, a, b)
 		ps := gps(20, 1, 3, inahdr.FlagResult, sumOf(a, b))
 		v.packet(50, ps.build())
 		v.expectMcast(20, ps)
@@ -989,16 +952,7 @@ var scenarios = []scenario{
 		a := seq(100, func(i int) int32 { return int32(i) << 8 })
 		b := seq(100, func(i int) int32 { return -int32(i) })
 		c := seq(100, func(i int) int32 { return 7 })
-		p0, p1 := gpkt(21, 2, 1, 0, a), gpkt(21, 2, 1, 1, b)
-		v.packet(27, p0.build())
-		v.expect(51, trimmed(p0, 138).build())
-		v.packet(28, p1.build())
-		v.expect(51, trimmed(p1, 138).build())
-		last := gpkt(21, 2, 1, 2, c)
-		v.packet(29, last.build())
-		res := result(last, sumOf(a, b, c), 7, 138, 0, 0)
-		v.expect(51, res.build())
-		v.expectUC(21, res)
+		v.completeRC(21, 2, 1, 138, a, b, c)
 		v.reg("ina_v35", 139, uint64(99<<8-99+7))
 		v.reg("ina_v36", 139, 0)
 	}},
@@ -1045,6 +999,25 @@ var scenarios = []scenario{
 // control plane writes on ALLOC; DynaINA's scheduler chooses base).
 func (v *vecB) lease(job, ar uint16, base, aggs int, chunks uint32) {
 	v.c("add ina_lease job:%d allreduce:%d set_lease(base:%d, aggs:%d, chunks:%d)", job, ar, base, aggs, chunks)
+}
+
+// completeRC sends the contributions vals[w] of job's workers w to chunk
+// of all-reduce ar on FreeINA's RC path, its aggregator at slot head:
+// each but the last is expected on at the PS trimmed, the last's result
+// at the PS and as UC replicas to the workers (expectUC).
+func (v *vecB) completeRC(job, ar uint16, chunk uint32, head int, vals ...[]int32) {
+	j := gjobByID(job)
+	for w, x := range vals {
+		p := gpkt(job, ar, chunk, w, x)
+		v.packet(j.ports[w], p.build())
+		if w < len(vals)-1 {
+			v.expect(j.ps, trimmed(p, head).build())
+			continue
+		}
+		res := result(p, sumOf(vals...), uint32(1)<<len(vals)-1, head, 0, 0)
+		v.expect(j.ps, res.build())
+		v.expectUC(job, res)
+	}
 }
 
 // trimmed is what goes on to the PS for a contribution FreeINA absorbed

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/inabox/inabox/emu"
 	sw "github.com/inabox/inabox/switch"
 )
@@ -152,15 +150,7 @@ func BenchmarkRealtimeSyscalls(b *testing.B) {
 					}
 					if backend == BackendPacket || backend == BackendXDP {
 						dev0, dev1, g0, g1 = "s0", "s1", "g0", "g1"
-						for _, v := range [][2]string{{"g0", "s0"}, {"g1", "s1"}} {
-							// one queue each: an AF_XDP port serves one queue
-							if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v[0], NumTxQueues: 1, NumRxQueues: 1},
-								PeerName: v[1], PeerNumTxQueues: 1, PeerNumRxQueues: 1}); err != nil {
-								b.Fatal(err)
-							}
-							linkUp(b, h, v[0])
-							linkUp(b, h, v[1])
-						}
+						benchVeths(b, ns) // one queue each: an AF_XDP port serves one queue
 					}
 					cmd := exec.Command(os.Args[0], "-test.run=^$")
 					cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join([]string{ns, backend, dev0, dev1, driver}, ","))

@@ -592,6 +592,21 @@ func (p *XDPPort) backoff(spins *int) bool {
 	return !p.closed.Load()
 }
 
+// post copies frame f into a free TX chunk (there must be one) and
+// describes it at TX ring position prod, which the caller then publishes;
+// a frame larger than a chunk is refused.
+func (p *XDPPort) post(f []byte, prod uint32) error {
+	if len(f) > XDPMaxFrame {
+		return fmt.Errorf("procnode: %s: %d-byte frame: %w", p.name, len(f), emu.ErrFrameTooLarge)
+	}
+	a := p.txFree[len(p.txFree)-1]
+	p.txFree = p.txFree[:len(p.txFree)-1]
+	copy(p.umem[a:a+xdpFrameSize], f)
+	d := p.tx.xdesc(prod)
+	d.Addr, d.Len, d.Options = a, uint32(len(f)), 0
+	return nil
+}
+
 // Write implements emu.Port: it copies the frames into free TX chunks,
 // posts them and kicks the kernel (at most BatchSize frames a kick),
 // waiting for chunks or for the kernel when it must; it returns once the
@@ -614,16 +629,9 @@ func (p *XDPPort) Write(bufs [][]byte, offset int) (int, error) {
 		room := xdpTxFrames - (prod - atomic.LoadUint32(p.tx.cons))
 		q := 0
 		for sent < len(bufs) && room > 0 && len(p.txFree) > 0 && q < p.batch {
-			f := bufs[sent][offset:]
-			if len(f) > XDPMaxFrame {
-				ferr = fmt.Errorf("procnode: %s: %d-byte frame: %w", p.name, len(f), emu.ErrFrameTooLarge)
+			if ferr = p.post(bufs[sent][offset:], prod); ferr != nil {
 				break
 			}
-			a := p.txFree[len(p.txFree)-1]
-			p.txFree = p.txFree[:len(p.txFree)-1]
-			copy(p.umem[a:a+xdpFrameSize], f)
-			d := p.tx.xdesc(prod)
-			d.Addr, d.Len, d.Options = a, uint32(len(f)), 0
 			prod++
 			room--
 			q++
@@ -731,16 +739,9 @@ func (p *XDPPort) TryWrite(bufs [][]byte, offset int) (int, error) {
 	room := xdpTxFrames - (prod - atomic.LoadUint32(p.tx.cons))
 	var ferr error
 	for i := onRing; i < len(bufs) && room > 0 && len(p.txFree) > 0 && i-onRing < p.batch; i++ {
-		f := bufs[i][offset:]
-		if len(f) > XDPMaxFrame {
-			ferr = fmt.Errorf("procnode: %s: %d-byte frame: %w", p.name, len(f), emu.ErrFrameTooLarge)
+		if ferr = p.post(bufs[i][offset:], prod); ferr != nil {
 			break
 		}
-		a := p.txFree[len(p.txFree)-1]
-		p.txFree = p.txFree[:len(p.txFree)-1]
-		copy(p.umem[a:a+xdpFrameSize], f)
-		d := p.tx.xdesc(prod)
-		d.Addr, d.Len, d.Options = a, uint32(len(f)), 0
 		prod++
 		room--
 	}

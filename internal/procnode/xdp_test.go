@@ -366,15 +366,7 @@ func (fwdNode) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 func TestXDPPortPolledDriver(t *testing.T) {
 	needNetAdmin(t)
 	ns := benchNS(t)
-	h := nsHandle(t, ns)
-	for _, v := range [][2]string{{"g0", "s0"}, {"g1", "s1"}} {
-		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v[0], NumTxQueues: 1, NumRxQueues: 1},
-			PeerName: v[1], PeerNumTxQueues: 1, PeerNumRxQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
-		linkUp(t, h, v[0])
-		linkUp(t, h, v[1])
-	}
+	benchVeths(t, ns)
 	s0 := openXDPPort(t, ns, XDPConfig{Dev: "s0", BatchSize: 64})
 	s1 := openXDPPort(t, ns, XDPConfig{Dev: "s1", BatchSize: 64})
 	gen, sink := openPacket(t, ns, "g0", 64), openPacket(t, ns, "g1", 64)
