@@ -85,16 +85,24 @@ func (n *Node) sendGroup(env *emu.Env, group uint16, m inahdr.Ctl, ps *McastMemb
 		return
 	}
 	proto.Sealed = true
-	n.members = n.s.AppendMembers(n.members[:0], group)
-	if ps != nil {
-		n.members = append(n.members, *ps)
-	}
+	n.members = n.s.ctlMembers(n.members[:0], group, ps)
 	for _, mm := range n.members {
 		r := env.Clone(proto)
 		n.egressUC(r, mm)
 		env.Send(mm.Port, r)
 	}
 	env.Free(proto)
+}
+
+// ctlMembers appends to dst where the control plane's message to group
+// goes (sendGroup): the group's members, then ps if given. The P4 twin
+// multicasts it to the job's ps_group, which holds the same members.
+func (s *Switch) ctlMembers(dst []McastMember, group uint16, ps *McastMember) []McastMember {
+	dst = s.AppendMembers(dst, group)
+	if ps != nil {
+		dst = append(dst, *ps)
+	}
+	return dst
 }
 
 // ctlDoor is what a frame gets at the door of the switch's control plane
@@ -115,8 +123,8 @@ const (
 // right, it decodes and it came from where its opcode may come from;
 // otherwise it is dropped, or, if it is not a control frame for the
 // switch, left to the pipeline. The P4 twin makes the same decision in its
-// data plane (ina_ctl, ina_member; switch/p4/README.md), less the ICRC and
-// the decoding, which its control plane does.
+// data plane (ina_ctl, ina_member, its ICRC check; switch/p4/README.md),
+// less the decoding, which its control plane does.
 func (s *Switch) admitCtl(b []byte, sealed bool, port int, qpn uint32) (inahdr.Ctl, ctlDoor) {
 	h := ctlHeader(b, qpn)
 	if h == nil {

@@ -128,7 +128,11 @@ func runSTF(t stfT, path string) stfResult {
 			pk, _ := c.Packet() // checked by ParseSTF
 			res.packets++
 			in := append([]byte(nil), pk.Data...)
-			for _, o := range st.packet(pk.Data, pk.Port) {
+			outs, err := st.packet(pk.Data, pk.Port)
+			if err != nil {
+				fail("%v", err)
+			}
+			for _, o := range outs {
 				// A frame the switch changed carries a correct ICRC; one
 				// it forwards unchanged keeps its own.
 				if !bytes.Equal(o.frame, in) && rdma.CheckICRC(o.frame) != isRoCE(o.frame) {
@@ -239,7 +243,7 @@ type stfSwitch struct {
 	ctlQPN  uint32
 	cpuPort int
 	// secured are the ports of port_secured, macs the (port, MAC) pairs of
-	// port_mac without any_ip: each must be backed by port_source entries
+	// port_mac without any_ip, true once a port_source entry backs them
 	// (the Go switch keeps only sources: SetPortSource, AddPortSource).
 	secured map[int]bool
 	macs    map[portMAC]bool
@@ -253,24 +257,26 @@ type portMAC struct {
 	mac  [6]byte
 }
 
-// packet runs one frame arriving on port and returns the frames out.
-func (st *stfSwitch) packet(data []byte, port int) []out {
+// packet runs one frame arriving on port and returns the frames out; it
+// fails if the tables written so far are port security the Go switch
+// cannot hold as the twin does (checkSources).
+func (st *stfSwitch) packet(data []byte, port int) ([]out, error) {
 	if err := st.checkSources(); err != nil {
-		panic(err)
+		return nil, err
 	}
 	if st.ctl && port == st.cpuPort {
-		return st.packetOut(data)
+		return st.packetOut(data), nil
 	}
 	if st.ctl {
 		switch _, door := st.s.admitCtl(data, false, port, st.ctlQPN); door {
 		case ctlNotMine:
 		case ctlAdmitted:
-			return []out{{st.cpuPort, append([]byte(nil), data...), ReasonNone}}
+			return []out{{st.cpuPort, append([]byte(nil), data...), ReasonNone}}, nil
 		default:
-			return nil
+			return nil, nil
 		}
 	}
-	return runBatch(st.s, []Frame{{Data: data, InPort: port}})
+	return runBatch(st.s, []Frame{{Data: data, InPort: port}}), nil
 }
 
 // packetOut is a frame the control plane sends from the CPU port: a
@@ -288,12 +294,12 @@ func (st *stfSwitch) packetOut(data []byte) []out {
 	if j == nil {
 		return nil
 	}
-	members := st.s.AppendMembers(nil, j.Group)
+	var ps *McastMember // SendJob's PS member (FreeINA, DynaINA), or none (SendGroup)
 	if rid, ok := st.psRID[id]; ok {
-		members = append(members, McastMember{RID: rid, Port: j.PSPort})
+		ps = &McastMember{RID: rid, Port: j.PSPort}
 	}
 	var res []out
-	for _, m := range members {
+	for _, m := range st.s.ctlMembers(nil, j.Group, ps) {
 		c := append([]byte(nil), data...)
 		st.s.EgressUC(c, m)
 		res = append(res, out{m.Port, c, ReasonNone})
@@ -382,15 +388,15 @@ func (st *stfSwitch) add(f []string) error {
 		if st.macs == nil {
 			st.macs = map[portMAC]bool{}
 		}
-		st.macs[k] = true
+		st.macs[k] = false // no address yet
 		return nil
 	case "port_source/source_ip":
 		k := portMAC{port: int(num(keys, "port"))}
 		putMAC(&k.mac, num(keys, "smac"))
-		if !st.macs[k] {
-			return errors.New("port_source: no port_mac entry of that port and MAC")
+		if _, ok := st.macs[k]; !ok {
+			return errors.New("port_source: no port_mac entry of that port and MAC with any_ip 0")
 		}
-		delete(st.macs, k)
+		st.macs[k] = true
 		return s.AddPortSource(k.port, PortSource{MAC: k.mac, IP: addr4(num(keys, "sip"))})
 	case "ina_member/set_member":
 		// The Go switch derives the JOIN/LEAVE check from ina_worker
@@ -435,8 +441,10 @@ func (st *stfSwitch) checkSources() error {
 			return fmt.Errorf("port_secured port %d has no source", p)
 		}
 	}
-	for k := range st.macs {
-		return fmt.Errorf("port_mac port %d MAC %x: any_ip 0 and no port_source entry", k.port, k.mac)
+	for k, backed := range st.macs {
+		if !backed {
+			return fmt.Errorf("port_mac port %d MAC %x: any_ip 0 and no port_source entry", k.port, k.mac)
+		}
 	}
 	return nil
 }
@@ -560,7 +568,8 @@ func TestSTF(t *testing.T) {
 }
 
 // TestSTFRunnerDetectsMismatch makes sure the runner fails on a wrong
-// expectation, a wrong register value and an unexpected packet.
+// expectation, a wrong register value, an unexpected packet and port
+// security it cannot hold as the twin's tables say.
 func TestSTFRunnerDetectsMismatch(t *testing.T) {
 	src, err := os.ReadFile("../testdata/stf/03_last_contribution_multicast.stf")
 	if err != nil {
@@ -584,6 +593,15 @@ func TestSTFRunnerDetectsMismatch(t *testing.T) {
 					l[i] = s[:strings.Index(s, "# expect")] + "# expect 0x5"
 				}
 			}
+			return l
+		},
+		"port source missing": func(l []string) []string { // a secured MAC left without its address
+			for i, s := range l {
+				if strings.HasPrefix(s, "add port_source ") {
+					return append(l[:i:i], l[i+1:]...)
+				}
+			}
+			t.Fatal("no port_source line")
 			return l
 		},
 		"unexpected": func(l []string) []string {

@@ -753,7 +753,7 @@ func (p *XDPPort) TryWrite(bufs [][]byte, offset int) (int, error) {
 	n := int(atomic.LoadUint32(p.tx.cons) - p.reported)
 	p.reported += uint32(n)
 	p.TxPackets.Add(uint64(n))
-	if ferr != nil && n == int(prod-p.reported)+n { // everything before the oversize frame is out
+	if ferr != nil && p.reported == prod { // everything before the oversize frame is out
 		return n, ferr
 	}
 	return n, nil

@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func tinyProgram(t *testing.T) *Program {
+func tinyProgram(t testing.TB) *Program {
 	t.Helper()
 	f, err := os.Open("testdata/tiny.json")
 	if err != nil {
@@ -217,14 +218,7 @@ register_read MyIngress.ina_owner 5
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := TablePorts(cmds)
-	want := []int{1, 7, 30, 31, 40, 64}
-	if len(got) != len(want) {
+	if got, want := TablePorts(cmds), []int{1, 7, 30, 31, 40, 64}; !slices.Equal(got, want) {
 		t.Fatalf("ports %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("ports %v, want %v", got, want)
-		}
 	}
 }

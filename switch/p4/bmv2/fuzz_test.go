@@ -29,7 +29,7 @@ func FuzzParseSTF(f *testing.F) {
 	}
 	f.Add("add ipv4_lpm dst:0x0b****** forward(port:3)\nexpect 3 0a0b****$\n")
 	f.Add("mc_node_create 1 2 3\nregister_read MyIngress.ina_owner 5 # expect 0x7\n")
-	p := tinyProgram(&testing.T{})
+	p := tinyProgram(f)
 	f.Fuzz(func(t *testing.T, src string) {
 		cmds, err := ParseSTF(strings.NewReader(src))
 		if err != nil {
