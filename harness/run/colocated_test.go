@@ -54,3 +54,51 @@ func TestRunCoLocated(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparePeersCoLocated: with co-located PSs the peers are the workers
+// alone, one per switch port; job j's rank 0 carries its host: the NIC on
+// the switch link and, behind NIC ports 1 and 2, the worker and the PS
+// (Inside), over ideal links. No other peer has any.
+func TestPreparePeersCoLocated(t *testing.T) {
+	s := coLocatedTiny(t)
+	for _, policy := range testbed.Names() {
+		p, err := Prepare(s, Options{Policy: policy})
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		peers, err := p.Peers()
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		coloc := 0
+		for i, pe := range peers {
+			if pe.Role != "worker" || pe.SwitchPort != i {
+				t.Fatalf("%s: peer %d: %+v", policy, i, pe)
+			}
+			c := pe.CoLocated
+			if pe.Rank != 0 {
+				if c != nil || p.Inside(pe) != nil {
+					t.Errorf("%s: %s is not co-located: %+v", policy, pe.Node, c)
+				}
+				continue
+			}
+			coloc++
+			if c == nil || c.NIC != testbed.NICNode(testbed.JobID(pe.Job), 0) || c.PS != testbed.PSNode(pe.Job) ||
+				c.PSIndex != pe.Job || c.PSLink != "ps"+string(rune('0'+pe.Job)) {
+				t.Fatalf("%s: %s: %+v", policy, pe.Node, c)
+			}
+			in := p.Inside(pe)
+			if len(in) != 2 || in[0].Node != pe.Node || in[0].NICPort != 1 || in[1].Node != c.PS || in[1].NICPort != 2 ||
+				in[0].Link.BitsPerSecond != 0 || in[0].Link.Delay != 0 {
+				t.Errorf("%s: %s's host: %+v", policy, pe.Node, in)
+			}
+		}
+		workers := 0
+		for _, pl := range p.Plans() {
+			workers += pl.Workers
+		}
+		if coloc != 2 || len(peers) != workers {
+			t.Errorf("%s: %d peers, %d co-located hosts; want %d and 2", policy, len(peers), coloc, workers)
+		}
+	}
+}

@@ -39,6 +39,53 @@ type Peer struct {
 	// FlapUp and FlapDown make a direction (toward the switch, from it)
 	// fail and recover at random (impairments[].flap), or are nil.
 	FlapUp, FlapDown *scenario.Flap
+	// CoLocated is set on a worker whose host its job's PS shares
+	// (topology.ps.placement: co-located): the worker's process then runs
+	// the host's NIC, the worker and the PS.
+	CoLocated *CoLocated
+}
+
+// CoLocated is what a host shared by a worker and its job's PS runs besides
+// the worker: the host's NIC, which is the node on the switch link, and the
+// PS. The worker and the PS hang off NIC ports over links inside the host
+// (Prepared.Inside).
+type CoLocated struct {
+	NIC string
+	PS  string
+	// PSIndex is the PS's index; PSLink is the scenario's name of its link
+	// ("ps0"), which is the host's link: faults and impairments on either
+	// name act on it.
+	PSIndex int
+	PSLink  string
+}
+
+// Inner is a node behind a co-located host's NIC: its name, its port 0
+// and the NIC port it is linked to, and that link's configuration (both
+// directions alike).
+type Inner struct {
+	Node    string
+	NICPort int
+	Link    emu.LinkConfig
+}
+
+// Inside lists the nodes behind pe's NIC (its worker and its PS) in the
+// network's link order; nil unless pe.CoLocated is set.
+func (p *Prepared) Inside(pe Peer) []Inner {
+	if pe.CoLocated == nil {
+		return nil
+	}
+	var out []Inner
+	for _, l := range p.Network().Links() {
+		a, b := l.Ends()
+		cfg := l.Config(emu.AtoB)
+		if b.Node == pe.CoLocated.NIC {
+			a, b = b, a
+		}
+		if a.Node == pe.CoLocated.NIC && b.Node != p.SwitchName() {
+			out = append(out, Inner{Node: b.Node, NICPort: a.Port, Link: cfg})
+		}
+	}
+	return out
 }
 
 // Prepare builds scenario s under opts (seed and policy) with its
@@ -99,22 +146,32 @@ func (p *Prepared) Node(name string) (emu.Node, int, error) {
 	return n, ports, nil
 }
 
-// Peers lists every node linked to the switch, in switch port order. It
-// fails if a link does not touch the switch or a node is neither a worker
-// nor a PS (the process runtime gives each peer its own namespace and one
-// veth to the switch).
+// Peers lists every node linked to the switch, in switch port order: a
+// worker or PS, or a host shared by a worker and its job's PS (the worker's
+// Peer, with CoLocated set). It fails if a link outside such a host does not
+// touch the switch or a node is neither a worker nor a PS (the process
+// runtime gives each peer its own namespace and one veth to the switch).
 func (p *Prepared) Peers() ([]Peer, error) {
-	if p.r.tb.Spec.PSPlacement == testbed.PSCoLocated {
-		return nil, fmt.Errorf("%s: topology.ps.placement: co-located: the process runtime runs each node behind its own veth to the switch, and a co-located PS shares its worker's host NIC and link (run it in virtual time)", p.r.s.Name)
-	}
 	roles := map[string]Peer{}
 	for i, ws := range p.r.tb.Workers {
 		for _, w := range ws {
 			roles[w.Name] = Peer{Node: w.Name, Role: "worker", Job: i, Rank: w.Rank, Host: p.r.plans[i].Hosts[w.Rank]}
 		}
 	}
+	inside := map[string]bool{} // nodes behind a co-located host's NIC
 	for i, ps := range p.r.tb.PSs {
-		roles[ps.Name] = Peer{Node: ps.Name, Role: "ps", Index: ps.Index, Host: fmt.Sprintf("ps%d", i)}
+		link := fmt.Sprintf("ps%d", i)
+		if p.r.tb.Spec.PSPlacement == testbed.PSCoLocated {
+			w := p.r.tb.Worker(i, 0) // job i's rank 0 shares its host with ps i
+			pe := roles[w.Name]
+			nic := testbed.NICNode(testbed.JobID(i), 0)
+			pe.CoLocated = &CoLocated{NIC: nic, PS: ps.Name, PSIndex: ps.Index, PSLink: link}
+			delete(roles, w.Name)
+			roles[nic] = pe
+			inside[w.Name], inside[ps.Name] = true, true
+			continue
+		}
+		roles[ps.Name] = Peer{Node: ps.Name, Role: "ps", Index: ps.Index, Host: link}
 	}
 	swName := p.SwitchName()
 	var out []Peer
@@ -126,6 +183,9 @@ func (p *Prepared) Peers() ([]Peer, error) {
 			toSw, fromSw = fromSw, toSw
 		}
 		if b.Node != swName {
+			if inside[a.Node] || inside[b.Node] {
+				continue // inside a co-located host
+			}
 			return nil, fmt.Errorf("%s: policy %s: link %s does not touch the switch", p.r.s.Name, p.r.policy, l.Name())
 		}
 		pe, ok := roles[a.Node]

@@ -61,6 +61,9 @@ type topology interface {
 	// rateScale is the scenario's scaling.rate_scale (a rate_change's value
 	// is before it).
 	rateScale() float64
+	// link returns the link the processes' fault APIs name target by: a
+	// co-located PS's link ("ps0") is its host's; any other is target.
+	link(target string) string
 }
 
 // switchProc names the switch process (and the switch in steps).
@@ -101,7 +104,7 @@ func faultSteps(i int, f scenario.Fault, topo topology) ([]step, error) {
 		target += " (" + dir + ")"
 	}
 	on := func(what string, c linkCall) []step {
-		return []step{{what: what, link: f.Target, dir: dir, call: c}}
+		return []step{{what: what, link: topo.link(f.Target), dir: dir, call: c}}
 	}
 	burst := func(kind string) []step {
 		return on(fmt.Sprintf("%s %g on %s for %v", kind, f.Value, target, dur), window(kind, f.Value, 0, dur))
@@ -151,6 +154,9 @@ func faultSteps(i int, f scenario.Fault, topo topology) ([]step, error) {
 				return fmt.Errorf("the switch crashed at %v and does not restart (faults[%d]): no job can finish", at, i)
 			}}}, nil
 	case scenario.FaultNodeCrash:
+		if h := topo.link(f.Target); h != f.Target {
+			return nil, fmt.Errorf("node_crash on %s: a co-located PS runs in its host %s's process, and inabox up stops whole processes: crash %s (its worker and PS), or run the scenario in virtual time", f.Target, h, h)
+		}
 		nodes := topo.nodesOn(f.Target)
 		if len(nodes) == 0 {
 			return nil, fmt.Errorf("node_crash: no process runs a node of %q", f.Target)

@@ -17,6 +17,12 @@ func (t testTopo) nodesOn(target string) []string {
 }
 func (t testTopo) idle(node string) bool { return t.idlePS && node == "ps" }
 func (t testTopo) rateScale() float64    { return 0.001 }
+func (t testTopo) link(target string) string {
+	if target == "ps9" { // co-located with h9
+		return "h9"
+	}
+	return target
+}
 
 func dur(d time.Duration) scenario.Duration { return scenario.Duration(d) }
 
@@ -62,6 +68,16 @@ func TestFaultSteps(t *testing.T) {
 	steps, _ := faultSteps(0, scenario.Fault{Kind: scenario.FaultDupBurst, Target: "h0", Duration: dur(ms), Value: 0.5}, testTopo{})
 	if s := steps[0]; s.link != "h0" || s.dir != faultctl.Both || s.call == nil {
 		t.Errorf("duplicate burst step %+v", s)
+	}
+	// A co-located PS's link is its host's: the step acts on h9; the PS
+	// alone cannot be crashed, its process being its host's.
+	steps, _ = faultSteps(0, scenario.Fault{Kind: scenario.FaultLossBurst, Target: "ps9", Duration: dur(ms), Value: 0.5}, testTopo{})
+	if s := steps[0]; s.link != "h9" || s.what != "loss 0.5 on ps9 for 1ms" {
+		t.Errorf("loss burst on a co-located PS: step %+v", s)
+	}
+	if _, err := faultSteps(0, scenario.Fault{Kind: scenario.FaultNodeCrash, Target: "ps9"}, testTopo{}); err == nil ||
+		!strings.Contains(err.Error(), "node_crash on ps9: a co-located PS runs in its host h9's process") {
+		t.Errorf("crash of a co-located PS: %v", err)
 	}
 	if _, err := faultSteps(0, scenario.Fault{Kind: "meteor", Target: "h0"}, testTopo{}); err == nil {
 		t.Error("an unknown kind accepted")

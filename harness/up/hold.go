@@ -49,6 +49,9 @@ func (r *session) writeSession(held bool) error {
 		Nodes: map[string]string{switchProc: r.swNS()}}
 	for i, pe := range r.peers {
 		s.Nodes[pe.Node] = r.peerNS(i)
+		if c := pe.CoLocated; c != nil { // its host's namespace
+			s.Nodes[c.PS] = r.peerNS(i)
+		}
 	}
 	if err := os.MkdirAll(SessionDir, 0o755); err != nil {
 		return fmt.Errorf("up: session file: %w", err)

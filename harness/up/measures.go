@@ -68,7 +68,11 @@ func rateFractions(peers []run.Peer, res *Result) {
 		res.Workers[i].RateFraction = frac[res.Workers[i].Name]
 	}
 	for i := range res.PSs {
-		res.PSs[i].RateFraction = frac[res.PSs[i].Name]
+		n := res.PSs[i].Name
+		if res.PSs[i].In != "" {
+			n = res.PSs[i].In // its host's link
+		}
+		res.PSs[i].RateFraction = frac[n]
 	}
 	if swMin >= 0 {
 		res.Switch.RateFraction = swMin

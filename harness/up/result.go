@@ -50,6 +50,15 @@ func buildResult(prep *run.Prepared, rp reports, faulted func(string) bool, res 
 	res.Switch = rp.procResult(switchProc, rp.Switch.Report)
 	ups := map[string]emu.LinkStats{}
 	for _, pe := range peers {
+		if c := pe.CoLocated; c != nil {
+			// Its host's process runs it and reports its counters.
+			hr := rp.Peers[pe.Node]
+			res.PSReports = append(res.PSReports, PeerReport{Report: hr.Report, Node: c.PS, Role: "ps", StartUnixNano: hr.StartUnixNano, PS: hr.PS, Error: hr.Error})
+			pr := rp.procResult(pe.Node, hr.Report)
+			pr.Name, pr.In = c.PS, pe.Node
+			res.PSs = append(res.PSs, pr)
+			continue
+		}
 		if pe.Role != "ps" {
 			continue
 		}
@@ -113,7 +122,7 @@ func buildResult(prep *run.Prepared, rp reports, faulted func(string) bool, res 
 	rateFractions(peers, res)
 	res.KeptUp = true
 	for _, pr := range append(append([]ProcResult{res.Switch}, res.PSs...), workerProcs(res.Workers)...) {
-		if !pr.KeptUp {
+		if !pr.KeptUp && pr.In == "" { // a process, named once
 			res.KeptUp = false
 			msg := fmt.Sprintf("%s did not keep up with real time: events ran up to %v late (%d events late); the links' rates and delays did not hold then",
 				pr.Name, pr.MaxLate, pr.Late)

@@ -57,7 +57,8 @@ type PeerReport struct {
 	Rank       int                  `json:"rank"`
 	Done       bool                 `json:"done"`
 	Iterations []run.IterationCheck `json:"iterations,omitempty"`
-	// PS is a FreeINA/DynaINA parameter server's counters.
+	// PS is a FreeINA/DynaINA parameter server's counters (a co-located
+	// host's worker reports its PS's).
 	PS    *host.PSStats `json:"ps,omitempty"`
 	Error string        `json:"error,omitempty"`
 }
@@ -684,6 +685,9 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 			if p.Role == role {
 				names = append(names, p.Node)
 			}
+			if c := p.CoLocated; c != nil && c.PS == *nodeName {
+				return fail(fmt.Errorf("--node %q: co-located with worker %s on host %s (topology.ps.placement: co-located): inahost --node %s runs it", *nodeName, p.Node, p.Host, p.Node))
+			}
 		}
 		return fail(fmt.Errorf("--node %q: not a %s of the scenario (its %ss: %s)", *nodeName, role, role, strings.Join(names, ", ")))
 	}
@@ -692,13 +696,36 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	if err != nil {
 		return fail(err)
 	}
+	// The process's nodes, the one on the link first: the peer's node, or
+	// a co-located host's NIC with the worker and the PS behind it.
+	onLink, onLinkName, onLinkPorts := node, me.Node, nports
+	all := []emu.Node{node}
+	var inner []procnode.InnerNode
+	var psNode emu.Node = node
+	if c := me.CoLocated; c != nil {
+		if onLink, onLinkPorts, err = prep.Node(c.NIC); err != nil {
+			return fail(err)
+		}
+		onLinkName, all = c.NIC, []emu.Node{onLink}
+		for _, in := range prep.Inside(*me) {
+			n, np, err := prep.Node(in.Node)
+			if err != nil {
+				return fail(err)
+			}
+			inner = append(inner, procnode.InnerNode{Name: in.Node, Node: n, Ports: np, To: in.NICPort, Link: in.Link})
+			all = append(all, n)
+			if in.Node == c.PS {
+				psNode = n
+			}
+		}
+	}
 	*backend, *dev, err = pn.backend(*backend, *dev) // --port: a UDP socket
 	if err != nil {
 		return fail(err)
 	}
 	// The host→switch direction carries the scenario's link (the peer's
 	// NIC is its transmitter); the switch process models switch→host.
-	spec := procnode.Spec{Name: me.Node, Node: node, Ports: nports, Netns: *netns, Seed: prep.Seed(),
+	spec := procnode.Spec{Name: onLinkName, Node: onLink, Ports: onLinkPorts, Inner: inner, Netns: *netns, Seed: prep.Seed(),
 		Attach: []procnode.Attachment{{Port: 0, Backend: *backend, Dev: *dev, Batch: *batch, Link: me.ToSwitch, In: &ideal, Pcap: *pcap}}}
 	if err := xdpOpts.apply(&spec.Attach[0]); err != nil {
 		return fail(err)
@@ -724,8 +751,10 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 		// State lost: the node restarts as the emulator restarts it (emu
 		// Restart: Reset, then Start). A policy that cannot re-admit it
 		// says so through prep.Failed, naming the node, and the run ends.
-		if r, ok := node.(emu.Resetter); ok {
-			r.Reset()
+		for _, n := range all { // a co-located host's NIC and PS restart with it
+			if r, ok := n.(emu.Resetter); ok {
+				r.Reset()
+			}
 		}
 		if ck.lost > 0 && prep.Failed() == nil {
 			return fail(fmt.Errorf("restarted: policy %s takes no checkpoint, and the worker does not fail on losing its state: it cannot rejoin from its %d finished all-reduces", prep.Policy(), ck.lost))
@@ -746,8 +775,8 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	if err != nil {
 		return fail(err)
 	}
-	faults := &faultctl.Server{Run: proc, Table: faultctl.NewTable(faultctl.NetClock{N: proc.Network()},
-		faultctl.Direction{Link: me.Host, Node: me.Node, Dir: faultctl.Up, T: faultctl.LinkDir{L: proc.Links()[0], D: emu.AtoB}})}
+	dirs := []faultctl.Direction{{Link: me.Host, Node: me.Node, Dir: faultctl.Up, T: faultctl.LinkDir{L: proc.Links()[0], D: emu.AtoB}}}
+	faults := &faultctl.Server{Run: proc, Table: faultctl.NewTable(faultctl.NetClock{N: proc.Network()}, dirs...)}
 	if role == "worker" {
 		// Faults timed from the workers' progress (faults[].when) wait on
 		// it: POST /progress/wait.
@@ -831,11 +860,17 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 		if err == nil && !out.Done {
 			err = fmt.Errorf("stopped after %d of %d all-reduces", len(out.Iterations), prep.Plans()[me.Job].AllReduces())
 		}
-	case "ps":
-		if ps, ok := node.(*host.PS); ok {
-			st := ps.Stats()
-			out.PS = &st
+	}
+	for { // under its CPU model (topology.costs)
+		w, ok := psNode.(interface{ Inner() emu.Node })
+		if !ok {
+			break
 		}
+		psNode = w.Inner()
+	}
+	if ps, ok := psNode.(*host.PS); ok && (role == "ps" || me.CoLocated != nil) {
+		st := ps.Stats()
+		out.PS = &st
 	}
 	if err != nil {
 		out.Error = err.Error()

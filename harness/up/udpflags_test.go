@@ -35,6 +35,8 @@ func TestUDPRoleFlags(t *testing.T) {
 		{"host bad spec", hostMain, []string{"--scenario", s, "--node", "w1.0", "--port", "udp:127.0.0.1:0"}, "--port udp:127.0.0.1:0"},
 		{"host name does not resolve", hostMain, []string{"--scenario", s, "--node", "w1.0", "--resolve-timeout", "300ms", "--port", "udp:127.0.0.1:0->inabox-no-such-host.invalid:7003"},
 			"--port udp:127.0.0.1:0->inabox-no-such-host.invalid:7003: host inabox-no-such-host.invalid:7003 did not resolve within --resolve-timeout 300ms"},
+		{"co-located ps", psMainT, []string{"--scenario", "testdata/up-colocated.yaml", "--node", "ps1"},
+			`--node "ps1": co-located with worker w2.0 on host h2 (topology.ps.placement: co-located): inahost --node w2.0 runs it`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -52,3 +54,4 @@ func TestUDPRoleFlags(t *testing.T) {
 
 func switchMainT(args []string, stderr *bytes.Buffer) int { return SwitchMain(args, stderr) }
 func hostMain(args []string, stderr *bytes.Buffer) int    { return HostMain(args, stderr) }
+func psMainT(args []string, stderr *bytes.Buffer) int     { return PSMain(args, stderr) }

@@ -130,6 +130,15 @@ func (t peerTopo) nodesOn(target string) []string {
 
 func (t peerTopo) idle(node string) bool { return t.prep.Idle(node) }
 
+func (t peerTopo) link(target string) string {
+	for _, pe := range t.peers {
+		if pe.CoLocated != nil && pe.CoLocated.PSLink == target {
+			return pe.Host
+		}
+	}
+	return target
+}
+
 func (t peerTopo) rateScale() float64 { return t.prep.Scenario().Scaling.RateScale }
 
 func (c *Config) check() (*run.Prepared, *schedule, error) {
@@ -186,6 +195,10 @@ type ProcResult struct {
 	// process achieved while the workers all-reduced (measures.go,
 	// docs/processes.md "Measured"); 0 if it has no such window.
 	RateFraction float64 `json:"rate_fraction"`
+	// In names the worker whose process runs this node, for a PS
+	// co-located with it (topology.ps.placement: co-located): the measures
+	// are that process's, and its rate fraction is the worker's.
+	In string `json:"in,omitempty"`
 }
 
 // WorkerResult is one worker's outcome.
@@ -426,6 +439,12 @@ func (r *session) logf(format string, a ...any) {
 
 // setup creates the work directory, the namespaces, and per switch port a
 // bridge and a veth pair whose far end is eth0 in the host's namespace.
+//
+// noLearning: the bridge's ports learn no addresses, so every frame crosses
+// it. A learning bridge would drop a frame a co-located host sends to its
+// own PS (its NIC sends it up, VEPA-style, for the switch to aggregate):
+// it would have learned the PS's address on the very port the frame came
+// in by.
 func (r *session) setup() error {
 	if err := r.workDir(); err != nil {
 		return err
@@ -464,6 +483,9 @@ func (r *session) setup() error {
 		r.devices = append(r.devices, device{r.swNS(), v.Name})
 		if err := swh.LinkSetMaster(v, br); err != nil {
 			return fmt.Errorf("up: %s master %s: %w", v.Name, br.Name, err)
+		}
+		if err := swh.LinkSetLearning(v, false); err != nil { // noLearning
+			return fmt.Errorf("up: %s learning off: %w", v.Name, err)
 		}
 		for _, l := range []netlink.Link{br, v} {
 			// No multicast: the kernel then sends no IGMP reports into
@@ -642,7 +664,9 @@ func (r *session) attachSwitch(ctx context.Context, swp *proc) error {
 			var bl netlink.Link
 			if bl, err = swh.LinkByName("br" + strconv.Itoa(p)); err == nil {
 				if err = swh.LinkSetMulticastOff(tl); err == nil {
-					err = swh.LinkSetMaster(tl, bl)
+					if err = swh.LinkSetMaster(tl, bl); err == nil {
+						err = swh.LinkSetLearning(tl, false) // noLearning
+					}
 				}
 			}
 		}
@@ -760,8 +784,17 @@ func (r *session) runAll(ctx context.Context, res *Result) error {
 	if err := r.writeIndex(); err != nil {
 		return err
 	}
-	r.logf("running %s (policy %s): switch, %d PS and %d worker processes in namespaces %s",
-		r.prep.Scenario().Name, r.prep.Policy(), len(psNames), len(workerNames), strings.Join(r.nsNames, " "))
+	coloc := ""
+	for _, pe := range r.peers {
+		if c := pe.CoLocated; c != nil {
+			coloc += fmt.Sprintf(", %s in %s's", c.PS, pe.Node)
+		}
+	}
+	if coloc != "" {
+		coloc = " (co-located" + coloc + ")"
+	}
+	r.logf("running %s (policy %s): switch, %d PS and %d worker processes%s in namespaces %s",
+		r.prep.Scenario().Name, r.prep.Policy(), len(psNames), len(workerNames), coloc, strings.Join(r.nsNames, " "))
 	r.logf("fault API: %s (inabox fault --run %s list)", filepath.Join(r.dir, faultctl.IndexFile), r.dir)
 	if cfg.OnRunning != nil {
 		pids := map[string]int{}

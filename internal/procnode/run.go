@@ -75,6 +75,10 @@ type Spec struct {
 	// opened ("" = the caller's).
 	Netns  string
 	Attach []Attachment
+	// Inner are nodes that run in the process behind Node, each linked to
+	// one of its ports (a host's worker and PS behind its NIC). Done and
+	// AfterEvent hold for their callbacks too.
+	Inner []InnerNode
 	// Done, if set, is checked on the run goroutine after every node
 	// callback (Start, Receive, Timer); the run ends when it returns true.
 	Done func() bool
@@ -92,11 +96,26 @@ type Spec struct {
 	GoroutinePorts bool
 }
 
-// hooked wraps the node to run Spec's hooks after each callback on the run
-// goroutine (no emu.Network.Do, whose use from another goroutine races with
-// the start and end of a run).
+// InnerNode is a node of a process that no backend touches: its port 0 is
+// linked to port To of Spec.Node over Link (both directions alike).
+type InnerNode struct {
+	Name  string
+	Node  emu.Node
+	Ports int
+	To    int
+	Link  emu.LinkConfig
+}
+
+// hooked wraps a node of the process to run Spec's hooks after each of its
+// callbacks on the run goroutine (no emu.Network.Do, whose use from another
+// goroutine races with the start and end of a run).
 type hooked struct {
 	emu.Node
+	*hooks
+}
+
+// hooks are Spec's hooks, shared by the process's nodes.
+type hooks struct {
 	after   func()
 	done    func() bool
 	stop    atomic.Pointer[context.CancelFunc]
@@ -104,7 +123,7 @@ type hooked struct {
 	once    sync.Once
 }
 
-func (h *hooked) hook() {
+func (h *hooks) hook() {
 	if h.after != nil {
 		h.after()
 	}
@@ -190,9 +209,17 @@ func Open(spec Spec) (_ *Proc, err error) {
 		cfg.SpinWait = d
 	}
 	p := &Proc{spec: spec, net: emu.NewNetwork(cfg), ended: make(chan struct{})}
-	p.hook = &hooked{Node: spec.Node, after: spec.AfterEvent, done: spec.Done, started: make(chan struct{})}
+	p.hook = &hooked{Node: spec.Node, hooks: &hooks{after: spec.AfterEvent, done: spec.Done, started: make(chan struct{})}}
 	if err := p.net.AddNode(spec.Name, spec.Ports, p.hook); err != nil {
 		return nil, err
+	}
+	for _, in := range spec.Inner {
+		if err := p.net.AddNode(in.Name, in.Ports, &hooked{Node: in.Node, hooks: p.hook.hooks}); err != nil {
+			return nil, err
+		}
+		if _, err := p.net.Connect(spec.Name, in.To, in.Name, 0, in.Link); err != nil {
+			return nil, fmt.Errorf("procnode: inner node %s: %w", in.Name, err)
+		}
 	}
 	var ports []emu.Port
 	defer func() {
