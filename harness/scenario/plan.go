@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"github.com/inabox/inabox/harness/testbed"
 	"math"
 	"strconv"
 	"time"
@@ -164,13 +165,25 @@ const LatencyShareWarn = 0.05
 // because link delays are stretched (longer than TrueDelayMax in a scaled
 // scenario) by 1/rate_scale to keep the bandwidth-delay product while the
 // transfer keeps its length. Each names the field, the job and the share.
+//
+// And, with true delays at a scaled rate, a window so small (below
+// CoarseWindow aggregators) that memory shares round coarsely when the
+// jobs' windows do not all fit the switch: contention results then differ
+// from true scale's by about one aggregator's share of a window (measured:
+// docs/results.md, "Scaling check").
 func (s *Scenario) Warnings(models Models) []string {
 	models = s.withOwn(models)
 	var out []string
-	// True delays at a scaled rate are no distortion: with equal scales
-	// the transfer keeps its true length, and so do the delays.
-	if s.Scaling.RateScale >= 1 || s.Topology.LinkDelay.D() <= TrueDelayMax {
+	if s.Scaling.RateScale >= 1 {
 		return nil
+	}
+	// True delays at a scaled rate keep the transfer's and the delays'
+	// true lengths, but shrink the window with the rate.
+	if s.Topology.LinkDelay.D() <= TrueDelayMax {
+		if w := s.coarseWindow(models); w != "" {
+			out = append(out, w)
+		}
+		return out
 	}
 	fixed := time.Duration(FixedTraversals) * s.Topology.LinkDelay.D()
 	for _, p := range s.Plan(models) {
@@ -195,4 +208,28 @@ func (s *Scenario) Warnings(models Models) []string {
 		out = append(out, w)
 	}
 	return out
+}
+
+// CoarseWindow is the window, in aggregators, below which Warnings says
+// that memory shares round coarsely: one aggregator is then more than 2 %
+// of a window.
+const CoarseWindow = 50
+
+// coarseWindow is Warnings' coarse-window warning, or "".
+func (s *Scenario) coarseWindow(models Models) string {
+	t := s.Topology
+	vpp := t.Switch.ValuesPerPacket
+	lat := max(t.Switch.Latency.D(), 0)
+	w := testbed.PipeSlots(s.LinkBitsPerSecond(), t.LinkDelay.D(), lat, vpp)
+	if w >= CoarseWindow || s.LinkBitsPerSecond() <= 0 {
+		return ""
+	}
+	jobs := len(s.Plan(models))
+	if t.Switch.Slots >= jobs*w {
+		return "" // every job's window fits: no sharing to round
+	}
+	trueW := testbed.PipeSlots(int64(math.Round(t.LinkGbps*1e9)), t.LinkDelay.D(), lat, vpp)
+	return fmt.Sprintf("topology.switch.slots: %d: a window is %d aggregators at rate_scale %g (%d at true scale), so the jobs' shares of the "+
+		"switch round coarsely (one aggregator is %.0f %% of a window): contention results can differ from true scale's by as much "+
+		"(docs/results.md, \"Scaling check\")", t.Switch.Slots, w, s.Scaling.RateScale, trueW, 100/float64(w))
 }

@@ -383,6 +383,27 @@ func TestWarnings(t *testing.T) {
 	if w := s.Warnings(DefaultModels()); len(w) != 0 {
 		t.Errorf("true delays warned: %q", w)
 	}
+	// True delays at rate_scale 0.01 and memory for about one of three
+	// jobs' windows: the shares round coarsely. With memory for every
+	// window, or at true scale, nothing is shared and nothing rounds.
+	three := "jobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 2, iterations: 1}\n  - {name: c, model: resnet50, workers: 2, iterations: 1}\n"
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\n",
+			"topology.switch.slots: 8: a window is 7 aggregators at rate_scale 0.01 (145 at true scale), so the jobs' shares of the switch round coarsely (one aggregator is 14 % of a window)"},
+		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 21}}\n", ""},
+		{"topology: {link_delay: 1us, switch: {slots: 8}}\n", ""},
+	} {
+		s, err := Parse("x.yaml", []byte(tc.src+three), DefaultModels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := s.Warnings(DefaultModels())
+		if tc.want == "" && len(w) != 0 || tc.want != "" && (len(w) != 1 || !strings.Contains(w[0], tc.want)) {
+			t.Errorf("%s: warnings %q, want %q", tc.src, w, tc.want)
+		}
+	}
 }
 
 // TestScenarioDocComplete: docs/scenarios.md has a row for every field of
