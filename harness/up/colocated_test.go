@@ -1,6 +1,8 @@
 package up
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,4 +75,30 @@ func TestUpCoLocated(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpCoLocatedLoseState: a crash of a co-located host that loses its
+// state restarts its process, worker, NIC and PS alike; ATP's PS cannot
+// recover its open chunks, and inabox up stops with the emulator's own
+// error for that PS.
+func TestUpCoLocatedLoseState(t *testing.T) {
+	needRoot(t)
+	b, err := os.ReadFile("testdata/up-colocated.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(b), "target: h2, duration: 100ms}", "target: h2, duration: 100ms, lose_state: true}", 1)
+	file := filepath.Join(t.TempDir(), "up-colocated-lose-state.yaml")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var pids map[string]int
+	cfg := Config{Scenario: file, Command: testCommand, Timeout: 50 * time.Second, Policy: "atp",
+		OnRunning: func(p map[string]int) { pids = p }}
+	res, err := Up(context.Background(), cfg, nil, io.Discard)
+	const want = "policy atp: at 500ms: ps1 restarted with its state lost: atp keeps the state of every open chunk only in its parameter server"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Up: %v; want it to say %q", err, want)
+	}
+	checkNothingLeft(t, res, pids)
 }
