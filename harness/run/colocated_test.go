@@ -62,14 +62,7 @@ func TestRunCoLocated(t *testing.T) {
 func TestPreparePeersCoLocated(t *testing.T) {
 	s := coLocatedTiny(t)
 	for _, policy := range testbed.Names() {
-		p, err := Prepare(s, Options{Policy: policy})
-		if err != nil {
-			t.Fatalf("%s: %v", policy, err)
-		}
-		peers, err := p.Peers()
-		if err != nil {
-			t.Fatalf("%s: %v", policy, err)
-		}
+		p, peers := preparePeers(t, s, policy)
 		coloc := 0
 		for i, pe := range peers {
 			if pe.Role != "worker" || pe.SwitchPort != i {

@@ -34,14 +34,7 @@ func TestRunEndsOnTransportFailure(t *testing.T) {
 func TestPreparePeers(t *testing.T) {
 	s := loadEmbedded(t, "default.yaml")
 	for _, policy := range testbed.Names() {
-		p, err := Prepare(s, Options{Policy: policy})
-		if err != nil {
-			t.Fatalf("%s: %v", policy, err)
-		}
-		peers, err := p.Peers()
-		if err != nil {
-			t.Fatalf("%s: %v", policy, err)
-		}
+		p, peers := preparePeers(t, s, policy)
 		workers, pss := 0, 0
 		for i, pe := range peers {
 			if i > 0 && pe.SwitchPort <= peers[i-1].SwitchPort {
@@ -75,6 +68,20 @@ func TestPreparePeers(t *testing.T) {
 			t.Errorf("%s: Node(nope) did not fail", policy)
 		}
 	}
+}
+
+// preparePeers prepares s under policy and lists its peers.
+func preparePeers(t *testing.T, s *scenario.Scenario, policy string) (*Prepared, []Peer) {
+	t.Helper()
+	p, err := Prepare(s, Options{Policy: policy})
+	if err != nil {
+		t.Fatalf("%s: %v", policy, err)
+	}
+	peers, err := p.Peers()
+	if err != nil {
+		t.Fatalf("%s: %v", policy, err)
+	}
+	return p, peers
 }
 
 func loadEmbedded(t *testing.T, name string) *scenario.Scenario {
