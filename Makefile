@@ -43,10 +43,10 @@ test: lint unit
 # byte) and the longest virtual-time tests (at full size) run without -race
 # first: under -race they took 200 s of CPU, a fifth of the suite, for
 # single-goroutine code; the -race run skips them, saying so
-NORACE_TESTS = '^(TestTrimFaults|TestForgery|TestScalingPair|TestStragglers|TestCorruption|TestCrashRecovery)$$'
+NORACE_TESTS = '^(TestTrimFaults|TestForgery|TestScalingPair|TestStragglers|TestCorruption|TestCrashRecovery|TestContentionScaling)$$'
 unit:
 	$(GO) test -count=1 -run '^TestGoldenDefault$$' ./cmd/inabox
-	$(GO) test -count=1 -run $(NORACE_TESTS) ./harness/testbed
+	$(GO) test -count=1 -run $(NORACE_TESTS) ./harness/testbed ./harness/run
 	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -shuffle=on -timeout 20m $(PKGS)
 
 lint:
@@ -76,6 +76,7 @@ fuzz:
 ## the scaling pair against true scale), minutes each
 soak:
 	INABOX_LONG=1 $(GO) test -run '100MB|TestCorruption|TestScalingPair' -timeout 2h -v ./harness/testbed/
+	INABOX_LONG=1 $(GO) test -run '^TestContentionScaling$$' -timeout 1h -v ./harness/run/
 
 ## p4-difftest: compile the P4 twin with p4c and run the STF vectors on BMv2
 p4-difftest:
