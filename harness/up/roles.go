@@ -775,8 +775,8 @@ func peerMain(cmd, role string, args []string, stderr io.Writer, only **flag.Fla
 	if err != nil {
 		return fail(err)
 	}
-	dirs := []faultctl.Direction{{Link: me.Host, Node: me.Node, Dir: faultctl.Up, T: faultctl.LinkDir{L: proc.Links()[0], D: emu.AtoB}}}
-	faults := &faultctl.Server{Run: proc, Table: faultctl.NewTable(faultctl.NetClock{N: proc.Network()}, dirs...)}
+	faults := &faultctl.Server{Run: proc, Table: faultctl.NewTable(faultctl.NetClock{N: proc.Network()},
+		faultctl.Direction{Link: me.Host, Node: me.Node, Dir: faultctl.Up, T: faultctl.LinkDir{L: proc.Links()[0], D: emu.AtoB}})}
 	if role == "worker" {
 		// Faults timed from the workers' progress (faults[].when) wait on
 		// it: POST /progress/wait.
