@@ -9,6 +9,8 @@
 # apart (staggered). Prints each job's time in all-reduces
 # (results.json jobs[].comm_time_s) per policy. docs/results.md,
 # "Scaling check". About 8 minutes and 5 GB of memory on this machine.
+# OUT=DIR keeps each run's scenario and results in DIR/ARRIVALS-SCALE-POLICY/
+# (results.json jobs[].iteration_log has every all-reduce's span).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -32,8 +34,14 @@ jobs:
   - {name: c, model: resnet50, workers: 2, iterations: 2, arrival: $c}
 Y
     for p in switchml atp esa freeina dynaina none; do
-      "$work/inabox" run --policy "$p" --out "$work/o" "$work/s.yaml" >/dev/null
-      t=$(sed -n 's/^ *"comm_time_s": \([0-9.e+-]*\),*$/\1/p' "$work/o/results.json" | tr '\n' ' ')
+      o="$work/o"
+      if [ -n "${OUT:-}" ]; then
+        o="$OUT/$name-$s-$p"
+        mkdir -p "$o"
+        cp "$work/s.yaml" "$o/scenario.yaml"
+      fi
+      "$work/inabox" run --policy "$p" --out "$o" "$work/s.yaml" >/dev/null
+      t=$(sed -n 's/^ *"comm_time_s": \([0-9.e+-]*\),*$/\1/p' "$o/results.json" | tr '\n' ' ')
       printf '%-10s %-5s %-6s %-9s %s\n' "$name" "$s" "$slots" "$p" "$t"
     done
   done
