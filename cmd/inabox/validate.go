@@ -50,8 +50,12 @@ func cmdValidate(printScenario *bool, args []string, stdout, stderr io.Writer) e
 		if len(s.Jobs) == 1 {
 			plural = ""
 		}
-		fmt.Fprintf(stdout, "%s: ok: %s, policy %s, %d job%s, %d workers on %d hosts, %d PS, %d slots; ~%.2f M worker packets, virtual time ≥ %v\n",
-			file, s.Name, s.Policy, len(s.Jobs), plural, workers, s.NumHosts(), s.Topology.PS.Count, s.Topology.Switch.Slots,
+		ps := fmt.Sprintf("%d PS", s.Topology.PS.Count)
+		if s.Topology.PS.Placement != scenario.PlacementDedicated {
+			ps += " " + s.Topology.PS.Placement
+		}
+		fmt.Fprintf(stdout, "%s: ok: %s, policy %s, %d job%s, %d workers on %d hosts, %s, %d slots; ~%.2f M worker packets, virtual time ≥ %v\n",
+			file, s.Name, s.Policy, len(s.Jobs), plural, workers, s.NumHosts(), ps, s.Topology.Switch.Slots,
 			float64(est.WorkerPackets)/1e6, est.VirtualTime.Round(1e6))
 		for _, p := range s.Plan(models) {
 			if len(p.Buckets) < 2 {

@@ -1363,7 +1363,11 @@ func (res *Result) Print(w io.Writer) {
 	}
 	for i, p := range res.PSReports {
 		if p.PS != nil {
-			fmt.Fprintf(w, "  %-8s %+v\n", res.PSs[i].Name, *p.PS)
+			in := ""
+			if res.PSs[i].In != "" {
+				in = " (in " + res.PSs[i].In + "'s process)"
+			}
+			fmt.Fprintf(w, "  %-8s %+v%s\n", res.PSs[i].Name, *p.PS, in)
 		}
 	}
 	for _, l := range res.Links {
