@@ -83,6 +83,9 @@ func (r *session) hold(ctx context.Context, res Result, runErr error) {
 	nodes := []string{switchProc + " " + r.swNS()}
 	for i, pe := range r.peers {
 		nodes = append(nodes, pe.Node+" "+r.peerNS(i))
+		if c := pe.CoLocated; c != nil {
+			nodes = append(nodes, c.PS+" "+r.peerNS(i)+" (co-located)")
+		}
 	}
 	var alive []string
 	for n, p := range r.current {
