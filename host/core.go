@@ -13,10 +13,41 @@ import (
 // Tensor is one all-reduce a worker performs.
 type Tensor struct {
 	AllReduce uint16
-	Data      []float32
+	// Data is the gradient, or nil if Source makes it.
+	Data []float32
+	// Source, if Data is nil, makes the gradient's values when they are
+	// sent: a gradient too large to hold (a true-scale run).
+	Source Source
 	// Exps are the per-chunk exponents (QuantExponent); every worker must
 	// pass the same ones (see ExponentsFrom).
 	Exps []int8
+}
+
+// Source makes a gradient's values on demand (Tensor.Source).
+type Source interface {
+	// Len is the number of values.
+	Len() int
+	// Fill writes values [off, off+len(dst)) into dst.
+	Fill(dst []float32, off int)
+}
+
+// Len is the number of values of t.
+func (t *Tensor) Len() int {
+	if t.Data == nil && t.Source != nil {
+		return t.Source.Len()
+	}
+	return len(t.Data)
+}
+
+// Values returns values [lo, hi) of t: a slice of Data, or scratch (which
+// must hold hi-lo values) filled by Source.
+func (t *Tensor) Values(scratch []float32, lo, hi int) []float32 {
+	if t.Data == nil && t.Source != nil {
+		scratch = scratch[:hi-lo]
+		t.Source.Fill(scratch, lo)
+		return scratch
+	}
+	return t.Data[lo:hi]
 }
 
 // Report is a worker's account of one all-reduce. Every client fills the
@@ -215,7 +246,7 @@ func (c *Core) TensorIndex(ar uint16) int {
 
 // Chunks returns the number of chunks of tensor i.
 func (c *Core) Chunks(i int) uint32 {
-	return uint32((len(c.tensors[i].Data) + c.values - 1) / c.values)
+	return uint32((c.tensors[i].Len() + c.values - 1) / c.values)
 }
 
 // Exp returns chunk k of tensor i's exponent (QuantExponent), else 0.
@@ -230,7 +261,7 @@ func (c *Core) Exp(i int, k uint32) int8 {
 // Begin allocates tensor i's result and returns its report, started now.
 func (c *Core) Begin(i int, now time.Duration) Report {
 	n := c.Chunks(i)
-	if m := len(c.tensors[i].Data); cap(c.spare) >= m {
+	if m := c.tensors[i].Len(); cap(c.spare) >= m {
 		c.results[i] = c.spare[:m]
 		clear(c.results[i])
 		c.spare = nil
@@ -268,7 +299,7 @@ func (c *Core) observeChunk(i int, k uint32) {
 func (c *Core) EncodeChunk(buf []byte, i int, k, hdrChunk uint32, flags uint8, rep *Report) int {
 	t := &c.tensors[i]
 	lo := int(k) * c.values
-	hi := min(lo+c.values, len(t.Data))
+	hi := min(lo+c.values, t.Len())
 	e := c.Exp(i, k)
 	inahdr.Header(buf).Encode(inahdr.Meta{Flags: flags, Job: c.job, AllReduce: t.AllReduce, Count: hi - lo,
 		Chunk: hdrChunk, Worker: uint8(c.rank), Exponent: e, Bitmap: 1 << c.rank})
@@ -282,7 +313,7 @@ func (c *Core) EncodeChunk(buf []byte, i int, k, hdrChunk uint32, flags uint8, r
 		copy(vals, b.wire[4*(lo-int(b.first)*c.values):])
 		cl = int(b.clip[k-b.first])
 	} else { // an earlier chunk, sent again
-		cl = c.quant.quantizeWire(vals, t.Data[lo:hi], e)
+		cl = c.quant.quantizeWire(vals, t.Values(c.qb.src, lo, hi), e)
 	}
 	if rep != nil {
 		rep.Clipped += cl
@@ -297,6 +328,7 @@ type quantBlock struct {
 	first, end uint32
 	wire       []byte
 	clip       []int32
+	src        []float32 // the block's values, from a Tensor.Source
 }
 
 // quantBlockValues is how many values a quantBlock holds (16 KiB of
@@ -308,14 +340,16 @@ func (c *Core) fillBlock(i int, k uint32) {
 	b := &c.qb
 	per := max(quantBlockValues/c.values, 1)
 	if b.wire == nil {
-		b.wire, b.clip = make([]byte, 4*per*c.values), make([]int32, per)
+		b.wire, b.clip, b.src = make([]byte, 4*per*c.values), make([]int32, per), make([]float32, per*c.values)
 	}
-	data := c.tensors[i].Data
+	t := &c.tensors[i]
 	n := min(uint32(per), max(c.Chunks(i), k)-k)
+	first := int(k) * c.values
+	data := t.Values(b.src, first, min(first+int(n)*c.values, t.Len())) // one Fill for the block
 	for j := range n {
-		lo := int(k+j) * c.values
+		lo := int(j) * c.values
 		hi := min(lo+c.values, len(data))
-		b.clip[j] = int32(c.quant.quantizeWire(b.wire[4*int(j)*c.values:], data[lo:hi], c.Exp(i, k+j)))
+		b.clip[j] = int32(c.quant.quantizeWire(b.wire[4*lo:], data[lo:hi], c.Exp(i, k+j)))
 	}
 	b.ti, b.first, b.end = i, k, k+n
 }

@@ -651,7 +651,7 @@ func (w *Worker) message(env *emu.Env, data []byte) {
 func (w *Worker) pull(ar uint16, k uint32) {
 	for i := 0; i < w.Len(); i++ {
 		t := w.Tensor(i)
-		if t.AllReduce != ar || int(k)*w.cfg.Values >= len(t.Data) {
+		if t.AllReduce != ar || int(k)*w.cfg.Values >= t.Len() {
 			continue
 		}
 		if i > w.cur || (i == w.cur && w.st == nil) {

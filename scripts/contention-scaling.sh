@@ -8,7 +8,7 @@
 # 2, 5 and 41), with the jobs arriving together (locked) or 7 and 13 ms
 # apart (staggered). Prints each job's time in all-reduces and its JCT
 # (results.json jobs[].comm_time_s, jct_s) per policy. docs/results.md,
-# "Scaling check". About 8 minutes and 5 GB of memory on this machine.
+# "Scaling check". About 8 minutes and 2 GB of memory on this machine.
 # OUT=DIR keeps each run's scenario and results in DIR/ARRIVALS-SCALE-POLICY/
 # (results.json jobs[].iteration_log has every all-reduce's span).
 # COSTS=sourced runs at the sourced host costs instead (topology.costs);

@@ -12,7 +12,6 @@ import (
 // check compares every worker's result of job i's all-reduce k with the
 // reference and frees it.
 func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
-	ref := r.gen.reference(i, k)
 	where := func(rank int) string {
 		p := r.plans[i]
 		if len(p.Buckets) == 1 {
@@ -22,13 +21,12 @@ func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 	}
 	for rank, w := range ws {
 		got := w.Endpoint.Result(k)
-		if len(got) != len(ref) {
-			return fmt.Errorf("%s: result has %d elements, want %d", where(rank), len(got), len(ref))
+		d := r.gen.compare(i, k, got)
+		if len(got) != d.n {
+			return fmt.Errorf("%s: result has %d elements, want %d", where(rank), len(got), d.n)
 		}
-		for e := range ref {
-			if got[e] != ref[e] {
-				return fmt.Errorf("%s: element %d = %d, want %d (wrong all-reduce sum)", where(rank), e, got[e], ref[e])
-			}
+		if d.bad > 0 {
+			return fmt.Errorf("%s: element %d = %d, want %d (wrong all-reduce sum)", where(rank), d.first, got[d.first], d.want)
 		}
 		w.Endpoint.DropResult(k)
 	}
@@ -45,15 +43,49 @@ func span(w testbed.Worker, i int) (start, end time.Duration) {
 // two variants per worker, alternating by iteration (so a result left over
 // from the previous all-reduce cannot pass the check), and their reference
 // sums (fixed-point quantization as the workers do, summed exactly).
+//
+// A job whose gradients and sums would take more than LazyGradientBytes is
+// lazy: its workers' gradients are made as they are sent (host.Source) and
+// its sums as results are checked, from the generator's state saved every
+// lazyBlock values; the values are the same.
 type tensorGen struct {
 	seed  uint64
 	plans []scenario.JobPlan
-	data  map[[3]int][]float32 // job, rank, variant
-	ref   map[[2]int][]int32   // job, variant
+	data  map[[3]int][]float32    // job, rank, variant
+	lazy  map[[3]int]*lazyVariant // job, rank, variant
+	ref   map[[2]int][]int32      // job, variant
 }
 
+// LazyGradientBytes is the size above which a job's gradients and
+// reference sums (4 B per element, 2 variants per worker and 2 sums) are
+// made on demand instead of held. A variable for tests.
+var LazyGradientBytes = int64(scenario.LazyGradientBytes)
+
 func newTensorGen(seed uint64, s *scenario.Scenario, plans []scenario.JobPlan) *tensorGen {
-	return &tensorGen{seed: seed, plans: plans, data: map[[3]int][]float32{}, ref: map[[2]int][]int32{}}
+	return &tensorGen{seed: seed, plans: plans, data: map[[3]int][]float32{}, lazy: map[[3]int]*lazyVariant{}, ref: map[[2]int][]int32{}}
+}
+
+// isLazy reports whether job's gradients are made on demand.
+func (g *tensorGen) isLazy(job int) bool {
+	p := g.plans[job]
+	return 4*int64(p.Elements)*int64(2*p.Workers+2) > LazyGradientBytes
+}
+
+// state is variant v of worker rank of job's generator state.
+func (g *tensorGen) state(job, rank, v int) uint64 {
+	x := g.seed*0x9E3779B97F4A7C15 ^ uint64(job+1)<<40 ^ uint64(rank+1)<<20 ^ uint64(v+1)*0xBF58476D1CE4E5B9
+	if x == 0 {
+		x = 1
+	}
+	return x
+}
+
+// step advances the generator and returns its next value, in [-1, 1).
+func step(x uint64) (uint64, float32) {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x, float32(int64(x>>11)%(1<<21)-(1<<20)) / (1 << 20)
 }
 
 func (g *tensorGen) variant(job, rank, v int) []float32 {
@@ -61,20 +93,62 @@ func (g *tensorGen) variant(job, rank, v int) []float32 {
 	if d, ok := g.data[key]; ok {
 		return d
 	}
-	x := g.seed*0x9E3779B97F4A7C15 ^ uint64(job+1)<<40 ^ uint64(rank+1)<<20 ^ uint64(v+1)*0xBF58476D1CE4E5B9
-	if x == 0 {
-		x = 1
-	}
+	x := g.state(job, rank, v)
 	out := make([]float32, g.plans[job].Elements)
 	for i := range out {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		out[i] = float32(int64(x>>11)%(1<<21)-(1<<20)) / (1 << 20) // [-1, 1)
+		x, out[i] = step(x)
 	}
 	g.data[key] = out
 	return out
 }
+
+// lazyBlock is how many values apart a lazy variant saves its state.
+const lazyBlock = 1024
+
+// lazyVariant is a variant made on demand: variant's values, from the
+// generator's state before every lazyBlock-th value.
+type lazyVariant struct {
+	n      int
+	states []uint64
+}
+
+func (g *tensorGen) lazyVariant(job, rank, v int) *lazyVariant {
+	key := [3]int{job, rank, v}
+	if l, ok := g.lazy[key]; ok {
+		return l
+	}
+	n := int(g.plans[job].Elements)
+	l := &lazyVariant{n: n, states: make([]uint64, 0, n/lazyBlock+1)}
+	x := g.state(job, rank, v)
+	for i := 0; i < n; i++ {
+		if i%lazyBlock == 0 {
+			l.states = append(l.states, x)
+		}
+		x, _ = step(x)
+	}
+	g.lazy[key] = l
+	return l
+}
+
+// fill writes values [off, off+len(dst)) into dst.
+func (l *lazyVariant) fill(dst []float32, off int) {
+	x := l.states[off/lazyBlock]
+	for range off % lazyBlock {
+		x, _ = step(x)
+	}
+	for i := range dst {
+		x, dst[i] = step(x)
+	}
+}
+
+// lazySlice is values [off, off+n) of a lazy variant: a bucket's tensor.
+type lazySlice struct {
+	l      *lazyVariant
+	off, n int
+}
+
+func (s lazySlice) Len() int                    { return s.n }
+func (s lazySlice) Fill(dst []float32, off int) { s.l.fill(dst, s.off+off) }
 
 // tensors returns worker rank of job (from 0)'s all-reduces, one per
 // bucket of each iteration (all-reduce ids 1, 2, ...; they wrap at
@@ -85,12 +159,74 @@ func (g *tensorGen) tensors(ji, rank int) []host.Tensor {
 	ts := make([]host.Tensor, p.AllReduces())
 	for k := range ts {
 		b := p.Buckets[k%nb]
-		ts[k] = host.Tensor{AllReduce: uint16(k%0xFFFF + 1), Data: g.variant(ji, rank, (k/nb)%2)[b.Offset : b.Offset+b.Elements]}
+		v := (k / nb) % 2
+		ts[k] = host.Tensor{AllReduce: uint16(k%0xFFFF + 1)}
+		if g.isLazy(ji) {
+			ts[k].Source = lazySlice{g.lazyVariant(ji, rank, v), int(b.Offset), int(b.Elements)}
+		} else {
+			ts[k].Data = g.variant(ji, rank, v)[b.Offset : b.Offset+b.Elements]
+		}
 	}
 	return ts
 }
 
-// reference is the sum job's all-reduce k must give.
+// diff is how a result compares with its reference sum: n elements
+// expected, bad of them wrong, the first at first (its reference want).
+type diff struct {
+	n, bad, first int
+	want          int32
+}
+
+// compare compares got, job's all-reduce k's result, with the reference
+// sum, element by element (a result of the wrong length: every element
+// wrong).
+func (g *tensorGen) compare(job, k int, got []int32) diff {
+	p := g.plans[job]
+	nb := len(p.Buckets)
+	b := p.Buckets[k%nb]
+	v := (k / nb) % 2
+	d := diff{n: int(b.Elements), first: -1}
+	if len(got) != d.n {
+		d.bad = d.n
+		return d
+	}
+	note := func(e int, want int32) {
+		if got[e] != want {
+			if d.bad == 0 {
+				d.first, d.want = e, want
+			}
+			d.bad++
+		}
+	}
+	if !g.isLazy(job) {
+		for e, want := range g.reference(job, k) {
+			note(e, want)
+		}
+		return d
+	}
+	// The sum a block at a time, from every worker's lazy variant.
+	const block = 1 << 16
+	q := host.Quantizer{Workers: p.Workers}
+	vals, buf, sum := make([]float32, block), make([]int32, block), make([]int64, block)
+	for lo := 0; lo < d.n; lo += block {
+		n := min(block, d.n-lo)
+		clear(sum[:n])
+		for rank := 0; rank < p.Workers; rank++ {
+			g.lazyVariant(job, rank, v).fill(vals[:n], int(b.Offset)+lo)
+			q.Quantize(buf[:n], vals[:n], 0)
+			for i, x := range buf[:n] {
+				sum[i] += int64(x)
+			}
+		}
+		for i, x := range sum[:n] {
+			note(lo+i, int32(x))
+		}
+	}
+	return d
+}
+
+// reference is the sum job's all-reduce k must give, held (a job that is
+// not lazy).
 func (g *tensorGen) reference(job, k int) []int32 {
 	p := g.plans[job]
 	nb := len(p.Buckets)

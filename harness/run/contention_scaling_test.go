@@ -36,7 +36,7 @@ jobs:
 // the window (7, 19 aggregators: 8, 22 slots), DynaINA, ATP, ESA and the
 // ring spend the same time in every job's all-reduces at rate_scale 0.01
 // as at 0.1, within 2 %; INABOX_LONG=1 (make soak) adds the true-scale run
-// (145 aggregators, 165 slots; 10–31 s and up to 5 GB per policy). SwitchML
+// (145 aggregators, 165 slots; 10–31 s and about 2 GB per policy). SwitchML
 // and FreeINA are not asserted: their contended results move with the
 // memory's rounding at every reduced scale (docs/results.md, "Contention
 // against true scale").

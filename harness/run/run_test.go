@@ -191,12 +191,32 @@ func ranks(rs ...fakeRank) []testbed.WorkerHandle {
 	return out
 }
 
-// TestRunChecksSums: a wrong sum is an error, not a result.
+// TestRunChecksSums: a wrong sum is an error, not a result, whether the
+// reference sums are held or made as results are checked (lazy).
 func TestRunChecksSums(t *testing.T) {
+	t.Run("held", testRunChecksSums)
+	t.Run("lazy", func(t *testing.T) {
+		lazyGradients(t)
+		testRunChecksSums(t)
+	})
+}
+
+// lazyGradients makes every job lazy (LazyGradientBytes 0) until restore
+// is called or the test ends.
+func lazyGradients(t *testing.T) (restore func()) {
+	old := LazyGradientBytes
+	LazyGradientBytes = 0
+	restore = func() { LazyGradientBytes = old }
+	t.Cleanup(restore)
+	return restore
+}
+
+func testRunChecksSums(t *testing.T) {
 	s := tiny(t, "")
 	plans := s.Plan(scenario.DefaultModels())
+	held := newTensorGen(1, s, plans)
 	r := &runner{s: s, plans: plans, gen: newTensorGen(1, s, plans)}
-	ref := r.gen.reference(1, 0)
+	ref := held.reference(1, 0)
 	good := append([]int32(nil), ref...)
 	if err := r.check(1, 0, ranks(fakeRank{res: good}, fakeRank{res: good})); err != nil {
 		t.Fatal(err)
@@ -210,7 +230,7 @@ func TestRunChecksSums(t *testing.T) {
 		t.Fatal("short result accepted")
 	}
 	// iterations alternate two inputs, so a stale result fails too
-	if ref1 := r.gen.reference(1, 1); ref1[0] == ref[0] && ref1[1] == ref[1] && ref1[2] == ref[2] {
+	if ref1 := held.reference(1, 1); ref1[0] == ref[0] && ref1[1] == ref[1] && ref1[2] == ref[2] {
 		t.Fatal("iterations 0 and 1 have the same reference")
 	}
 }

@@ -229,8 +229,12 @@ func TestScenarioErrors(t *testing.T) {
 		{"empty", "", "x.yaml: empty file"},
 		{"syntax", "jobs: [\n", "x.yaml: yaml: line"},
 		{"not a mapping", "- a\n", "x.yaml:1: want a mapping"},
-		{"run gradients", "jobs:\n  - {name: a, model: vgg16, workers: 8, iterations: 1}\n",
-			`x.yaml:2: jobs[0]: "vgg16 × 8 workers": the run would hold 9.28 GiB of gradients and reference sums, 9.28 GiB of them this job's (4 B per element after tensor_scale 1, 2 copies per worker + 2): at most 8.00 GiB`},
+		// vgg16 made on demand (a result per worker) and five small jobs held
+		// (2 copies per worker + 2).
+		{"run gradients", "models: [{name: small, gradient_mib: 10, compute_ms: 1}]\njobs:\n  - {name: big, model: vgg16, workers: 14, iterations: 1}\n  - {name: s0, model: small, workers: 8, iterations: 1}\n  - {name: s1, model: small, workers: 8, iterations: 1}\n  - {name: s2, model: small, workers: 8, iterations: 1}\n  - {name: s3, model: small, workers: 8, iterations: 1}\n  - {name: s4, model: small, workers: 8, iterations: 1}\n",
+			`x.yaml:3: jobs[0]: "vgg16 × 14 workers": the run would hold 8.10 GiB of gradients, reference sums and results, 7.22 GiB of them this job's`},
+		{"run gradients lazily", "jobs:\n  - {name: a, model: vgg16, workers: 16, iterations: 1}\n",
+			`x.yaml:2: jobs[0]: "vgg16 × 16 workers": the run would hold 8.25 GiB of gradients, reference sums and results, 8.25 GiB of them this job's (4 B per element after tensor_scale 1: 2 copies per worker + 2, or a result per worker for a job over 256 MiB, whose gradients are made on demand): at most 8.00 GiB`},
 		{"worker all-reduces", "scaling: {tensor_scale: 0.001}\njobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 4, iterations: 1000000}\n",
 			"x.yaml:4: jobs[1].iterations: 1000000: × 4 workers × 1 all-reduces per iteration = 4000000 all-reduces (all jobs: 4000002): at most 4000000 over all workers"},
 		{"bucket count", "models: [{name: flat, gradient_mib: 1048576, compute_ms: 1}]\nscaling: {tensor_scale: 0.0001}\njobs:\n  - {name: a, model: flat, workers: 1, iterations: 1, bucket_mib: 0.000001}\n",

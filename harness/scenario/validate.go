@@ -200,9 +200,11 @@ func (v *validator) fail(p string, val any, rule string) {
 }
 
 // The most a run may hold and do before its first step:
-// MaxRunGradientBytes of gradients and reference sums (each job 4 B per
-// element after tensor_scale, 2 copies per worker and 2 sums; the heap of
-// such a run peaks near twice this), and MaxWorkerAllReduces all-reduces
+// MaxRunGradientBytes of gradients, reference sums and results (each job
+// 4 B per element after tensor_scale, 2 copies per worker and 2 sums, or,
+// above LazyGradientBytes, whose gradients and sums are made on demand, a
+// result per worker; the heap of such a run peaks near twice this, the
+// ring's, which quantizes a whole tensor, too), and MaxWorkerAllReduces all-reduces
 // over all the workers of all jobs (each one's tensor and report exist
 // from the start). They keep a valid scenario within the memory of the
 // machines the emulator runs on (vgg16 at full scale fits 6 workers), and
@@ -211,6 +213,12 @@ const (
 	MaxRunGradientBytes = 8 << 30
 	MaxWorkerAllReduces = 4_000_000
 )
+
+// LazyGradientBytes is the size of a job's gradients and reference sums
+// (4 B per element, 2 variants per worker and 2 sums) above which the
+// runner makes them on demand instead of holding them (harness/run); such
+// a job holds a result per worker (4 B per element) as it all-reduces.
+const LazyGradientBytes = 256 << 20
 
 // checkRunSize refuses a scenario whose run would exceed
 // MaxRunGradientBytes or MaxWorkerAllReduces, naming its largest job.
@@ -227,6 +235,9 @@ func (v *validator) checkRunSize(models Models) {
 		// Plan's elements: each bucket rounds up to at least one
 		elems := int64(math.Ceil(float64(m.Elements())*s.Scaling.TensorScale)) + nb
 		b := 4 * elems * int64(2*j.Workers+2)
+		if b > LazyGradientBytes {
+			b = 4 * elems * int64(j.Workers) // made on demand: a result per worker
+		}
 		a := int64(j.Workers) * int64(j.Iterations) * nb
 		bytes += b
 		allReduces += a
@@ -247,7 +258,7 @@ func (v *validator) checkRunSize(models Models) {
 	if bytes > MaxRunGradientBytes {
 		j := s.Jobs[bigB]
 		v.fail(job(bigB), fmt.Sprintf("%s × %d workers", j.Model, j.Workers), fmt.Sprintf(
-			"the run would hold %s of gradients and reference sums, %s of them this job's (4 B per element after tensor_scale %g, 2 copies per worker + 2): at most %s; lower scaling.tensor_scale or the workers",
+			"the run would hold %s of gradients, reference sums and results, %s of them this job's (4 B per element after tensor_scale %g: 2 copies per worker + 2, or a result per worker for a job over 256 MiB, whose gradients are made on demand): at most %s; lower scaling.tensor_scale or the workers",
 			gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(MaxRunGradientBytes)))
 	}
 	if allReduces > MaxWorkerAllReduces {

@@ -488,12 +488,21 @@ func (w *RingWorker) begin() {
 	n := w.Chunks(i)
 	V := w.Values()
 	w.st = rcState{idx: i, ar: t.AllReduce, chunks: n, have: make([]bool, n), rep: rep}
-	w.q = make([]int32, len(t.Data))
+	m := t.Len()
+	w.q = make([]int32, m)
 	q := w.Quantizer()
-	for c := uint32(0); c < n; c++ {
-		lo := int(c) * V
-		hi := min(lo+V, len(t.Data))
-		rep.Clipped += q.Quantize(w.q[lo:hi], t.Data[lo:hi], w.Exp(i, c))
+	blk, scratch := max(m, 1), []float32(nil)
+	if t.Data == nil { // from its Source, 64 Ki values at a time
+		blk = min(blk, max(1<<16/V, 1)*V)
+		scratch = make([]float32, blk)
+	}
+	for lo0 := 0; lo0 < m; lo0 += blk {
+		hi0 := min(lo0+blk, m)
+		vals := t.Values(scratch, lo0, hi0)
+		for c := lo0 / V; c*V < hi0; c++ {
+			lo, hi := c*V, min(c*V+V, hi0)
+			rep.Clipped += q.Quantize(w.q[lo:hi], vals[lo-lo0:hi-lo0], w.Exp(i, uint32(c)))
+		}
 	}
 	if w.Workers() == 1 {
 		for c := uint32(0); c < n; c++ {

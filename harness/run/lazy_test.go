@@ -1,0 +1,64 @@
+package run
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/inabox/inabox/harness/scenario"
+	"github.com/inabox/inabox/harness/testbed"
+)
+
+// TestLazyVariant: a lazy variant's values, read from any offset and in
+// any length, are the held variant's.
+func TestLazyVariant(t *testing.T) {
+	s := tiny(t, "")
+	plans := s.Plan(scenario.DefaultModels())
+	g := newTensorGen(7, s, plans)
+	for job := range plans {
+		held := g.variant(job, 1, 1)
+		l := g.lazyVariant(job, 1, 1)
+		if l.n != len(held) {
+			t.Fatalf("job %d: %d lazy values, %d held", job, l.n, len(held))
+		}
+		for _, c := range [][2]int{{0, 1}, {0, lazyBlock}, {lazyBlock - 1, 2}, {lazyBlock, 1}, {3*lazyBlock + 5, 4000}, {len(held) - 3, 3}} {
+			off, n := c[0], min(c[1], len(held)-c[0])
+			got := make([]float32, n)
+			l.fill(got, off)
+			for i := range got {
+				if got[i] != held[off+i] {
+					t.Fatalf("job %d: value %d = %v lazily, %v held", job, off+i, got[i], held[off+i])
+				}
+			}
+		}
+	}
+}
+
+// TestLazyGradients: every policy gives byte-identical results.json and
+// pcaps whether the gradients and reference sums are held or made on
+// demand, with loss on every link (retransmitted chunks are made again).
+func TestLazyGradients(t *testing.T) {
+	s := tiny(t, "impairments:\n  - {link: all, loss: 0.002}\n")
+	for _, p := range testbed.Names() {
+		heldDir, lazyDir := t.TempDir(), t.TempDir()
+		_, held := runJSON(t, s, Options{Policy: p, PcapDir: heldDir})
+		restore := lazyGradients(t)
+		_, lazy := runJSON(t, s, Options{Policy: p, PcapDir: lazyDir})
+		restore()
+		if !bytes.Equal(held, lazy) {
+			t.Errorf("%s: results.json differs with lazy gradients", p)
+		}
+		files, _ := filepath.Glob(filepath.Join(heldDir, "*.pcap"))
+		if len(files) == 0 {
+			t.Fatalf("%s: no pcaps", p)
+		}
+		for _, f := range files {
+			a, _ := os.ReadFile(f)
+			b, err := os.ReadFile(filepath.Join(lazyDir, filepath.Base(f)))
+			if err != nil || !bytes.Equal(a, b) {
+				t.Errorf("%s: %s differs with lazy gradients (%v)", p, filepath.Base(f), err)
+			}
+		}
+	}
+}
