@@ -65,6 +65,29 @@ func newTensorGen(seed uint64, s *scenario.Scenario, plans []scenario.JobPlan) *
 	return &tensorGen{seed: seed, plans: plans, data: map[[3]int][]float32{}, lazy: map[[3]int]*lazyVariant{}, ref: map[[2]int][]int32{}}
 }
 
+// checkRing refuses to run the ring (policy none) where it would hold more
+// than scenario.MaxRunGradientBytes: for a lazy job, whose bound counts a
+// result per worker, the ring also holds each worker's whole gradient
+// quantized (measured: dynaina-contention at true scale passed 24 GB).
+func (g *tensorGen) checkRing(s *scenario.Scenario, policy string) error {
+	if policy != "none" {
+		return nil
+	}
+	var held int64
+	for j, p := range g.plans {
+		if g.isLazy(j) {
+			held += 8 * int64(p.Elements) * int64(p.Workers) // a result and a quantized copy per worker
+		} else {
+			held += 4 * int64(p.Elements) * int64(2*p.Workers+2)
+		}
+	}
+	if held > scenario.MaxRunGradientBytes {
+		return fmt.Errorf("%s: policy none: the ring would hold %.2f GiB (a result and its quantized gradient per worker, 4 B per element each): at most %.2f GiB; lower scaling.tensor_scale or the workers",
+			s.Name, float64(held)/(1<<30), float64(scenario.MaxRunGradientBytes)/(1<<30))
+	}
+	return nil
+}
+
 // isLazy reports whether job's gradients are made on demand.
 func (g *tensorGen) isLazy(job int) bool {
 	p := g.plans[job]

@@ -62,3 +62,18 @@ func TestLazyGradients(t *testing.T) {
 		}
 	}
 }
+
+// TestRingTooLarge: the ring, which holds each worker's whole gradient
+// quantized beside its result, is refused where that passes the run-size
+// bound.
+func TestRingTooLarge(t *testing.T) {
+	src := "jobs:\n  - {name: a, model: vgg16, workers: 8, iterations: 1}\n"
+	s, err := scenario.Parse("big.yaml", []byte(src), scenario.DefaultModels())
+	if err != nil {
+		t.Fatal(err) // 4.13 GiB of results: within the bound
+	}
+	_, err = prepare(s, Options{Policy: "none"})
+	if err == nil || err.Error() != "big: policy none: the ring would hold 8.25 GiB (a result and its quantized gradient per worker, 4 B per element each): at most 8.00 GiB; lower scaling.tensor_scale or the workers" {
+		t.Fatalf("ring: %v", err)
+	}
+}

@@ -107,6 +107,9 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	}
 	plans := s.Plan(models)
 	gen := newTensorGen(seed, s, plans)
+	if err := gen.checkRing(s, policy); err != nil {
+		return nil, err
+	}
 	tb, err := testbed.Build(testbedSpec(s, policy, seed, plans, opts.Realtime), policy, gen.tensors)
 	if err != nil {
 		return nil, fmt.Errorf("%s: policy %s: %w", s.Name, policy, err)
