@@ -25,6 +25,10 @@ type PSStats struct {
 	// result; Overlaps: pieces left out of a result because one of their
 	// workers was already counted; Stale: frames of unknown jobs.
 	SoftResults, Acks, ReAcks, Overlaps, Stale uint64
+	// Retired: frames of an all-reduce every worker of the job had moved
+	// past (answered by a release ACK, PS doc); RetiredAllReduces: the
+	// all-reduces whose state the PS dropped so.
+	Retired, RetiredAllReduces uint64
 	// Frames: INA frames received (bytes on the wire are in the emu link
 	// counters).
 	Frames uint64
@@ -36,6 +40,18 @@ type PSStats struct {
 // retransmissions; it finishes each chunk exactly once and acknowledges it
 // with the result through the switch, which releases the aggregator and
 // multicasts the result to the job's workers.
+//
+// It keeps each chunk's result, to repeat its ACK, until every worker of
+// the job has been seen in a later all-reduce (a worker's all-reduces are
+// sequential: one that contributes to all-reduce b has every result of
+// each a before b). Then it drops the all-reduce's state, so its memory
+// is that of the all-reduces in progress, not of the whole run, and an
+// all-reduce id can come back after it wraps. A frame of a dropped
+// all-reduce can still come: a worker's nudge (its PS-path contribution
+// for a result it got from a held aggregator, repeated until it sees the
+// PS's ACK). It gets a release ACK: the chunk's header with every value
+// zero, which frees what the switch still holds for the chunk and stops
+// the nudges; no worker is in that all-reduce to take it as a result.
 type PS struct {
 	rx    host.RxStats
 	lost  bool
@@ -61,25 +77,72 @@ type psJob struct {
 	n      int
 	mask   uint32
 	ackQPN uint32
-	ars    map[uint16]*chunkTable[psChunk]
-	// chunkSlab hands out chunk records in blocks of chunkBlock, acks
-	// their ACK payloads, so a chunk costs no allocation of its own.
-	chunkSlab []psChunk
-	acks      host.Slab[byte]
+	ars    map[uint16]*psAR
+	// seen[w] is the latest all-reduce worker w has been seen in (0:
+	// none); floor the oldest of them once every worker has been seen:
+	// every all-reduce before floor is retired.
+	seen  []uint16
+	floor uint16
 }
 
-// chunkBlock is the chunk records of one block of a job's chunkSlab.
+// psAR is the PS's state of one all-reduce of a job.
+type psAR struct {
+	chunks chunkTable[psChunk]
+	// recs hands out chunk records in blocks of chunkBlock, acks their ACK
+	// payloads, so a chunk costs no allocation of its own.
+	recs []psChunk
+	acks host.Slab[byte]
+}
+
+// chunkBlock is the chunk records of one block of an all-reduce's recs.
 const chunkBlock = 256
 
 // newChunk returns a fresh chunk record.
-func (j *psJob) newChunk(exp int8, count int) *psChunk {
-	if len(j.chunkSlab) == 0 {
-		j.chunkSlab = make([]psChunk, chunkBlock)
+func (a *psAR) newChunk(exp int8, count int) *psChunk {
+	if len(a.recs) == 0 {
+		a.recs = make([]psChunk, chunkBlock)
 	}
-	c := &j.chunkSlab[0]
-	j.chunkSlab = j.chunkSlab[1:]
+	c := &a.recs[0]
+	a.recs = a.recs[1:]
 	c.exp, c.count = exp, count
 	return c
+}
+
+// before reports whether all-reduce id a comes before b, in serial-number
+// order (ids wrap: harness/run numbers them 1, 2, … 65535, 1, …).
+func before(a, b uint16) bool { return int16(a-b) < 0 }
+
+// note records that the workers in bits were seen in all-reduce ar, and
+// drops the all-reduces every worker has moved past (PS doc).
+func (p *PS) note(j *psJob, ar uint16, bits uint32) {
+	moved := false
+	for w := range j.seen {
+		if bits&(1<<w) != 0 && (j.seen[w] == 0 || before(j.seen[w], ar)) {
+			j.seen[w], moved = ar, true
+		}
+	}
+	if !moved {
+		return
+	}
+	floor := j.seen[0]
+	for _, s := range j.seen {
+		if s == 0 {
+			return
+		}
+		if before(s, floor) {
+			floor = s
+		}
+	}
+	if floor == j.floor {
+		return
+	}
+	j.floor = floor
+	for id := range j.ars {
+		if before(id, floor) {
+			delete(j.ars, id)
+			p.stats.RetiredAllReduces++
+		}
+	}
 }
 
 type piece struct {
@@ -112,7 +175,7 @@ func NewPS(addr, sw rdma.Endpoint, jobs ...PSJob) *PS {
 	p := &PS{addr: addr, sw: sw, jobs: map[uint16]*psJob{}, ReAck: 20 * time.Microsecond}
 	for _, j := range jobs {
 		p.jobs[j.Job] = &psJob{id: j.Job, n: j.Workers, mask: uint32(1)<<j.Workers - 1, ackQPN: j.AckQPN,
-			ars: map[uint16]*chunkTable[psChunk]{}}
+			ars: map[uint16]*psAR{}, seen: make([]uint16, j.Workers)}
 	}
 	return p
 }
@@ -124,7 +187,9 @@ func (p *PS) Stats() PSStats { return p.stats }
 // pieces of every open chunk, the ACKs it repeats); StateLost reports it.
 func (p *PS) Reset() {
 	for _, j := range p.jobs {
-		j.ars = map[uint16]*chunkTable[psChunk]{}
+		j.ars = map[uint16]*psAR{}
+		clear(j.seen)
+		j.floor = 0
 	}
 	p.lost = true
 }
@@ -181,15 +246,21 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 	default:
 		p.stats.Resends++
 	}
-	chs := j.ars[h.AllReduce()]
-	if chs == nil {
-		chs = &chunkTable[psChunk]{}
-		j.ars[h.AllReduce()] = chs
+	if j.floor != 0 && before(h.AllReduce(), j.floor) {
+		p.stats.Retired++
+		p.releaseAck(env, j, h)
+		return
 	}
-	c := chs.get(h.Chunk())
+	p.note(j, h.AllReduce(), b)
+	a := j.ars[h.AllReduce()]
+	if a == nil {
+		a = &psAR{}
+		j.ars[h.AllReduce()] = a
+	}
+	c := a.chunks.get(h.Chunk())
 	if c == nil {
-		c = j.newChunk(h.Exponent(), h.Count())
-		chs.set(h.Chunk(), c)
+		c = a.newChunk(h.Exponent(), h.Count())
+		a.chunks.set(h.Chunk(), c)
 	}
 	if c.ack != nil {
 		// Late: the result exists. Repeat the ACK (its first copy, or the
@@ -210,7 +281,7 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 		// chunk's first piece. Its values are the result, already in the
 		// ACK's byte order.
 		c.exp = max(c.exp, h.Exponent())
-		p.ack(env, j, h.AllReduce(), h.Chunk(), c, h.ValueBytes()[:4*c.count], false)
+		p.ack(env, j, a, h.AllReduce(), h.Chunk(), c, h.ValueBytes()[:4*c.count], false)
 		return
 	}
 	for _, q := range c.pieces {
@@ -229,7 +300,7 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 		}
 	}
 	c.pieces = append(c.pieces, piece{bits: b, vals: v})
-	p.resolve(env, j, h.AllReduce(), h.Chunk(), c)
+	p.resolve(env, j, a, h.AllReduce(), h.Chunk(), c)
 }
 
 // takeVals returns n values' room, a finished piece's if one is free.
@@ -262,7 +333,7 @@ func (p *PS) release(c *psChunk) {
 // contribution is ever counted twice; if the cover is not complete yet,
 // the workers' PS-path retransmissions (one raw contribution each) will
 // complete it.
-func (p *PS) resolve(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk) {
+func (p *PS) resolve(env *emu.Env, j *psJob, a *psAR, ar uint16, k uint32, c *psChunk) {
 	if cap(p.sum) < c.count {
 		p.sum = make([]int32, c.count)
 	}
@@ -282,22 +353,36 @@ func (p *PS) resolve(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk) {
 	for i, v := range sum {
 		binary.BigEndian.PutUint32(vals[4*i:], uint32(v))
 	}
-	p.ack(env, j, ar, k, c, vals, soft)
+	p.ack(env, j, a, ar, k, c, vals, soft)
 }
 
 // ack finishes chunk k of all-reduce ar with the result vals (big-endian
 // int32s) and sends its ACK.
-func (p *PS) ack(env *emu.Env, j *psJob, ar uint16, k uint32, c *psChunk, vals []byte, soft bool) {
+func (p *PS) ack(env *emu.Env, j *psJob, a *psAR, ar uint16, k uint32, c *psChunk, vals []byte, soft bool) {
 	if soft {
 		p.stats.SoftResults++
 	}
-	c.ack = j.acks.Take(inahdr.Len + 4*c.count)
+	c.ack = a.acks.Take(inahdr.Len + 4*c.count)
 	inahdr.Header(c.ack).Encode(inahdr.Meta{Flags: inahdr.FlagFromPS | inahdr.FlagResult, Job: j.id, AllReduce: ar,
 		Count: c.count, Chunk: k, Exponent: c.exp, Bitmap: j.mask})
 	copy(c.ack[inahdr.Len:], vals)
 	p.release(c)
 	p.stats.Acks++
 	p.sendAck(env, j, c)
+}
+
+// releaseAck answers h, a frame of a retired all-reduce, with a release
+// ACK: its chunk's header and zero values (PS doc).
+func (p *PS) releaseAck(env *emu.Env, j *psJob, h inahdr.Header) {
+	n := inahdr.Len + 4*h.Count()
+	if cap(p.out) < n {
+		p.out = make([]byte, n)
+	}
+	b := p.out[:n]
+	clear(b)
+	inahdr.Header(b).Encode(inahdr.Meta{Flags: inahdr.FlagFromPS | inahdr.FlagResult, Job: j.id, AllReduce: h.AllReduce(),
+		Count: h.Count(), Chunk: h.Chunk(), Bitmap: j.mask})
+	ucSend(env, p.addr, p.sw, j.ackQPN, j.ackQPN, h.Chunk(), b)
 }
 
 func (p *PS) sendAck(env *emu.Env, j *psJob, c *psChunk) {
