@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"errors"
+	"math"
 	"time"
 )
 
@@ -282,6 +283,11 @@ type Config struct {
 	// Timeout is the local ACK timeout exponent: 4.096 µs × 2^Timeout.
 	// 0 disables the timer. Values above 31 are invalid.
 	Timeout uint8
+	// TimeoutStretch multiplies the local ACK timeout (0: by 1). An
+	// emulation scaled in time (slower links, longer delays) stretches
+	// its QPs' timeouts by the same factor, keeping the exponent of the
+	// true-scale link; nothing on the wire changes.
+	TimeoutStretch float64
 	// RetryCount (0-7) is how many consecutive retries (timeouts or NAKs
 	// without progress) the requester makes before giving up.
 	RetryCount int
@@ -321,7 +327,7 @@ func NewQP(cfg Config) (*QP, error) {
 	if cfg.QPN <= 1 || cfg.QPN > PSNMask || cfg.RemoteQPN <= 1 || cfg.RemoteQPN > PSNMask {
 		return nil, ErrBadConfig
 	}
-	if cfg.Timeout > 31 || cfg.RetryCount < 0 || cfg.RetryCount > 7 || cfg.RNRRetry < 0 || cfg.RNRRetry > 7 {
+	if cfg.Timeout > 31 || !(cfg.TimeoutStretch >= 0 && cfg.TimeoutStretch <= 1e6) || cfg.RetryCount < 0 || cfg.RetryCount > 7 || cfg.RNRRetry < 0 || cfg.RNRRetry > 7 {
 		return nil, ErrBadConfig
 	}
 	if !cfg.Local.IP.Is4() || !cfg.Remote.IP.Is4() {
@@ -360,6 +366,9 @@ func NewQP(cfg Config) (*QP, error) {
 	}
 	if cfg.Timeout != 0 {
 		q.timeout = LocalACKTimeout(cfg.Timeout)
+		if cfg.TimeoutStretch > 0 {
+			q.timeout = time.Duration(math.Round(float64(q.timeout) * cfg.TimeoutStretch))
+		}
 	}
 	q.hdr = FrameHeader{
 		Src: cfg.Local, Dst: cfg.Remote,

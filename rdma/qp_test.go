@@ -3,6 +3,7 @@ package rdma
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -637,5 +638,24 @@ func TestQPECNCounted(t *testing.T) {
 	}
 	if p.b.Stats().RxCE != 1 || p.b.Stats().MessagesReceived != 1 {
 		t.Fatalf("stats %+v", p.b.Stats())
+	}
+}
+
+// TestQPTimeoutStretch: TimeoutStretch multiplies the local ACK timeout (a
+// scaled emulation's time dilation); a negative or absurd one is refused.
+func TestQPTimeoutStretch(t *testing.T) {
+	ca, cb := qpConfigs(256, 10, 20)
+	ca.TimeoutStretch = 100
+	p := newPair(t, ca, cb)
+	_ = p.a.PostSend(WorkRequest{ID: 1, Data: msg(1, 700)})
+	p.take(p.a)
+	if at, ok := p.a.NextTimeout(); !ok || at != 100*LocalACKTimeout(10) {
+		t.Fatalf("timer at %v,%v, want %v", at, ok, 100*LocalACKTimeout(10))
+	}
+	for _, s := range []float64{-1, math.NaN(), math.Inf(1)} {
+		ca.TimeoutStretch = s
+		if _, err := NewQP(ca); err != ErrBadConfig {
+			t.Errorf("stretch %v: %v, want ErrBadConfig", s, err)
+		}
 	}
 }

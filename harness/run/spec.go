@@ -65,7 +65,8 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 			Priority: uint8(p.Priority), AllReduces: p.AllReduces(), GradientBytes: p.Bytes / nb,
 			Timeline: func(rank int) host.Timeline { return p.Timeline(seed, rank) }})
 	}
-	sp.Timers = testbed.ScaledTimers(sp.LinkBitsPerSecond, sp.LinkDelay)
+	sp.Timers = testbed.ScaledTimers(sp.LinkBitsPerSecond, sp.LinkDelay, s.Scaling.RateScale)
+	sp.RateScale = s.Scaling.RateScale
 	// Every FreeINA all-reduce asks for the window that keeps a worker link
 	// busy (its path control needs no PS share then); DynaINA's demand is
 	// the same number (testbed.DemandRTT). The RC QPs are the testbed's:

@@ -185,13 +185,26 @@ type Timers struct {
 	RTO, SwitchMLRTO time.Duration
 }
 
-// ScaledTimers returns the timeouts for links of rate and delay, in
-// multiples of TimerUnit: the PS's ALLOC retransmission 1 unit, the
-// FreeINA workers' result timeout 3, ATP's and ESA's retransmission
-// timeout 1.5 (↔ ATP's 100 µs at 100 Gb/s) and SwitchML's 0.75, a lease's
-// idle timeout 2 ms + 10 link delays + 1 unit.
-func ScaledTimers(rate int64, delay time.Duration) Timers {
-	u := TimerUnit(rate, delay)
+// ScaledTimers returns the protocol timeouts for links of rate and delay,
+// as run, in a scenario scaled by rateScale (scaling.rate_scale, in
+// (0, 1]). The unit is TimerUnit rounded in true-scale time: the true-scale
+// unit (links of rate / rateScale and delay × rateScale) stretched by
+// 1/rateScale. A queue of the scaled run drains 1/rateScale slower and
+// its links are stretched as much, so a timeout stretched so fires at the
+// same point of the all-reduce as at true scale. (Rounding the unit up
+// to a power of two after scaling made ATP's RTO 0.64× the true-scale one
+// at rate_scale 0.01 and 2 µs links, and ATP's JCT in dynaina-contention
+// 27 % longer: docs/results.md, "Why ATP's scaled JCT was 27 % long".)
+// In units: the PS's ALLOC retransmission 1, the FreeINA workers' result
+// timeout 3, ATP's and ESA's retransmission timeout 1.5 (↔ ATP's 100 µs
+// at 100 Gb/s) and SwitchML's 0.75; a lease's idle timeout is 2 ms + 10
+// link delays + 1 unit.
+func ScaledTimers(rate int64, delay time.Duration, rateScale float64) Timers {
+	if !(rateScale > 0 && rateScale <= 1) {
+		rateScale = 1
+	}
+	trueUnit := TimerUnit(int64(math.Round(float64(rate)/rateScale)), time.Duration(math.Round(float64(delay)*rateScale)))
+	u := time.Duration(math.Round(float64(trueUnit) / rateScale))
 	return Timers{GrantTimeout: u, LeaseIdle: 2*time.Millisecond + 10*delay + u, ResultTimeout: 3 * u,
 		RTO: u * 3 / 2, SwitchMLRTO: u * 3 / 4}
 }

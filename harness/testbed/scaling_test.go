@@ -34,7 +34,8 @@ func TestScalingPair(t *testing.T) {
 			// (DynaINA's scheduler takes the job's profile from its spec)
 			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), Compute: time.Millisecond, AllReduces: 1}
 			spec := Spec{Seed: 1, LinkBitsPerSecond: rate, LinkDelay: delay, Latency: -1, Jobs: []JobSpec{js}}
-			spec.Timers = ScaledTimers(rate, delay)
+			spec.Timers = ScaledTimers(rate, delay, float64(scale)/100)
+			spec.RateScale = float64(scale) / 100
 			spec.WantSlots = PipeSlots(rate, delay, 0, DefaultValues)
 			c, _ := runExact(t, pol, spec, 1, elems, 10*time.Second, nil)
 			r := c.Workers[0][0].Endpoint.Reports()[0]
@@ -46,6 +47,41 @@ func TestScalingPair(t *testing.T) {
 					pol, at[0], at[i], scales[i], scales[i], ratio)
 			} else {
 				t.Logf("%s: %v at 1 Gb/s, %v at %d Gb/s: %.4f×", pol, at[0], at[i], scales[i], ratio)
+			}
+		}
+	}
+}
+
+// TestScaledTimersStretch: a scenario scaled by rate_scale s (rates × s,
+// delays ÷ s) gets the true-scale timeouts stretched by exactly 1/s — the
+// protocol timers (a lease's idle time less its fixed 2 ms) and the RC
+// QPs' ACK timeout — so its runs time out at the same point of their
+// stretched timeline. (Rounding the unit up to a
+// power of two after scaling gave ATP's RTO 126 µs of true time at 0.01
+// against 197 µs at true scale.)
+func TestScaledTimersStretch(t *testing.T) {
+	for _, c := range []struct {
+		rate  int64
+		delay time.Duration
+	}{{100e9, 2 * time.Microsecond}, {100e9, time.Microsecond}, {25e9, 5 * time.Microsecond}, {400e9, 500 * time.Nanosecond}} {
+		want := ScaledTimers(c.rate, c.delay, 1)
+		wantRC := (&Testbed{Spec: Spec{LinkBitsPerSecond: c.rate, PSLinkBitsPerSecond: c.rate, LinkDelay: c.delay, QueuePackets: DefaultQueuePackets, ValuesPerPacket: DefaultValues}}).rcQP()
+		for _, s := range []float64{0.1, 0.01, 0.001} {
+			k := 1 / s
+			rate, delay := int64(float64(c.rate)*s), time.Duration(float64(c.delay)*k)
+			got := ScaledTimers(rate, delay, s)
+			for _, f := range []struct {
+				name      string
+				got, want time.Duration
+			}{{"grant", got.GrantTimeout, want.GrantTimeout}, {"lease idle less 2 ms", got.LeaseIdle - 2*time.Millisecond, want.LeaseIdle - 2*time.Millisecond},
+				{"result", got.ResultTimeout, want.ResultTimeout}, {"RTO", got.RTO, want.RTO}, {"SwitchML RTO", got.SwitchMLRTO, want.SwitchMLRTO}} {
+				if d := float64(f.got) - float64(f.want)*k; d > 1 || d < -1 {
+					t.Errorf("%d b/s %v at scale %g: %s %v, want %v × %g", c.rate, c.delay, s, f.name, f.got, f.want, k)
+				}
+			}
+			rc := (&Testbed{Spec: Spec{LinkBitsPerSecond: rate, PSLinkBitsPerSecond: rate, LinkDelay: delay, QueuePackets: DefaultQueuePackets, ValuesPerPacket: DefaultValues, RateScale: s}}).rcQP()
+			if rc.Timeout != wantRC.Timeout || rc.TimeoutStretch != k {
+				t.Errorf("%d b/s %v at scale %g: RC timeout 2^%d × %g, want 2^%d × %g", c.rate, c.delay, s, rc.Timeout, rc.TimeoutStretch, wantRC.Timeout, k)
 			}
 		}
 	}

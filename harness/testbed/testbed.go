@@ -24,6 +24,7 @@ package testbed
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/inabox/inabox/emu"
@@ -102,6 +103,10 @@ type Spec struct {
 	// Timers are the protocol timeouts [each endpoint's default];
 	// ScaledTimers derives them from the links of a scaled scenario.
 	Timers Timers
+	// RateScale is a scaled scenario's scaling.rate_scale [1]: the RC QPs'
+	// ACK timeout is that of the true-scale links (rates / RateScale,
+	// delay × RateScale) stretched by 1/RateScale (rdma.Config.TimeoutStretch).
+	RateScale float64
 	// WantSlots is how many aggregators a FreeINA all-reduce asks for
 	// [256].
 	WantSlots int
@@ -502,15 +507,22 @@ func (t *Testbed) PipeSlots() int {
 }
 
 // rcQP is the RC QP template: Spec.QP, or DefaultQP with the ACK timeout
-// derived from the links.
+// derived from the true-scale links and stretched by 1/RateScale.
 func (t *Testbed) rcQP() rdma.Config {
 	if t.Spec.QP.MTU != 0 {
 		return t.Spec.QP
 	}
 	q := DefaultQP
 	s := &t.Spec
-	q.Timeout = RCTimeoutExp(min(s.LinkBitsPerSecond, s.PSLinkBitsPerSecond), s.LinkDelay, s.QueuePackets,
-		ChunkWireBytes(s.ValuesPerPacket), RCHops)
+	rs := s.RateScale
+	if !(rs > 0 && rs < 1) {
+		rs = 1
+	}
+	q.Timeout = RCTimeoutExp(int64(math.Round(float64(min(s.LinkBitsPerSecond, s.PSLinkBitsPerSecond))/rs)),
+		time.Duration(math.Round(float64(s.LinkDelay)*rs)), s.QueuePackets, ChunkWireBytes(s.ValuesPerPacket), RCHops)
+	if rs < 1 {
+		q.TimeoutStretch = 1 / rs
+	}
 	return q
 }
 
