@@ -229,6 +229,9 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 // QP returns the worker's RC QP.
 func (w *Worker) QP() *rdma.QP { return w.qp }
 
+// Config returns the worker's configuration as it runs (defaults filled in).
+func (w *Worker) Config() WorkerConfig { return w.cfg }
+
 // QPs returns the worker's RC QPs (the one to the PS).
 func (w *Worker) QPs() []*rdma.QP { return []*rdma.QP{w.qp} }
 

@@ -317,6 +317,22 @@ func LocalACKTimeout(exp uint8) time.Duration {
 	return time.Duration(4096) << exp
 }
 
+// ACKTimeout returns the local ACK timeout a QP of c runs with:
+// LocalACKTimeout(Timeout) × TimeoutStretch (a stretch of 0 counts as 1),
+// or 0 when Timeout is 0 (no timer). Anything sized in ACK timeouts (a
+// fallback that must wait for RC to recover a loss) takes it from here,
+// so a stretched QP's is stretched too.
+func (c *Config) ACKTimeout() time.Duration {
+	if c.Timeout == 0 {
+		return 0
+	}
+	d := LocalACKTimeout(c.Timeout)
+	if c.TimeoutStretch > 0 {
+		d = time.Duration(math.Round(float64(d) * c.TimeoutStretch))
+	}
+	return d
+}
+
 // NewQP returns a QP in the RTS state.
 func NewQP(cfg Config) (*QP, error) {
 	switch cfg.MTU {
@@ -364,12 +380,7 @@ func NewQP(cfg Config) (*QP, error) {
 		rnrLeft:   cfg.RNRRetry,
 		ePSN:      cfg.RecvPSN,
 	}
-	if cfg.Timeout != 0 {
-		q.timeout = LocalACKTimeout(cfg.Timeout)
-		if cfg.TimeoutStretch > 0 {
-			q.timeout = time.Duration(math.Round(float64(q.timeout) * cfg.TimeoutStretch))
-		}
-	}
+	q.timeout = cfg.ACKTimeout()
 	q.hdr = FrameHeader{
 		Src: cfg.Local, Dst: cfg.Remote,
 		SrcPort: cfg.SrcPort, TOS: cfg.TOS,

@@ -652,6 +652,12 @@ func TestQPTimeoutStretch(t *testing.T) {
 	if at, ok := p.a.NextTimeout(); !ok || at != 100*LocalACKTimeout(10) {
 		t.Fatalf("timer at %v,%v, want %v", at, ok, 100*LocalACKTimeout(10))
 	}
+	if d := ca.ACKTimeout(); d != 100*LocalACKTimeout(10) {
+		t.Errorf("ACKTimeout %v, want %v", d, 100*LocalACKTimeout(10))
+	}
+	if z := (Config{TimeoutStretch: 100}); z.ACKTimeout() != 0 {
+		t.Errorf("no timer: ACKTimeout %v, want 0", z.ACKTimeout())
+	}
 	for _, s := range []float64{-1, math.NaN(), math.Inf(1)} {
 		ca.TimeoutStretch = s
 		if _, err := NewQP(ca); err != ErrBadConfig {

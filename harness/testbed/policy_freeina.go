@@ -5,7 +5,6 @@ import (
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
-	"github.com/inabox/inabox/rdma"
 	sw "github.com/inabox/inabox/switch"
 )
 
@@ -146,7 +145,7 @@ func (p *freeinaPolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, 
 		wc.UCTimeout = UCTimeout(s.LinkBitsPerSecond, s.LinkDelay, t.latency(), s.ValuesPerPacket, wc.WantSlots)
 	}
 	if wc.UCRetries == 0 && wc.INAPath == host.PathUC && wc.QP.Timeout != 0 {
-		wc.UCRetries = UCRetries(wc.UCTimeout, rdma.LocalACKTimeout(wc.QP.Timeout))
+		wc.UCRetries = UCRetries(wc.UCTimeout, wc.QP.ACKTimeout())
 	}
 	if wc.UCMaxWait == 0 && wc.INAPath == host.PathUC {
 		wc.UCMaxWait = UCMaxWait(wc.UCTimeout, s.Timers.LeaseIdle)

@@ -86,3 +86,40 @@ func TestScaledTimersStretch(t *testing.T) {
 		}
 	}
 }
+
+// TestUCFallbackSpansStretchedACKTimeouts: a FreeINA worker sends a UC
+// contribution raw over RC only after UCRetries UC timeouts, which must
+// span four RC ACK timeouts as its QP runs them — stretched by
+// 1/rate_scale in a scaled scenario — so a fallback never comes sooner
+// than RC recovers a loss. Both stretch alike, so the count is the same at
+// every scale (within 10 %). (Sized from the unstretched exponent, the scaled workers
+// fell back after 16 timeouts: in esa-stragglers BERT's chunks collided
+// and were retransmitted 1.15 M times, and its JCT went from 4.24 to
+// 7.53 s.)
+func TestUCFallbackSpansStretchedACKTimeouts(t *testing.T) {
+	const workers, chunks = 4, 64
+	elems := chunks * DefaultValues
+	for _, pol := range []string{"freeina", "dynaina"} {
+		retries := 0
+		for _, s := range []float64{1, 0.1, 0.01} {
+			rate := int64(float64(DefaultRate) * s)
+			delay := time.Duration(float64(2*time.Microsecond) / s)
+			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), AllReduces: 1, Compute: time.Millisecond}
+			spec := Spec{Seed: 1, LinkBitsPerSecond: rate, LinkDelay: delay, Jobs: []JobSpec{js},
+				Timers: ScaledTimers(rate, delay, s), RateScale: s}
+			c, _ := runExact(t, pol, spec, 1, elems, 10*time.Second, nil)
+			cfg := c.FreeINAWorker(0, 1).Config()
+			span, ack := time.Duration(cfg.UCRetries)*cfg.UCTimeout, cfg.QP.ACKTimeout()
+			if span < 4*ack {
+				t.Errorf("%s at scale %g: falls back after %d × %v = %v, under four ACK timeouts of %v", pol, s, cfg.UCRetries, cfg.UCTimeout, span, ack)
+			}
+			if retries == 0 {
+				retries = cfg.UCRetries
+			} else if r := float64(cfg.UCRetries) / float64(retries); r < 0.9 || r > 1.1 {
+				// (within 10 %: the switch's pipeline latency, not
+				// stretched, is a larger share of the true-scale UC timeout)
+				t.Errorf("%s at scale %g: %d UC retries, %d at true scale", pol, s, cfg.UCRetries, retries)
+			}
+		}
+	}
+}
