@@ -242,3 +242,41 @@ func TestStragglerCausality(t *testing.T) {
 		}
 	}
 }
+
+// TestStragglerFallbackSpan: before a FreeINA worker holds a result, its
+// UC timeouts back off and still count towards UCRetries, so a peer late
+// long enough makes the window fall back to RC (docs/freeina.md §12). A
+// peer 100 ms late never does, at true scale or at rate_scale 0.01. The
+// span is not scale-invariant (the backoff stops at UCTimeout·2⁶ at true
+// scale but at half the lease idle time, whose 2 ms is not stretched, at
+// 0.01): with -v the test prints, per scale, the fallbacks for peers 150
+// ms, 1 s and 2 s late (measured: 128, 128, 128 at true scale; 0, 0, 128 at
+// 0.01).
+func TestStragglerFallbackSpan(t *testing.T) {
+	const workers, chunks = 4, 256
+	elems := chunks * DefaultValues
+	for _, s := range []float64{1, 0.01} {
+		for _, late := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond, time.Second, 2 * time.Second} {
+			rate := int64(float64(DefaultRate) * s)
+			delay := time.Duration(float64(2*time.Microsecond) / s)
+			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), AllReduces: 1,
+				Timeline: func(rank int) host.Timeline {
+					tl := host.Timeline{Forward: time.Millisecond}
+					if rank == 0 {
+						tl.Start = late
+					}
+					return tl
+				}}
+			spec := Spec{Seed: 1, LinkBitsPerSecond: rate, LinkDelay: delay, Jobs: []JobSpec{js},
+				Timers: ScaledTimers(rate, delay, s), RateScale: s}
+			c, _ := runExact(t, "freeina", spec, 1, elems, 10*time.Second, nil)
+			w := c.FreeINAWorker(0, 1)
+			r, cfg := w.Reports()[0], w.Config()
+			t.Logf("scale %g, peer %v late: %d fallbacks, %d resends (UC timeout %v, %d retries, backoff cap %v)",
+				s, late, r.Fallbacks, r.Retransmits, cfg.UCTimeout, cfg.UCRetries, cfg.UCMaxWait)
+			if late <= 100*time.Millisecond && r.Fallbacks != 0 {
+				t.Errorf("scale %g: a peer %v late made %d chunks fall back to RC", s, late, r.Fallbacks)
+			}
+		}
+	}
+}
