@@ -92,10 +92,10 @@ func TestScaledTimersStretch(t *testing.T) {
 // span four RC ACK timeouts as its QP runs them — stretched by
 // 1/rate_scale in a scaled scenario — so a fallback never comes sooner
 // than RC recovers a loss. Both stretch alike, so the count is the same at
-// every scale (within 10 %). (Sized from the unstretched exponent, the scaled workers
-// fell back after 16 timeouts: in esa-stragglers BERT's chunks collided
-// and were retransmitted 1.15 M times, and its JCT went from 4.24 to
-// 7.53 s.)
+// every scale (within 10 %). (Sized from the unstretched exponent, the
+// scaled workers fell back after 16 timeouts: in esa-stragglers BERT's
+// chunks collided and were retransmitted 1.15 M times, and its JCT went
+// from 4.24 to 7.53 s.)
 func TestUCFallbackSpansStretchedACKTimeouts(t *testing.T) {
 	const workers, chunks = 4, 64
 	elems := chunks * DefaultValues
