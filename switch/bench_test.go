@@ -107,11 +107,11 @@ func icrcRound(frames []Frame, workers int) {
 //
 // The hosts' part is not timed: restoring the payloads the results
 // overwrote, the next chunk numbers and each frame's ICRC. ns/op covers
-// every round. values=N/sealed hands the pipeline its frames as the
-// virtual-time emulator does (Frame.Sealed: the sender's ICRC is known
-// right, so the switch checks none and patches each replica's), the
-// rest as values=N. values=N/kernel and values=N/base=add-loop run a reference
-// alone.
+// every round. values=N/checked has the switch check every frame's ICRC;
+// values=N/sealed hands the pipeline its frames as the virtual-time
+// emulator does (Frame.Sealed: the sender's ICRC is known right, so the
+// switch checks none and patches each replica's). values=N/kernel and
+// values=N/base=add-loop run a reference alone.
 func BenchmarkPipeline(b *testing.B) {
 	for _, nv := range []int{64, 256} {
 		const workers, chunks = 8, 4 // 32 frames per batch
@@ -138,9 +138,9 @@ func BenchmarkPipeline(b *testing.B) {
 			return frames, orig, s
 		}
 		for _, sealed := range []bool{false, true} {
-			name := fmt.Sprintf("values=%d", nv)
+			name := fmt.Sprintf("values=%d/checked", nv)
 			if sealed {
-				name += "/sealed"
+				name = fmt.Sprintf("values=%d/sealed", nv)
 			}
 			b.Run(name, func(b *testing.B) {
 				frames, orig, s := mk()
