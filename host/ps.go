@@ -56,6 +56,14 @@ type PSConfig struct {
 	// got no switch memory (DynaINA: the FREE is the all-reduce's end for
 	// the scheduler). Otherwise only an all-reduce with INA chunks frees.
 	FreeEvery bool
+	// KeepAlive is how often the PS renews the lease of an unfinished
+	// all-reduce once one of its INA chunks has come raw (0: never). A
+	// worker that gives up waiting for a result stops its UC resends,
+	// which were what kept the lease in use; while a peer is late, the
+	// lease would otherwise idle out (the switch's LeaseIdle) and every
+	// later INA chunk collide. The renewal is an exact ALLOC, which also
+	// re-installs a lease lost in a reboot. Set it below LeaseIdle.
+	KeepAlive time.Duration
 }
 
 // PSStats are the PS's counters.
@@ -65,6 +73,8 @@ type PSStats struct {
 	// Reallocs counts re-ALLOCs sent because INA chunks came raw (the
 	// lease is gone, e.g. after a switch reboot).
 	Reallocs uint64
+	// KeepAlives counts the lease renewals sent (PSConfig.KeepAlive).
+	KeepAlives uint64
 	// OutOfRange counts contributions to a chunk beyond their all-reduce
 	// (dropped).
 	OutOfRange uint64
@@ -83,6 +93,7 @@ type PS struct {
 	stats  PSStats
 
 	allocArmed bool
+	allocAt    time.Duration // when the armed ALLOC timer fires
 	now        time.Duration
 	postFails  int
 	postErr    error
@@ -124,6 +135,9 @@ type psAR struct {
 	fallbacks  uint32
 	inaResults uint32
 	reallocAt  time.Duration
+	// keepAt is when the next lease renewal is due (0: none,
+	// PSConfig.KeepAlive).
+	keepAt time.Duration
 	// res holds the chunks' result copies, sums their partial sums.
 	res  Slab[byte]
 	sums Slab[int32]
@@ -382,6 +396,12 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 		}
 		p.stats.Raw++
 		c.raw |= bit
+		if a.planned && a.plan.OnINA(h.Chunk()) && p.cfg.KeepAlive > 0 && a.keepAt == 0 && !a.finished {
+			// A worker gave up on the chunk, or it found no aggregator:
+			// the lease may go unused while a peer is late. Keep it.
+			a.keepAt = p.now + p.cfg.KeepAlive
+			p.armAlloc(env)
+		}
 		if h.Has(inahdr.FlagCollision) && a.planned && a.plan.INA > 0 && a.plan.OnINA(h.Chunk()) && p.now >= a.reallocAt {
 			// An INA chunk found no aggregator: the lease may be gone
 			// (reboot). Ask again for exactly the planned aggregators; an
@@ -487,7 +507,7 @@ func (p *PS) resolved(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk, sof
 // finish ends an all-reduce whose every result exists: the control law's
 // measurement and FREE.
 func (p *PS) finish(env *emu.Env, j *psJob, a *psAR) {
-	a.finished = true
+	a.finished, a.keepAt = true, 0
 	p.stats.AllReduces++
 	ni, np := a.plan.Count()
 	m := Measure{INAChunks: ni, PSChunks: np, INASpan: a.inaLast - a.start, PSSpan: a.psLast - a.start, Fallbacks: a.fallbacks}
@@ -593,21 +613,23 @@ func (p *PS) makePlan(j *psJob, a *psAR, n int) {
 	}
 }
 
+// armAlloc arms the ALLOC timer for the earliest ALLOC retransmission or
+// lease renewal due, unless it is armed for earlier.
 func (p *PS) armAlloc(env *emu.Env) {
-	if p.allocArmed {
-		return
-	}
 	next := time.Duration(-1)
-	for _, k := range slices.Sorted(maps.Keys(p.jobs)) {
-		for _, a := range p.jobs[k].ars {
+	for _, j := range p.jobs {
+		for _, a := range j.ars {
 			if !a.planned && (next < 0 || a.allocAt < next) {
 				next = a.allocAt
 			}
+			if a.keepAt > 0 && (next < 0 || a.keepAt < next) {
+				next = a.keepAt
+			}
 		}
 	}
-	if next >= 0 {
+	if next >= 0 && (!p.allocArmed || next < p.allocAt) {
 		env.SetTimer(next, allocTimerKey)
-		p.allocArmed = true
+		p.allocArmed, p.allocAt = true, next
 	}
 }
 
@@ -616,6 +638,11 @@ func (p *PS) allocTimer(env *emu.Env) {
 		j := p.jobs[k]
 		for _, id := range slices.Sorted(maps.Keys(j.ars)) {
 			a := j.ars[id]
+			if a.keepAt > 0 && a.keepAt <= p.now {
+				p.stats.KeepAlives++
+				a.keepAt = p.now + p.cfg.KeepAlive
+				p.toSwitch(env, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: j.id, AllReduce: a.id, Want: a.plan.INA, Chunks: a.chunks, Exact: true})
+			}
 			if a.planned || a.allocAt > p.now {
 				continue
 			}

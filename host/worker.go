@@ -71,6 +71,15 @@ type WorkerConfig struct {
 	UCTimeout time.Duration
 	UCRetries int
 	UCMaxWait time.Duration
+	// UCBeginWait (PathUC), if not 0, bounds in time how long a chunk
+	// waits before the all-reduce's first result: it is sent raw over RC
+	// once UCBeginWait has passed since it was first sent, and its
+	// timeouts before the first result do not count towards UCRetries
+	// (UCRetries counts from the first result). A peer's lateness is
+	// compute time, which a scaled scenario does not stretch; a count of
+	// stretched timeouts would span a different time at every scale
+	// (docs/freeina.md §12). 0: the count alone.
+	UCBeginWait time.Duration
 	// AdaptUCTimeout (PathUC) lets the UC timeout grow with measured
 	// round trips (ucRTO). For real time, where a round trip includes how
 	// late each process runs; in virtual time the link-derived UCTimeout
@@ -478,7 +487,11 @@ func (w *Worker) expireUC(env *emu.Env) {
 			continue
 		}
 		st.ucTries[k]++
-		if int(st.ucTries[k]) >= w.cfg.UCRetries {
+		giveUp := int(st.ucTries[k]) >= w.cfg.UCRetries
+		if w.cfg.UCBeginWait > 0 && !begun {
+			giveUp = w.now-st.ucSent[k] >= w.cfg.UCBeginWait
+		}
+		if giveUp {
 			st.rep.Fallbacks++
 			buf := make([]byte, inahdr.Len+4*w.cfg.Values)
 			n := w.EncodeChunk(buf, w.cur, k, k, inahdr.FlagBypass, nil)
@@ -488,7 +501,11 @@ func (w *Worker) expireUC(env *emu.Env) {
 		st.rep.Retransmits++
 		resent = true
 		w.sendUC(env, k)
-		st.ucDL = append(st.ucDL, Deadline{At: w.now + w.ucWait(st.ucTries[k], begun), Chunk: k})
+		at := w.now + w.ucWait(st.ucTries[k], begun)
+		if w.cfg.UCBeginWait > 0 && !begun {
+			at = min(at, st.ucSent[k]+w.cfg.UCBeginWait) // the give-up on time
+		}
+		st.ucDL = append(st.ucDL, Deadline{At: at, Chunk: k})
 	}
 	st.ucDL, st.ucHead = Compact(st.ucDL, st.ucHead)
 }
@@ -579,6 +596,13 @@ func (w *Worker) result(h inahdr.Header, uc bool) {
 		// Every peer has begun the all-reduce: a result still missing
 		// UCTimeout from now is lost, however long its chunk waited.
 		w.armedUC = false
+	}
+	if st.nHave == 1 && w.cfg.UCBeginWait > 0 && st.ucTries != nil {
+		// UCRetries counts from here: the timeouts so far waited for a
+		// late peer (at most one is kept: the chunk was resent).
+		for _, d := range st.ucDL[st.ucHead:] {
+			st.ucTries[d.Chunk] = min(st.ucTries[d.Chunk], 1)
+		}
 	}
 	if uc {
 		st.rep.SwitchResults++

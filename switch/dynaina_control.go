@@ -250,6 +250,13 @@ func (d *DynaINAControl) alloc(now time.Duration, job, ar uint16, chunks uint32,
 		}
 		return // queued: the answer comes with the grant
 	}
+	if exact {
+		// A PS asks again for the lease of an all-reduce it planned, which
+		// the scheduler has ended (its lease idled out) or never knew: it
+		// is not begun anew (that would end it twice), and no lease.
+		d.emit(Lease{Job: job, AllReduce: ar, Chunks: chunks})
+		return
+	}
 	if st.active { // the previous all-reduce's end was not reported
 		d.end(now, job, st.ar)
 		if st = d.jobs[job]; st == nil { // that was its last: gone

@@ -324,3 +324,44 @@ func TestDynaINALoanInstalled(t *testing.T) {
 		}
 	}
 }
+
+// TestDynaINAExactAllocAfterIdle: a lease that idles out ends its
+// all-reduce for the scheduler (a lost FREE). The PS's exact re-ALLOC of
+// that all-reduce then gets no lease and does not begin it again: the job
+// of two all-reduces is not ended twice, so its second all-reduce still
+// gets its pool.
+func TestDynaINAExactAllocAfterIdle(t *testing.T) {
+	ms := time.Millisecond
+	d, _ := newDynaControl(t)
+	if err := d.Register(0, dynaina.JobProfile{ID: 1, Workers: 2, GradientBytes: gradFor(ms), Compute: ms / 10}, 2); err != nil {
+		t.Fatal(err)
+	}
+	d.Advance(0)
+	pool := poolOf(t, d, 1)
+	if g := d.Alloc(10*time.Microsecond, 1, 1, 10000, 50, false); len(g) != 1 || !inRange(g[0], pool) {
+		t.Fatalf("first grant %+v, pool %+v", g, pool)
+	}
+	d.Advance(10 * ms) // idle for longer than LeaseIdle (2 ms): freed
+	if st := d.Stats(); st.IdleFrees != 1 {
+		t.Fatalf("the idle lease was not freed: %+v", st)
+	}
+	for i, now := range []time.Duration{10*ms + time.Microsecond, 10*ms + 60*time.Microsecond} {
+		g := d.Alloc(now, 1, 1, 10000, 50, true)
+		if len(g) != 1 || g[0].Slots != 0 {
+			t.Fatalf("exact re-ALLOC %d of the ended all-reduce: %+v, want a zero grant", i, g)
+		}
+	}
+	if st := d.Stats(); st.Unregistered != 0 || d.JobPool(1) == -1 {
+		t.Fatalf("the job was ended twice and left: %+v", st)
+	}
+	if g := d.Alloc(11*ms, 1, 2, 10000, 50, false); len(g) != 1 || !inRange(g[0], pool) {
+		t.Fatalf("second all-reduce's grant %+v, pool %+v", g, pool)
+	}
+	d.Free(12*ms, 1, 2)
+	if st := d.Stats(); st.Unregistered != 1 {
+		t.Fatalf("the job did not leave after its two all-reduces: %+v", st)
+	}
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -18,11 +18,14 @@ type FreeINAConfig struct {
 	// under. Leases count aggregators of the pool's stride.
 	PoolID uint16
 	// LeaseIdle frees a lease that saw no packet and no ALLOC for this long
-	// (a lost FREE cannot leak memory); 0 means 2 ms.
+	// (a lost FREE cannot leak memory); 0 means DefaultLeaseIdle.
 	LeaseIdle time.Duration
 	// MaxLease caps the aggregators of one lease; 0 means no cap.
 	MaxLease int
 }
+
+// DefaultLeaseIdle is FreeINAConfig.LeaseIdle's default.
+const DefaultLeaseIdle = 2 * time.Millisecond
 
 // Lease is one all-reduce's memory: Slots aggregators from slot Base on
 // (aggregator k at Base + k·Stride).
@@ -71,7 +74,7 @@ func NewFreeINA(s *Switch, cfg FreeINAConfig) (*FreeINA, error) {
 		return nil, ErrFreeINAPool
 	}
 	if cfg.LeaseIdle == 0 {
-		cfg.LeaseIdle = 2 * time.Millisecond
+		cfg.LeaseIdle = DefaultLeaseIdle
 	}
 	return &FreeINA{s: s, cfg: cfg, pool: p, used: make([]bool, p.Aggregators()),
 		leases: map[uint32]*Lease{}}, nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/inabox/inabox/host"
 	"github.com/inabox/inabox/rdma"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // Defaults of a testbed whose Spec leaves a field zero, and the formulas
@@ -143,9 +144,35 @@ func UCRetries(ucTimeout, ackTimeout time.Duration) int {
 // from expiring idle while the peer is late — and at least ucTimeout.
 func UCMaxWait(ucTimeout, leaseIdle time.Duration) time.Duration {
 	if leaseIdle == 0 {
-		leaseIdle = 2 * time.Millisecond
+		leaseIdle = sw.DefaultLeaseIdle
 	}
 	return max(min(ucTimeout<<host.MaxBackoff, leaseIdle/2), ucTimeout)
+}
+
+// UCBeginWait is how long a FreeINA worker's chunk waits for a late peer
+// before it goes raw over RC (host.WorkerConfig.UCBeginWait): the time from
+// its send to its retries-th timeout when the waits back off from
+// ucTimeout to at most maxWait. The testbed takes the true-scale timeouts,
+// so that a peer late by the same compute time makes the same fallbacks at
+// every rate scale (docs/freeina.md §12).
+func UCBeginWait(ucTimeout time.Duration, retries int, maxWait time.Duration) time.Duration {
+	at := ucTimeout
+	for k := 1; k < retries; k++ {
+		at += max(min(ucTimeout<<min(k-1, host.MaxBackoff), maxWait), ucTimeout)
+	}
+	return at
+}
+
+// KeepAlive is how often a FreeINA PS renews the lease of an all-reduce
+// whose INA chunks have begun to come raw (host.PSConfig.KeepAlive): a
+// quarter of the switch's lease idle timeout leaseIdle (0: the switch's
+// default), so that three renewals in a row may be lost before the lease
+// idles out.
+func KeepAlive(leaseIdle time.Duration) time.Duration {
+	if leaseIdle == 0 {
+		leaseIdle = sw.DefaultLeaseIdle
+	}
+	return leaseIdle / 4
 }
 
 // DemandRTT is the RTT that makes DynaINA's demand B·RTT/(8·(4V+80)) equal

@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
@@ -106,7 +108,7 @@ func (p *freeinaPolicy) Switch(t *Testbed) (emu.Node, error) {
 
 func (p *freeinaPolicy) PS(t *Testbed, i int) (emu.Node, error) {
 	cfg := host.PSConfig{Addr: PSAddr(i), CtlQPN: PSCtlQPN, Switch: SwitchAddr, SwitchCtlQPN: SwitchCtlQPN, INAPath: t.Spec.INAPath,
-		GrantTimeout: t.Spec.Timers.GrantTimeout}
+		GrantTimeout: t.Spec.Timers.GrantTimeout, KeepAlive: KeepAlive(t.Spec.Timers.LeaseIdle)}
 	// (with the configured latency as given: negative when untimed)
 	cfg.Control.PipeSlots = PipeSlots(t.Spec.LinkBitsPerSecond, t.Spec.LinkDelay, t.Spec.Latency, t.Spec.ValuesPerPacket)
 	cfg.QP = t.rcQP()
@@ -141,6 +143,7 @@ func (p *freeinaPolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, 
 	if s.FreeINA != nil && s.FreeINA.Worker != nil {
 		s.FreeINA.Worker(j, r, &wc)
 	}
+	ucSet := wc.UCTimeout != 0
 	if wc.UCTimeout == 0 && wc.INAPath == host.PathUC {
 		wc.UCTimeout = UCTimeout(s.LinkBitsPerSecond, s.LinkDelay, t.latency(), s.ValuesPerPacket, wc.WantSlots)
 	}
@@ -149,6 +152,9 @@ func (p *freeinaPolicy) Worker(t *Testbed, j, r int, ts []host.Tensor) (Worker, 
 	}
 	if wc.UCMaxWait == 0 && wc.INAPath == host.PathUC {
 		wc.UCMaxWait = UCMaxWait(wc.UCTimeout, s.Timers.LeaseIdle)
+	}
+	if wc.UCBeginWait == 0 && wc.INAPath == host.PathUC && wc.QP.Timeout != 0 {
+		wc.UCBeginWait = t.ucBeginWait(wc, ucSet)
 	}
 	w, err := host.NewWorker(wc, ts...)
 	if err != nil {
@@ -246,4 +252,27 @@ func (t *Testbed) FreeINAPS(i int) *host.PS {
 func (t *Testbed) FreeINAWorker(job, rank int) *host.Worker {
 	w, _ := t.Workers[job][rank].Endpoint.(*host.Worker)
 	return w
+}
+
+// ucBeginWait is the span of a worker's fallback before the first result
+// (UCBeginWait) with the timeouts of the true-scale links: those of rate ÷
+// RateScale and delay × RateScale, an unstretched RC ACK timeout and the
+// true-scale lease idle time. A peer late by the same compute time then
+// makes the same fallbacks at every scale. A UC timeout set for the worker
+// (ucSet) is taken as given.
+func (t *Testbed) ucBeginWait(wc host.WorkerConfig, ucSet bool) time.Duration {
+	s := &t.Spec
+	rs := s.RateScale
+	if !(rs > 0 && rs < 1) {
+		rs = 1
+	}
+	rate := int64(math.Round(float64(s.LinkBitsPerSecond) / rs))
+	delay := time.Duration(math.Round(float64(s.LinkDelay) * rs))
+	uc := UCTimeout(rate, delay, t.latency(), s.ValuesPerPacket, wc.WantSlots)
+	if ucSet {
+		uc = wc.UCTimeout
+	}
+	q := wc.QP
+	q.TimeoutStretch = 0
+	return UCBeginWait(uc, UCRetries(uc, q.ACKTimeout()), UCMaxWait(uc, ScaledTimers(rate, delay, 1).LeaseIdle))
 }

@@ -243,20 +243,23 @@ func TestStragglerCausality(t *testing.T) {
 	}
 }
 
-// TestStragglerFallbackSpan: before a FreeINA worker holds a result, its
-// UC timeouts back off and still count towards UCRetries, so a peer late
-// long enough makes the window fall back to RC (docs/freeina.md §12). A
-// peer 100 ms late never does, at true scale or at rate_scale 0.01. The
-// span is not scale-invariant (the backoff stops at UCTimeout·2⁶ at true
-// scale but at half the lease idle time, whose 2 ms is not stretched, at
-// 0.01): with -v the test prints, per scale, the fallbacks for peers 150
-// ms, 1 s and 2 s late (measured: 128, 128, 128 at true scale; 0, 0, 128 at
-// 0.01).
+// TestStragglerFallbackSpan: before a FreeINA worker holds a result, a
+// missing result may be a late peer; the worker gives a chunk up to RC
+// only UCBeginWait after it sent it (docs/freeina.md §12), a span in time
+// taken from the true-scale timeouts (≈ 134.5 ms on these links), since a
+// peer's lateness is compute time, which scaling does not stretch. So a
+// peer 100 ms late makes no fallback and one 150 ms, 1 s or 2 s late makes
+// the whole window fall back, at true scale and at rate_scale 0.01 alike.
+// (When the span was a count of UC timeouts, it was 150 ms at true scale
+// but 2 s at 0.01: the backoff stops at half the lease idle time, whose
+// 2 ms is not stretched.)
 func TestStragglerFallbackSpan(t *testing.T) {
 	const workers, chunks = 4, 256
 	elems := chunks * DefaultValues
+	lates := []time.Duration{100 * time.Millisecond, 150 * time.Millisecond, time.Second, 2 * time.Second}
+	fallbacks := map[float64][]int{}
 	for _, s := range []float64{1, 0.01} {
-		for _, late := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond, time.Second, 2 * time.Second} {
+		for _, late := range lates {
 			rate := int64(float64(DefaultRate) * s)
 			delay := time.Duration(float64(2*time.Microsecond) / s)
 			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), AllReduces: 1,
@@ -272,10 +275,75 @@ func TestStragglerFallbackSpan(t *testing.T) {
 			c, _ := runExact(t, "freeina", spec, 1, elems, 10*time.Second, nil)
 			w := c.FreeINAWorker(0, 1)
 			r, cfg := w.Reports()[0], w.Config()
-			t.Logf("scale %g, peer %v late: %d fallbacks, %d resends (UC timeout %v, %d retries, backoff cap %v)",
-				s, late, r.Fallbacks, r.Retransmits, cfg.UCTimeout, cfg.UCRetries, cfg.UCMaxWait)
+			t.Logf("scale %g, peer %v late: %d fallbacks, %d resends (UC timeout %v, give-up %v, backoff cap %v)",
+				s, late, r.Fallbacks, r.Retransmits, cfg.UCTimeout, cfg.UCBeginWait, cfg.UCMaxWait)
+			fallbacks[s] = append(fallbacks[s], r.Fallbacks)
 			if late <= 100*time.Millisecond && r.Fallbacks != 0 {
 				t.Errorf("scale %g: a peer %v late made %d chunks fall back to RC", s, late, r.Fallbacks)
+			}
+			if late >= 150*time.Millisecond && r.Fallbacks == 0 {
+				t.Errorf("scale %g: a peer %v late made no chunk fall back (give-up after %v)", s, late, cfg.UCBeginWait)
+			}
+		}
+	}
+	for i, late := range lates {
+		if a, b := fallbacks[1][i], fallbacks[0.01][i]; a != b {
+			t.Errorf("peer %v late: %d fallbacks at true scale, %d at 0.01", late, a, b)
+		}
+	}
+}
+
+// TestLeaseKeptWhilePeerLate: at true scale a FreeINA worker whose peer is
+// 300 ms late gives up on its window's chunks after UCRetries timeouts
+// (from about 150 ms, TestStragglerFallbackSpan) and sends them raw over
+// RC; its UC resends, which kept the lease in use, stop. The PS then
+// renews the lease (host.PSConfig.KeepAlive) until the all-reduce ends, so
+// when the peer comes, every later chunk still finds its aggregators: the
+// all-reduce ends within 3 % of the peer's lateness plus its time without
+// a late peer, nothing but the window reaches the PS path, no lease idles
+// out and none is asked for again. (Without the renewals DynaINA's lease
+// idled out, the scheduler ended the all-reduce and left the job, and all
+// 4,096 chunks collided and were summed by the PS: +15 ms.)
+func TestLeaseKeptWhilePeerLate(t *testing.T) {
+	const workers, chunks, late = 4, 4096, 300 * time.Millisecond
+	elems := chunks * DefaultValues
+	for _, policy := range []string{"freeina", "dynaina"} {
+		var base time.Duration
+		for _, d := range []time.Duration{0, late} {
+			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), AllReduces: 1,
+				Timeline: func(rank int) host.Timeline {
+					tl := host.Timeline{Forward: time.Millisecond}
+					if rank == 0 {
+						tl.Start = d
+					}
+					return tl
+				}}
+			spec := Spec{Seed: 1, Jobs: []JobSpec{js}, Timers: ScaledTimers(DefaultRate, 2*time.Microsecond, 1)}
+			c, jct := runExact(t, policy, spec, 1, elems, 10*time.Second, nil)
+			if d == 0 {
+				base = jct
+				continue
+			}
+			ps := c.FreeINAPS(0).Stats()
+			w := c.FreeINAWorker(0, 1).Reports()[0]
+			window := w.Plan.INA / 2
+			t.Logf("%s: %v (%v without the late peer); %d chunks fell back; PS: %d renewals, %d re-ALLOCs, %d software sums",
+				policy, jct, base, w.Fallbacks, ps.KeepAlives, ps.Reallocs, ps.SoftResults)
+			if jct-late > base*103/100 {
+				t.Errorf("%s: the all-reduce took %v after the late peer's %v, want within 3 %% of %v", policy, jct-late, late, base)
+			}
+			if w.Fallbacks == 0 || ps.KeepAlives == 0 {
+				t.Errorf("%s: %d fallbacks and %d renewals: the case does not test the renewal", policy, w.Fallbacks, ps.KeepAlives)
+			}
+			if ps.Reallocs != 0 || int(ps.SoftResults) > window {
+				t.Errorf("%s: %d re-ALLOCs and %d chunks summed by the PS (window %d): the lease was lost", policy, ps.Reallocs, ps.SoftResults, window)
+			}
+			if policy == "dynaina" {
+				if st := c.DynaINA().Stats(); st.IdleFrees != 0 {
+					t.Errorf("dynaina: %d leases idled out", st.IdleFrees)
+				}
+			} else if st := c.FreeINA().Stats(); st.Expired != 0 {
+				t.Errorf("freeina: %d leases idled out", st.Expired)
 			}
 		}
 	}
