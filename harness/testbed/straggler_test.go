@@ -262,14 +262,7 @@ func TestStragglerFallbackSpan(t *testing.T) {
 		for _, late := range lates {
 			rate := int64(float64(DefaultRate) * s)
 			delay := time.Duration(float64(2*time.Microsecond) / s)
-			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), AllReduces: 1,
-				Timeline: func(rank int) host.Timeline {
-					tl := host.Timeline{Forward: time.Millisecond}
-					if rank == 0 {
-						tl.Start = late
-					}
-					return tl
-				}}
+			js := lateRankJob(workers, elems, late)
 			spec := Spec{Seed: 1, LinkBitsPerSecond: rate, LinkDelay: delay, Jobs: []JobSpec{js},
 				Timers: ScaledTimers(rate, delay, s), RateScale: s}
 			c, _ := runExact(t, "freeina", spec, 1, elems, 10*time.Second, nil)
@@ -310,14 +303,7 @@ func TestLeaseKeptWhilePeerLate(t *testing.T) {
 	for _, policy := range []string{"freeina", "dynaina"} {
 		var base time.Duration
 		for _, d := range []time.Duration{0, late} {
-			js := JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), AllReduces: 1,
-				Timeline: func(rank int) host.Timeline {
-					tl := host.Timeline{Forward: time.Millisecond}
-					if rank == 0 {
-						tl.Start = d
-					}
-					return tl
-				}}
+			js := lateRankJob(workers, elems, d)
 			spec := Spec{Seed: 1, Jobs: []JobSpec{js}, Timers: ScaledTimers(DefaultRate, 2*time.Microsecond, 1)}
 			c, jct := runExact(t, policy, spec, 1, elems, 10*time.Second, nil)
 			if d == 0 {
@@ -347,4 +333,17 @@ func TestLeaseKeptWhilePeerLate(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lateRankJob is one all-reduce of elems values among workers workers,
+// each computing 1 ms, rank 0 beginning late.
+func lateRankJob(workers, elems int, late time.Duration) JobSpec {
+	return JobSpec{Workers: workers, GradientBytes: 4 * int64(elems), AllReduces: 1,
+		Timeline: func(rank int) host.Timeline {
+			tl := host.Timeline{Forward: time.Millisecond}
+			if rank == 0 {
+				tl.Start = late
+			}
+			return tl
+		}}
 }
