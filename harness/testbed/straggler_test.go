@@ -246,7 +246,7 @@ func TestStragglerCausality(t *testing.T) {
 // TestStragglerFallbackSpan: before a FreeINA worker holds a result, a
 // missing result may be a late peer; the worker gives a chunk up to RC
 // only UCBeginWait after it sent it (docs/freeina.md §12), a span in time
-// taken from the true-scale timeouts (≈ 134.5 ms on these links), since a
+// taken from the true-scale timeouts (129.8 ms on these links), since a
 // peer's lateness is compute time, which scaling does not stretch. So a
 // peer 100 ms late makes no fallback and one 150 ms, 1 s or 2 s late makes
 // the whole window fall back, at true scale and at rate_scale 0.01 alike.
@@ -287,8 +287,8 @@ func TestStragglerFallbackSpan(t *testing.T) {
 }
 
 // TestLeaseKeptWhilePeerLate: at true scale a FreeINA worker whose peer is
-// 300 ms late gives up on its window's chunks after UCRetries timeouts
-// (from about 150 ms, TestStragglerFallbackSpan) and sends them raw over
+// 300 ms late gives up on its window's chunks after UCBeginWait
+// (129.8 ms, TestStragglerFallbackSpan) and sends them raw over
 // RC; its UC resends, which kept the lease in use, stop. The PS then
 // renews the lease (host.PSConfig.KeepAlive) until the all-reduce ends, so
 // when the peer comes, every later chunk still finds its aggregators: the
