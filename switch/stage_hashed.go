@@ -5,13 +5,13 @@ import (
 	"math/bits"
 )
 
-// Hashed is ATP's slot stage: aggregator = CRC32(job, all-reduce, chunk) mod
-// Aggregators() in a pool that jobs may share (with Job.Budget B:
-// CRC32(job, 0, chunk mod B), ATP's per-application set of B
-// aggregators); claimed by the first packet,
-// released on completion (results multicast by the switch) or, with
-// Job.ResultToPS, by the PS's ACK. A busy aggregator means a collision: the
-// packet is marked and goes to the PS.
+// Hashed is ATP's slot stage: chunk c of all-reduce a of job j uses
+// aggregator HashIndex(j, a, c) of a pool that jobs may share (with
+// Job.Budget B: HashIndex(j, 0, c mod B), ATP's per-application set of B
+// aggregators); claimed by the first packet, released on completion
+// (results multicast by the switch) or, with Job.ResultToPS, by the PS's
+// ACK. A busy aggregator means a collision: the packet is marked and goes
+// to the PS.
 type Hashed struct{}
 
 func (Hashed) Name() string { return "hashed" }
@@ -28,10 +28,80 @@ func (Hashed) Contend(j *Job, tag Tag, cur Occupant) Verdict {
 
 func (st Hashed) contribute(c contribution) { c.contend(st) }
 
-// HashIndex is the aggregator hash shared with the P4 twin: CRC-32 (IEEE,
-// as v1model's HashAlgorithm.crc32 on BMv2) over the big-endian bytes of
-// job, all-reduce and chunk, modulo n.
-func HashIndex(tag Tag, n int) int { return int(tagCRC(tag) % uint32(n)) }
+// HashIndex is tag's aggregator in a pool of n, shared with the P4 twin:
+// chunk c of all-reduce a of job j uses Perm(j, a)(c mod n), where
+// Perm(j, a) is a pseudo-random permutation of 0…n−1 keyed by (j, a).
+//
+// Why a keyed permutation. ATP's hosts give each application its own set
+// of distinct aggregators, picked pseudo-randomly (in-ATP/ATP
+// common/HashTable.cc, HashNew_crc: salted CRC-32, re-drawn on repeats):
+// a job never collides with itself, and two jobs overlap at random. A
+// permutation keeps the first property for any n consecutive chunks; its
+// key makes the second hold whatever the jobs' chunk numbers. A plain
+// CRC-32 of (j, a, c) mod n does neither: it is linear over GF(2), so
+// chunk c of job a and chunk c' of job b meet exactly when a fixed linear
+// map of c XOR c' hits a constant of the pair. How often two jobs collide
+// then depends on how their chunk numbers line up, which differs between
+// a scenario at tensor_scale 0.01 (a few thousand chunks, jobs near
+// lockstep) and the same at true scale: measured, 6–17 % of a job's
+// window landing on another's 285 busy aggregators of 512, where random
+// sets give 56 %, and ATP's contended JCT in dynaina-contention 5.4 %
+// short of true scale at 0.01 (docs/results.md, "ATP's aggregator hash").
+func HashIndex(tag Tag, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(permute(tag.Job(), tag.AllReduce(), tag.Chunk()%uint32(n), uint32(n)))
+}
+
+// The keyed permutation of HashIndex (and of the P4 twin): a Feistel
+// network of PermRounds rounds on the k bits of the smallest 2^k ≥ n,
+// applied again while the value is n or more ("cycle walking", at most
+// PermWalks passes; then n is subtracted).
+const (
+	PermRounds = 4
+	PermWalks  = 8
+)
+
+// permute is Perm(job, ar)(x) for x < n, n ≥ 2.
+func permute(job, ar uint16, x, n uint32) uint32 {
+	k := uint(bits.Len32(n - 1))
+	for range PermWalks {
+		x = feistel(job, ar, x, k)
+		if x < n {
+			return x
+		}
+	}
+	return x - n
+}
+
+// feistel permutes x in [0, 2^k): the high ⌈k/2⌉ bits l and the low ⌊k/2⌋
+// bits r; each round i replaces (l, r) by (r, l XOR F(i, r)), the widths
+// swapping with the halves. F(i, r) is mix32 of the CRC-32 of the tag
+// (job, ar, i<<24 | r): non-linear, so the network is.
+func feistel(job, ar uint16, x uint32, k uint) uint32 {
+	lb, rb := (k+1)/2, k/2
+	l, r := x>>rb, x&(1<<rb-1)
+	for i := range uint32(PermRounds) {
+		f := mix32(tagCRC(MakeTag(job, ar, i<<24|r)))
+		l, r = r, (l^f)&(1<<lb-1)
+		lb, rb = rb, lb
+	}
+	return l<<rb | r
+}
+
+// mix32 is Bob Jenkins' 32-bit integer hash ("6-shift",
+// burtleburtle.net/bob/hash/integer.html): additions, XORs and shifts by
+// constants only, so a switch stage computes it without a multiplier.
+func mix32(a uint32) uint32 {
+	a = (a + 0x7ed55d16) + (a << 12)
+	a = (a ^ 0xc761c23c) ^ (a >> 19)
+	a = (a + 0x165667b1) + (a << 5)
+	a = (a + 0xd3a2646c) ^ (a << 9)
+	a = (a + 0xfd7046c5) + (a << 3)
+	a = (a ^ 0xb55a4f09) ^ (a >> 16)
+	return a
+}
 
 // tagCRC is the CRC-32 (IEEE) of tag's 8 big-endian bytes.
 func tagCRC(tag Tag) uint32 {
@@ -51,7 +121,12 @@ func hashLocate(j *Job, tag Tag) int {
 	if j.Budget > 0 {
 		tag = MakeTag(tag.Job(), 0, tag.Chunk()%uint32(j.Budget))
 	}
-	return p.Base + p.mod.of(tagCRC(tag), p.Slots, p.Stride)*p.Stride
+	n := uint32(p.Slots / p.Stride)
+	if n <= 1 {
+		return p.Base
+	}
+	x := uint32(p.mod.of(tag.Chunk(), p.Slots, p.Stride))
+	return p.Base + int(permute(tag.Job(), tag.AllReduce(), x, n))*p.Stride
 }
 
 // aggMod is a pool's x mod Aggregators() without a division: Lemire's

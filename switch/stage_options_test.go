@@ -1,9 +1,7 @@
 package sw
 
 import (
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"strings"
 	"testing"
 
@@ -104,15 +102,13 @@ func TestReclaimHeld(t *testing.T) {
 // refHashSlot is chunk c's aggregator of job with budget b in a pool of n
 // aggregators, from CRC-32/IEEE of (job, 0, c mod b) written out here.
 func refHashSlot(job uint16, c uint32, b, n int) int {
-	var k [8]byte
-	binary.BigEndian.PutUint16(k[0:], job)
-	binary.BigEndian.PutUint32(k[4:], c%uint32(b))
-	return int(crc32.ChecksumIEEE(k[:]) % uint32(n))
+	return refPerm(job, 0, c%uint32(b)%uint32(n), uint32(n))
 }
 
 // TestBudget: a job with Budget 8 maps chunk c of every all-reduce to
-// CRC-32(job, 0, c mod 8), touches at most 8 aggregators of a 64-aggregator
-// pool, and its sums stay exact; Budget 0 keeps the all-reduce in the hash.
+// Perm(job, 0)(c mod 8): exactly 8 aggregators of a 64-aggregator pool,
+// whatever the all-reduce, and its sums stay exact; Budget 0 keeps the
+// all-reduce in the key.
 func TestBudget(t *testing.T) {
 	s := newTestSwitch(t, 256)
 	s.SetPool(1, 0, 128, 2) // 64 aggregators of stride 2
@@ -140,8 +136,8 @@ func TestBudget(t *testing.T) {
 			heads[int(m.Slot)] = true
 		}
 	}
-	if len(heads) > 8 || len(heads) < 2 {
-		t.Fatalf("budget 8: %d aggregators touched", len(heads))
+	if len(heads) != 8 {
+		t.Fatalf("budget 8: %d aggregators touched, want 8", len(heads))
 	}
 	j := s.jobByID(3)
 	j.Budget = 0

@@ -135,15 +135,52 @@ func toWorker(f []byte, job uint16, w int) []byte {
 
 func slotHashed(job uint16, ar uint16, chunk uint32) int {
 	p := gpoolByID(gjobByID(job).pool)
-	var b [8]byte
-	binary.BigEndian.PutUint16(b[0:], job)
-	binary.BigEndian.PutUint16(b[2:], ar)
-	binary.BigEndian.PutUint32(b[4:], chunk)
-	return p.base + int(crc32.ChecksumIEEE(b[:])%uint32(p.aggs))*p.strd
+	return p.base + refPerm(job, ar, chunk%uint32(p.aggs), uint32(p.aggs))*p.strd
 }
 
-// slotBudget is chunk's aggregator head for a job with a budget:
-// CRC-32/IEEE of (job, 0, chunk mod budget).
+// refPerm is HashIndex written out from its definition, bit by bit and
+// over the CRC of bytes: a Feistel network of 4 rounds on the bit length k
+// of n − 1 (high ⌈k/2⌉, low ⌊k/2⌋ bits; round i: (l, r) → (r, l XOR F(i,
+// r)), F the Jenkins mix of CRC-32/IEEE of (job, ar, i, r as 24 bits)),
+// repeated while the result is n or more, at most 8 times, then − n.
+func refPerm(job, ar uint16, x, n uint32) int {
+	if n <= 1 {
+		return 0
+	}
+	k := 0
+	for (n-1)>>k != 0 {
+		k++
+	}
+	for walk := 0; walk < 8; walk++ {
+		wl, wr := (k+1)/2, k/2
+		l, r := x>>wr, x%(1<<wr)
+		for i := 0; i < 4; i++ {
+			b := []byte{byte(job >> 8), byte(job), byte(ar >> 8), byte(ar), byte(i), byte(r >> 16), byte(r >> 8), byte(r)}
+			f := refJenkins(crc32.ChecksumIEEE(b))
+			l, r = r, (l^f)%(1<<wl)
+			wl, wr = wr, wl
+		}
+		x = l<<wr + r
+		if x < n {
+			return int(x)
+		}
+	}
+	return int(x - n)
+}
+
+// refJenkins is Bob Jenkins' 6-shift 32-bit integer hash.
+func refJenkins(a uint32) uint32 {
+	a = a + 0x7ed55d16 + a<<12
+	a = a ^ 0xc761c23c ^ a>>19
+	a = a + 0x165667b1 + a<<5
+	a = (a + 0xd3a2646c) ^ a<<9
+	a = a + 0xfd7046c5 + a<<3
+	a = a ^ 0xb55a4f09 ^ a>>16
+	return a
+}
+
+// slotBudget is chunk's aggregator head for a job with a budget: of (job,
+// 0, chunk mod budget).
 func slotBudget(job uint16, chunk uint32) int {
 	j := gjobByID(job)
 	return slotHashed(job, 0, chunk%uint32(j.budget))

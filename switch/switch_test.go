@@ -3,7 +3,6 @@ package sw
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -463,10 +462,6 @@ func TestStages(t *testing.T) {
 			t.Fatalf("hashed %d", h)
 		}
 	}
-	// HashIndex is CRC-32/IEEE of the 8 big-endian tag bytes.
-	if got := HashIndex(MakeTag(0x0102, 0x0304, 0x05060708), 1<<30); got != int(0x3fe1a9a6%(1<<30)) && got < 0 {
-		t.Fatal("hash")
-	}
 	cases := []struct {
 		p interface {
 			SlotStage
@@ -546,12 +541,61 @@ func TestCustomStage(t *testing.T) {
 	}
 }
 
-func TestHashIndexIsCRC32(t *testing.T) {
-	for _, tag := range []Tag{0, MakeTag(1, 2, 3), MakeTag(0xFFFF, 0xFFFF, 0xFFFFFFFF)} {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(tag))
-		if got, want := HashIndex(tag, 1<<31), int(crc32.ChecksumIEEE(b[:])%(1<<31)); got != want {
-			t.Fatalf("%x: %d want %d", tag, got, want)
+// TestHashIndex checks HashIndex against refPerm (its definition written
+// out over byte CRCs) and the two properties it is for: it permutes any n
+// consecutive chunks of one all-reduce (a job never collides with itself),
+// and two jobs in lockstep overlap as random sets do, where a CRC-32 mod n
+// of the tag does not (docs/results.md, "ATP's aggregator hash").
+func TestHashIndex(t *testing.T) {
+	if got, want := refJenkins(0), uint32(0x6b4ed927); got != want {
+		t.Fatalf("Jenkins(0) = %#x, want %#x (burtleburtle.net's 6-shift hash)", got, want)
+	}
+	if got, want := refJenkins(0xdeadbeef), uint32(0x7ff0eada); got != want {
+		t.Fatalf("Jenkins(0xdeadbeef) = %#x, want %#x", got, want)
+	}
+	for _, n := range []int{1, 2, 3, 7, 64, 285, 512, 1000, 1 << 20} {
+		for _, tag := range []Tag{0, MakeTag(1, 2, 3), MakeTag(0xFFFF, 0xFFFF, 0xFFFFFFFF), MakeTag(5, 9, 123456)} {
+			if got, want := HashIndex(tag, n), refPerm(tag.Job(), tag.AllReduce(), tag.Chunk()%uint32(n), uint32(n)); got != want {
+				t.Fatalf("HashIndex(%x, %d) = %d, want %d", tag, n, got, want)
+			}
+		}
+		if n > 1000 {
+			continue
+		}
+		for _, key := range []Tag{MakeTag(1, 1, 0), MakeTag(7, 300, 0)} {
+			seen := make([]bool, n)
+			for c := uint32(1000); c < 1000+uint32(n); c++ {
+				i := HashIndex(key|Tag(c), n)
+				if i < 0 || i >= n || seen[i] {
+					t.Fatalf("n %d, job %d: chunk %d -> %d, taken or out of range", n, key.Job(), c, i)
+				}
+				seen[i] = true
+			}
+		}
+	}
+	// Two jobs' windows of 285 chunks in a pool of 512, in lockstep from
+	// chunk 0 (as at tensor_scale 0.01) and from 300000 (true scale): job
+	// 2's chunks land on job 1's busy aggregators 285/512 = 55.7 % of the
+	// time at random; a CRC-32 of the tag gives 6-17 %.
+	const w, n = 285, 512
+	for _, base := range []uint32{0, 300000} {
+		hit, all := 0, 0
+		for ar := uint16(1); ar <= 4; ar++ {
+			for x := base; x < base+4000; x += w {
+				busy := make([]bool, n)
+				for c := x; c < x+w; c++ {
+					busy[HashIndex(MakeTag(1, ar, c), n)] = true
+				}
+				for c := x; c < x+w; c++ {
+					if busy[HashIndex(MakeTag(2, ar, c), n)] {
+						hit++
+					}
+					all++
+				}
+			}
+		}
+		if f := float64(hit) / float64(all); f < 0.52 || f > 0.60 {
+			t.Errorf("chunks from %d: %.1f %% of job 2's land on job 1's aggregators, want 55.7 %% ± 4", base, 100*f)
 		}
 	}
 }

@@ -590,6 +590,74 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
     // each entry's packets: a lease whose count stops moving is idle
     // (sw.Lease.LastUse; FreeINAConfig.LeaseIdle).
     direct_counter(CounterType.packets) ina_lease_use;
+    // perm_pass is one pass of sw.HashIndex's keyed permutation: a
+    // Feistel network of 4 rounds over the k bits of x (high ⌈k/2⌉ bits l,
+    // low ⌊k/2⌋ bits r); round i replaces (l, r) by (r, l ^ F), the widths
+    // swapping with the halves, F = mix32(CRC-32(job, ar, i, r)) (Bob
+    // Jenkins' 32-bit integer hash: additions, XORs, constant shifts).
+    action perm_pass(inout bit<32> x, in bit<8> k, in bit<16> job, in bit<16> ar) {
+        bit<8> lb = (k + 1) >> 1;
+        bit<8> rb = k >> 1;
+        bit<8> tb;
+        bit<32> l = x >> rb;
+        bit<32> r = x & ((32w1 << rb) - 1);
+        bit<32> t;
+        bit<32> f;
+        hash(f, HashAlgorithm.crc32, 32w0, { job, ar, 8w0, r[23:0] }, 64w0x100000000);
+        f = (f + 0x7ed55d16) + (f << 12);
+        f = (f ^ 0xc761c23c) ^ (f >> 19);
+        f = (f + 0x165667b1) + (f << 5);
+        f = (f + 0xd3a2646c) ^ (f << 9);
+        f = (f + 0xfd7046c5) + (f << 3);
+        f = (f ^ 0xb55a4f09) ^ (f >> 16);
+        t = r;
+        r = (l ^ f) & ((32w1 << lb) - 1);
+        l = t;
+        tb = lb;
+        lb = rb;
+        rb = tb;
+        hash(f, HashAlgorithm.crc32, 32w0, { job, ar, 8w1, r[23:0] }, 64w0x100000000);
+        f = (f + 0x7ed55d16) + (f << 12);
+        f = (f ^ 0xc761c23c) ^ (f >> 19);
+        f = (f + 0x165667b1) + (f << 5);
+        f = (f + 0xd3a2646c) ^ (f << 9);
+        f = (f + 0xfd7046c5) + (f << 3);
+        f = (f ^ 0xb55a4f09) ^ (f >> 16);
+        t = r;
+        r = (l ^ f) & ((32w1 << lb) - 1);
+        l = t;
+        tb = lb;
+        lb = rb;
+        rb = tb;
+        hash(f, HashAlgorithm.crc32, 32w0, { job, ar, 8w2, r[23:0] }, 64w0x100000000);
+        f = (f + 0x7ed55d16) + (f << 12);
+        f = (f ^ 0xc761c23c) ^ (f >> 19);
+        f = (f + 0x165667b1) + (f << 5);
+        f = (f + 0xd3a2646c) ^ (f << 9);
+        f = (f + 0xfd7046c5) + (f << 3);
+        f = (f ^ 0xb55a4f09) ^ (f >> 16);
+        t = r;
+        r = (l ^ f) & ((32w1 << lb) - 1);
+        l = t;
+        tb = lb;
+        lb = rb;
+        rb = tb;
+        hash(f, HashAlgorithm.crc32, 32w0, { job, ar, 8w3, r[23:0] }, 64w0x100000000);
+        f = (f + 0x7ed55d16) + (f << 12);
+        f = (f ^ 0xc761c23c) ^ (f >> 19);
+        f = (f + 0x165667b1) + (f << 5);
+        f = (f + 0xd3a2646c) ^ (f << 9);
+        f = (f + 0xfd7046c5) + (f << 3);
+        f = (f ^ 0xb55a4f09) ^ (f >> 16);
+        t = r;
+        r = (l ^ f) & ((32w1 << lb) - 1);
+        l = t;
+        tb = lb;
+        lb = rb;
+        rb = tb;
+        x = (l << rb) | r;
+    }
+
     action set_lease(bit<32> base, bit<32> aggs, bit<32> chunks) {
         meta.lease_hit = 1;
         meta.l_base = base;
@@ -4235,9 +4303,9 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                 if (ok == 1) {
                     meta.tag = hdr.ina.job ++ hdr.ina.allreduce ++ hdr.ina.chunk;
                     // Locate: static = chunk mod aggregators; hashed and
-                    // preemptive = CRC-32(job, allreduce, chunk) mod aggregators,
-                    // or with a budget B CRC-32(job, 0, chunk mod B) mod
-                    // aggregators (hash with max B computes the mod: any B);
+                    // preemptive = sw.HashIndex: Perm(job, allreduce)(chunk mod
+                    // aggregators), or with a budget B Perm(job, 0)((chunk mod B)
+                    // mod aggregators) (hash with max B computes the mod: any B);
                     // FreeINA = the lease's base + (chunk mod its aggregators).
                     bit<32> idx = 0;
                     bit<32> first = meta.base;
@@ -4249,12 +4317,85 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                         }
                     } else if (meta.policy == POLICY_STATIC) {
                         hash(idx, HashAlgorithm.identity, 32w0, { hdr.ina.chunk }, meta.aggs);
-                    } else if (meta.budget != 0) {
-                        bit<32> cb;
-                        hash(cb, HashAlgorithm.identity, 32w0, { hdr.ina.chunk }, meta.budget);
-                        hash(idx, HashAlgorithm.crc32, 32w0, { hdr.ina.job, 16w0, cb }, meta.aggs);
-                    } else {
-                        hash(idx, HashAlgorithm.crc32, 32w0, { hdr.ina.job, hdr.ina.allreduce, hdr.ina.chunk }, meta.aggs);
+                    } else if (meta.aggs > 1) {
+                        // sw.HashIndex: x = chunk mod aggregators (n), permuted
+                        // on the k bits of n − 1, walked again while x ≥ n (at
+                        // most 8 passes, then x − n).
+                        bit<32> cx = hdr.ina.chunk;
+                        bit<16> par = hdr.ina.allreduce;
+                        if (meta.budget != 0) {
+                            hash(cx, HashAlgorithm.identity, 32w0, { hdr.ina.chunk }, meta.budget);
+                            par = 0;
+                        }
+                        hash(idx, HashAlgorithm.identity, 32w0, { cx }, meta.aggs);
+                        bit<32> nm1 = meta.aggs - 1;
+                        bit<8> pk = 0;
+                        if (nm1 >= 32w1) { pk = 1; }
+                        if (nm1 >= 32w2) { pk = 2; }
+                        if (nm1 >= 32w4) { pk = 3; }
+                        if (nm1 >= 32w8) { pk = 4; }
+                        if (nm1 >= 32w16) { pk = 5; }
+                        if (nm1 >= 32w32) { pk = 6; }
+                        if (nm1 >= 32w64) { pk = 7; }
+                        if (nm1 >= 32w128) { pk = 8; }
+                        if (nm1 >= 32w256) { pk = 9; }
+                        if (nm1 >= 32w512) { pk = 10; }
+                        if (nm1 >= 32w1024) { pk = 11; }
+                        if (nm1 >= 32w2048) { pk = 12; }
+                        if (nm1 >= 32w4096) { pk = 13; }
+                        if (nm1 >= 32w8192) { pk = 14; }
+                        if (nm1 >= 32w16384) { pk = 15; }
+                        if (nm1 >= 32w32768) { pk = 16; }
+                        if (nm1 >= 32w65536) { pk = 17; }
+                        if (nm1 >= 32w131072) { pk = 18; }
+                        if (nm1 >= 32w262144) { pk = 19; }
+                        if (nm1 >= 32w524288) { pk = 20; }
+                        if (nm1 >= 32w1048576) { pk = 21; }
+                        if (nm1 >= 32w2097152) { pk = 22; }
+                        if (nm1 >= 32w4194304) { pk = 23; }
+                        if (nm1 >= 32w8388608) { pk = 24; }
+                        if (nm1 >= 32w16777216) { pk = 25; }
+                        if (nm1 >= 32w33554432) { pk = 26; }
+                        if (nm1 >= 32w67108864) { pk = 27; }
+                        if (nm1 >= 32w134217728) { pk = 28; }
+                        if (nm1 >= 32w268435456) { pk = 29; }
+                        if (nm1 >= 32w536870912) { pk = 30; }
+                        if (nm1 >= 32w1073741824) { pk = 31; }
+                        if (nm1 >= 32w2147483648) { pk = 32; }
+                        bit<1> pdone = 0;
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) {
+                            perm_pass(idx, pk, hdr.ina.job, par);
+                            if (idx < meta.aggs) { pdone = 1; }
+                        }
+                        if (pdone == 0) { idx = idx - meta.aggs; }
                     }
                     bit<32> head = first + idx * (bit<32>)meta.stride;
                     bit<32> bit_w = (bit<32>)1 << (bit<8>)meta.worker;

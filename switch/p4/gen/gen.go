@@ -40,6 +40,17 @@ type Data struct {
 	Blocks    []int          // value blocks (passes) the parser and deparser unroll
 	Slots     int            // aggregator slots in each register array
 	INALen    int            // bytes of the INA header (inahdr.Len)
+	// PermRounds and PermWalks number the rounds and passes of
+	// sw.HashIndex's permutation (sw.PermRounds, sw.PermWalks); PermBits
+	// are the thresholds that give the bit length of n − 1.
+	PermRounds, PermWalks []int
+	PermBits              []PermBit
+}
+
+// PermBit is one step of the twin's bit length: n − 1 ≥ Min has Bits bits.
+type PermBit struct {
+	Min  uint32
+	Bits int
 }
 
 // MaxValues is the most values a packet may carry in the twin: a pass's
@@ -150,6 +161,15 @@ func Default() Data {
 	d := Data{INAFields: inahdr.Fields, Blocks: []int{0, 1, 2, 3}, Slots: 4096, INALen: inahdr.Len}
 	for i := range sw.DefaultValuesPerPass {
 		d.Lanes = append(d.Lanes, fmt.Sprintf("%02d", i))
+	}
+	for i := range sw.PermRounds {
+		d.PermRounds = append(d.PermRounds, i)
+	}
+	for i := range sw.PermWalks {
+		d.PermWalks = append(d.PermWalks, i)
+	}
+	for b := 1; b <= 32; b++ {
+		d.PermBits = append(d.PermBits, PermBit{Min: 1 << (b - 1), Bits: b})
 	}
 	return d
 }
