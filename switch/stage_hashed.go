@@ -126,7 +126,41 @@ func hashLocate(j *Job, tag Tag) int {
 		return p.Base
 	}
 	x := uint32(p.mod.of(tag.Chunk(), p.Slots, p.Stride))
-	return p.Base + int(permute(tag.Job(), tag.AllReduce(), x, n))*p.Stride
+	return p.Base + int(j.perm.of(tag.Job(), tag.AllReduce(), x, n))*p.Stride
+}
+
+// permCache remembers one all-reduce's permutation, Perm(job, ar)(x) for
+// the x it was asked, so that the workers of a chunk, and the chunks n
+// apart, pay for it once. An entry is valid when its high half is gen;
+// moving to another all-reduce or pool size bumps gen, so packets of
+// alternating all-reduces cost a recomputation each, never a clear.
+type permCache struct {
+	ar  uint16
+	n   uint32
+	gen uint32
+	e   []uint64 // gen<<32 | Perm(job, ar)(x)
+}
+
+// of is Perm(job, ar)(x) for x < n, n ≥ 2 (job is the cache's owner).
+func (pc *permCache) of(job, ar uint16, x, n uint32) uint32 {
+	if pc.gen == 0 || pc.ar != ar || pc.n != n {
+		if uint32(len(pc.e)) != n {
+			pc.e = make([]uint64, n)
+			pc.gen = 0
+		}
+		pc.gen++
+		if pc.gen == 0 { // wrapped: old entries could look valid
+			clear(pc.e)
+			pc.gen = 1
+		}
+		pc.ar, pc.n = ar, n
+	}
+	if v := pc.e[x]; uint32(v>>32) == pc.gen {
+		return uint32(v)
+	}
+	v := permute(job, ar, x, n)
+	pc.e[x] = uint64(pc.gen)<<32 | uint64(v)
+	return v
 }
 
 // aggMod is a pool's x mod Aggregators() without a division: Lemire's

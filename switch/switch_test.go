@@ -600,6 +600,25 @@ func TestHashIndex(t *testing.T) {
 	}
 }
 
+// TestPermCache: the per-job cache of HashIndex's permutation answers as
+// the permutation itself through all-reduces that alternate, pool sizes
+// that change and a generation counter that wraps.
+func TestPermCache(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var pc permCache
+	for i := range 20000 {
+		ar := uint16(r.IntN(3))
+		n := []uint32{2, 3, 512, 1000}[r.IntN(4)]
+		if i%1000 == 999 {
+			pc.gen = ^uint32(0) // the next move wraps it
+		}
+		x := uint32(r.IntN(int(n)))
+		if got, want := pc.of(9, ar, x, n), permute(9, ar, x, n); got != want {
+			t.Fatalf("step %d: ar %d n %d x %d: cached %d, want %d", i, ar, n, x, got, want)
+		}
+	}
+}
+
 func TestLaneKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	regs := func(v []int32) []uint32 {

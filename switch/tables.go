@@ -67,6 +67,7 @@ type Job struct {
 
 	stage SlotStage
 	stats JobStats
+	perm  permCache // HashIndex's permutation for the newest all-reduce located
 }
 
 // JobStats are per-job counters.
