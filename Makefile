@@ -76,7 +76,7 @@ fuzz:
 ## the scaling pair against true scale), minutes each
 soak:
 	INABOX_LONG=1 $(GO) test -run '100MB|TestCorruption|TestScalingPair' -timeout 2h -v ./harness/testbed/
-	INABOX_LONG=1 $(GO) test -run '^(TestContentionScaling|TestAllReduceIDsWrap)$$' -timeout 1h -v ./harness/run/
+	INABOX_LONG=1 $(GO) test -run '^(TestContentionScaling|TestATPHashScaling|TestAllReduceIDsWrap)$$' -timeout 1h -v ./harness/run/
 
 ## p4-difftest: compile the P4 twin with p4c and run the STF vectors on BMv2
 p4-difftest:

@@ -12,7 +12,8 @@
 # OUT=DIR keeps each run's scenario and results in DIR/ARRIVALS-SCALE-POLICY/
 # (results.json jobs[].iteration_log has every all-reduce's span).
 # COSTS=sourced runs at the sourced host costs instead (topology.costs);
-# SCALES="1" runs only the given scales.
+# SCALES="1" runs only the given scales, POLICIES="atp esa" only the given
+# policies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -36,7 +37,7 @@ jobs:
   - {name: b, model: resnet50, workers: 2, iterations: 2, arrival: $b}
   - {name: c, model: resnet50, workers: 2, iterations: 2, arrival: $c}
 Y
-    for p in switchml atp esa freeina dynaina none; do
+    for p in ${POLICIES:-switchml atp esa freeina dynaina none}; do
       o="$work/o"
       if [ -n "${OUT:-}" ]; then
         o="$OUT/$name-$s-$p"
