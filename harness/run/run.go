@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -448,16 +449,22 @@ func (r *runner) sample(now time.Duration) error {
 	return nil
 }
 
+// trueGbps is a scaled rate in bits per second back at true scale, in Gb/s
+// to the kb/s: 46 Gb/s scaled by 0.1 reads 46, not 45.99999999999999.
+func trueGbps(bitsPerSecond int64, scale float64) float64 {
+	return math.Round(float64(bitsPerSecond)/scale/1e3) / 1e6
+}
+
 // hostCosts are the host costs tb models, at true scale (nil: none).
 func hostCosts(s *scenario.Scenario, tb *testbed.Testbed) *report.HostCosts {
 	var h report.HostCosts
 	scale := s.Scaling.RateScale
 	if st := tb.Stack(); st != (testbed.SoftwareStack{}) {
-		h.SoftwareStackGbps = float64(st.BitsPerSecond) / 1e9 / scale
+		h.SoftwareStackGbps = trueGbps(st.BitsPerSecond, scale)
 		h.SoftwareStackLatency = report.Num(st.Latency.Seconds())
 	}
 	if c := tb.Spec.PSCPU; c.Enabled() {
-		h.PSCores, h.PSGbpsPerCore, h.PSPerPacket = c.Cores, float64(c.BitsPerSecond)/1e9/scale, report.Num(c.PerPacket.Seconds())
+		h.PSCores, h.PSGbpsPerCore, h.PSPerPacket = c.Cores, trueGbps(c.BitsPerSecond, scale), report.Num(c.PerPacket.Seconds())
 	}
 	if h == (report.HostCosts{}) {
 		return nil

@@ -386,3 +386,29 @@ func TestDynaINAStatsInResults(t *testing.T) {
 		}
 	}
 }
+
+// TestHostCostsAtTrueScale: the host costs a run reports are the
+// scenario's true-scale figures, exact at any rate_scale (46 Gb/s scaled by
+// 0.1 and back read 45.99999999999999 before).
+func TestHostCostsAtTrueScale(t *testing.T) {
+	for _, scale := range []float64{0.01, 0.1, 0.3, 1} {
+		src := fmt.Sprintf(`name: costs
+seed: 1
+scaling: {tensor_scale: 0.0001, rate_scale: %g}
+topology: {link_gbps: 100, ps: {cpu: {cores: 12, gbps_per_core: 3.83}}}
+jobs:
+  - {name: a, model: resnet50, workers: 2, iterations: 1}
+`, scale)
+		s, err := scenario.Parse("costs.yaml", []byte(src), scenario.DefaultModels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(s, Options{Policy: "atp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := res.Costs; h == nil || h.SoftwareStackGbps != 46 || h.PSGbpsPerCore != 3.83 {
+			t.Errorf("rate_scale %g: host costs %+v, want a 46 Gb/s stack and 3.83 Gb/s per PS core", scale, h)
+		}
+	}
+}
