@@ -666,7 +666,7 @@ var scenarios = []scenario{
 		v.reg("ina_state", 100, uint64(StateHeld))
 		v.reg("ina_v00", 100, 4)
 	}},
-	{"atp_budget", "ATP with a budget of 4: chunk c of every all-reduce uses the aggregator of CRC-32(job, 0, c mod 4), so chunk 5 of all-reduce 2 reuses chunk 1's (all-reduce 1) completed aggregator", func(v *vecB) {
+	{"atp_budget", "ATP with a budget of 4: chunk c of every all-reduce uses the aggregator HashIndex(job, 0, c mod 4), so chunk 5 of all-reduce 2 reuses chunk 1's (all-reduce 1) completed aggregator", func(v *vecB) {
 		a, b := seq(64, func(i int) int32 { return int32(i) * 3 }), seq(64, func(i int) int32 { return 7 })
 		s1 := slotBudget(12, 1)
 		v.packet(23, gpkt(12, 1, 1, 0, a).build())
