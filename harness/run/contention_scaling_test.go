@@ -54,24 +54,38 @@ func TestContentionScaling(t *testing.T) {
 		points = append(points, point{1, 165, 41})
 	}
 	for _, policy := range []string{"dynaina", "atp", "esa", "none"} {
-		var base []float64
-		for i, pt := range points {
-			res, err := Run(contentionScaling(t, pt.scale, pt.slots, pt.minSlots), Options{Policy: policy})
-			if err != nil {
-				t.Fatalf("%s at %g: %v", policy, pt.scale, err)
+		var runs []*scenario.Scenario
+		for _, pt := range points {
+			runs = append(runs, contentionScaling(t, pt.scale, pt.slots, pt.minSlots))
+		}
+		sameCommTimes(t, policy, policy, runs)
+	}
+}
+
+// sameCommTimes runs every scenario of runs (one scenario at several
+// scales) under policy and checks that each job spends the same time in
+// its all-reduces in each as in the first, within 2 %.
+func sameCommTimes(t *testing.T, label, policy string, runs []*scenario.Scenario) {
+	t.Helper()
+	var base []float64
+	for i, s := range runs {
+		res, err := Run(s, Options{Policy: policy})
+		if err != nil {
+			t.Fatalf("%s at %g: %v", label, s.Scaling.RateScale, err)
+		}
+		for j, job := range res.Jobs {
+			c := float64(job.CommTime)
+			if i == 0 {
+				base = append(base, c)
+				continue
 			}
-			for j, job := range res.Jobs {
-				c := float64(job.CommTime)
-				if i == 0 {
-					base = append(base, c)
-					continue
-				}
-				if r := base[j] / c; r < 0.98 || r > 1.02 {
-					t.Errorf("%s: job %s spent %.6f s in all-reduces at rate_scale %g, %.6f s at %g: %.4f×, want within 2 %%",
-						policy, job.Name, base[j], points[0].scale, c, pt.scale, r)
-				} else {
-					t.Logf("%s: job %s: %.6f s at %g, %.6f s at %g: %.4f×", policy, job.Name, base[j], points[0].scale, c, pt.scale, r)
-				}
+			r := base[j] / c
+			msg := fmt.Sprintf("%s: job %s spent %.6f s in all-reduces at rate_scale %g, %.6f s at %g: %.4f×",
+				label, job.Name, base[j], runs[0].Scaling.RateScale, c, s.Scaling.RateScale, r)
+			if r < 0.98 || r > 1.02 {
+				t.Error(msg + ", want within 2 %")
+			} else {
+				t.Log(msg)
 			}
 		}
 	}
@@ -116,24 +130,7 @@ func TestATPHashScaling(t *testing.T) {
 		t.Skip("INABOX_LONG=1 (make soak) runs the true-scale side")
 	}
 	for _, staggered := range []bool{false, true} {
-		var base []float64
-		for i, scale := range []float64{0.1, 1} {
-			res, err := Run(atpHashScaling(t, scale, staggered), Options{Policy: "atp"})
-			if err != nil {
-				t.Fatalf("staggered %v at %g: %v", staggered, scale, err)
-			}
-			for j, job := range res.Jobs {
-				c := float64(job.CommTime)
-				if i == 0 {
-					base = append(base, c)
-					continue
-				}
-				if r := base[j] / c; r < 0.98 || r > 1.02 {
-					t.Errorf("staggered %v: job %s spent %.6f s in all-reduces at 0.1, %.6f s at true scale: %.4f×, want within 2 %%", staggered, job.Name, base[j], c, r)
-				} else {
-					t.Logf("staggered %v: job %s: %.6f s at 0.1, %.6f s at 1: %.4f×", staggered, job.Name, base[j], c, r)
-				}
-			}
-		}
+		sameCommTimes(t, fmt.Sprintf("atp, staggered %v", staggered), "atp",
+			[]*scenario.Scenario{atpHashScaling(t, 0.1, staggered), atpHashScaling(t, 1, staggered)})
 	}
 }
