@@ -83,18 +83,35 @@ type Measure struct {
 //   - no grant → everything on the PS path;
 //   - a grant that covers the pipe (n ≥ PipeSlots or n ≥ chunks) → p = 0;
 //   - otherwise the PS path carries a share φ of the chunks, p = round(n·φ/(1−φ)),
-//     where φ starts at φ₀ = (1 − n/PipeSlots)·PSShareMax and then tracks the
-//     measured path rates of the previous all-reduce:
+//     where φ starts at the share that makes both paths finish together
+//     at their expected rates, φ₀ = r_ps/(r_ina + r_ps), and then tracks
+//     the measured path rates of the previous all-reduce:
 //     φ ← (1−α)·φ + α·r_ps/(r_ina + r_ps), r = chunks/span, α = 1/2.
+//
+// The expected rates, as fractions of one worker link's: r_ina =
+// min(1, h/(PipeSlots/2)), h = max(⌊n/2⌋, 1) the INA chunks the grant
+// keeps in flight (rule W, docs/freeina.md §11.2) against the
+// bandwidth-delay product; r_ps = PSCapacity/Workers, the PS's capacity
+// shared by the job's workers.
 //
 // It is evaluated once per all-reduce, by the PS only, so all workers get
 // the same plan.
 type PathControl struct {
-	// PipeSlots is how many aggregators keep the INA path busy for a
-	// round trip (the bandwidth-delay product in chunks).
+	// PipeSlots is how many aggregators keep the INA path busy: twice the
+	// bandwidth-delay product in chunks (0: any grant keeps it busy).
 	PipeSlots int
-	// PSShareMax bounds φ (the PS link also carries every INA chunk's
-	// trimmed headers); default 0.5.
+	// PSCapacity is the PS's rate as a multiple of one worker link's: its
+	// link's, or its CPU's where that is lower (0: 1).
+	PSCapacity float64
+	// Workers is the job's worker count, among which the PS's capacity is
+	// shared (0: 1; NewPS sets it per job).
+	Workers int
+	// WholeRounds makes p a multiple of n (PathUC: INA chunk i of every
+	// round uses aggregator i, docs/freeina.md §11.2).
+	WholeRounds bool
+	// PSShareMax bounds φ (0: no bound below 1). Under PathTrim the PS
+	// link also carries every INA chunk's trimmed headers, and NewPS
+	// bounds φ at 0.5.
 	PSShareMax float64
 
 	phi  float64
@@ -112,20 +129,54 @@ func (pc *PathControl) Plan(chunks uint32, n int) Plan {
 	if uint32(n) >= chunks || (pc.PipeSlots > 0 && n >= pc.PipeSlots) {
 		return p
 	}
-	maxPhi := pc.PSShareMax
-	if maxPhi == 0 {
-		maxPhi = 0.5
-	}
 	phi := pc.phi
 	if !pc.have {
-		phi = maxPhi
-		if pc.PipeSlots > 0 {
-			phi = (1 - float64(n)/float64(pc.PipeSlots)) * maxPhi
-		}
+		phi = pc.initialPhi(n)
 	}
-	phi = math.Min(math.Max(phi, 0), maxPhi)
-	p.PS = int(math.Round(float64(n) * phi / (1 - phi)))
+	if pc.PSShareMax > 0 {
+		phi = math.Min(phi, pc.PSShareMax)
+	}
+	phi = math.Max(phi, 0)
+	// p ≤ chunks: beyond that every chunk but the first n is on the PS
+	// path anyway (and φ = 1 would divide by zero).
+	ps := float64(chunks)
+	if phi < 1 {
+		ps = math.Min(ps, float64(n)*phi/(1-phi))
+	}
+	if !pc.WholeRounds || phi <= 0 {
+		p.PS = int(math.Round(ps))
+		return p
+	}
+	// p a multiple of n: of the two nearest, the one whose paths finish
+	// sooner at the rates φ balances (r_ina : r_ps = 1−φ : φ).
+	finish := func(k int) float64 {
+		s := float64(k) / float64(k+1) // the PS path's share
+		return math.Max((1-s)/(1-phi), s/phi)
+	}
+	k := int(ps / float64(n))
+	if phi >= 1 || finish(k+1) < finish(k) {
+		k++
+	}
+	p.PS = k * n
 	return p
+}
+
+// initialPhi is φ₀ for a grant of n aggregators: the share that makes both
+// paths finish together at their expected rates.
+func (pc *PathControl) initialPhi(n int) float64 {
+	rIna := 1.0
+	if pc.PipeSlots > 0 {
+		rIna = math.Min(1, float64(max(n/2, 1))/(float64(pc.PipeSlots)/2))
+	}
+	capacity, workers := pc.PSCapacity, pc.Workers
+	if capacity <= 0 {
+		capacity = 1
+	}
+	if workers <= 0 {
+		workers = 1
+	}
+	rPS := capacity / float64(workers)
+	return rPS / (rIna + rPS)
 }
 
 // Observe feeds the measurement of a finished all-reduce into the law.

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -68,7 +69,10 @@ func TestPathControl(t *testing.T) {
 		t.Fatalf("grant covers the all-reduce: %+v", p)
 	}
 	p := pc.Plan(1000, 20)
-	if p.PS != 13 { // φ0 = (1-0.2)·0.5 = 0.4 → p = 20·0.4/0.6
+	// φ0 = r_ps/(r_ina+r_ps): r_ina = 10/50 (10 chunks in flight of a
+	// 50-chunk bandwidth-delay product), r_ps = 1 (PSCapacity and Workers
+	// unset) → φ0 = 1/1.2, p = 20·φ0/(1−φ0) = 100.
+	if p.PS != 100 {
 		t.Fatalf("initial φ: %+v", p)
 	}
 	// The PS path was twice as slow per chunk as needed: φ moves down.
@@ -89,5 +93,80 @@ func TestPathControl(t *testing.T) {
 	pc.Observe(Measure{INAChunks: 10, INASpan: time.Millisecond})
 	if pc.Phi() != before {
 		t.Fatal("φ moved without a PS measurement")
+	}
+}
+
+// TestPathControlInitialShare: the first plan splits the chunks so that both
+// paths finish together at their expected rates, whatever the grant's size;
+// a small grant puts most chunks on the PS path (with the former fixed cap
+// of one half, a grant of a seventh of the pipe carried over half the
+// chunks at a seventh of the rate: slower than no grant).
+func TestPathControlInitialShare(t *testing.T) {
+	for _, c := range []struct {
+		pipe, n, workers int
+		capacity         float64
+	}{
+		{145, 20, 2, 1}, {145, 20, 8, 1}, {145, 72, 4, 1}, {19, 3, 2, 1},
+		{7, 1, 2, 1}, {145, 20, 2, 4}, {145, 2, 8, 0.5}, {1000, 500, 16, 1},
+	} {
+		pc := PathControl{PipeSlots: c.pipe, Workers: c.workers, PSCapacity: c.capacity}
+		const chunks = 1 << 20
+		p := pc.Plan(chunks, c.n)
+		ina, ps := p.Count()
+		// Each path's time at its expected rate (chunks ÷ rate, in units of
+		// a worker link's chunk time), computed from the plan.
+		rIna := min(1, float64(max(c.n/2, 1))/(float64(c.pipe)/2))
+		rPS := c.capacity / float64(c.workers)
+		tIna, tPS := float64(ina)/rIna, float64(ps)/rPS
+		if d := math.Abs(tIna-tPS) / max(tIna, tPS); d > 0.01+1/float64(p.PS) { // p is rounded
+			t.Errorf("%+v: plan %+v: INA path %.0f, PS path %.0f chunk-times (%.1f %% apart)", c, p, tIna, tPS, 100*d)
+		}
+		// Finishing together beats either path alone.
+		both := max(tIna, tPS)
+		if both >= chunks/rPS || both >= chunks/rIna {
+			t.Errorf("%+v: plan %+v: %.0f chunk-times, alone %.0f (PS) %.0f (INA)", c, p, both, chunks/rPS, chunks/rIna)
+		}
+	}
+	// Under PathTrim the PS bounds φ at one half.
+	ps, err := NewPS(PSConfig{INAPath: PathTrim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.cfg.Control.PSShareMax != 0.5 {
+		t.Fatalf("PathTrim: PSShareMax = %v", ps.cfg.Control.PSShareMax)
+	}
+	pc := PathControl{PipeSlots: 145, Workers: 2, PSShareMax: 0.5}
+	if p := pc.Plan(1<<20, 20); p.PS != 20 {
+		t.Fatalf("bounded φ: %+v", p)
+	}
+}
+
+// TestPathControlWholeRounds: under PathUC p is a multiple of n, the one
+// of the two nearest whose paths finish sooner (not the nearest in p).
+func TestPathControlWholeRounds(t *testing.T) {
+	for _, c := range []struct {
+		pipe, n, workers int
+		want             int
+	}{
+		// φ0 = 0.24, p = 72 of n = 227: 0 (INA path alone: 1.32 units)
+		// against 227 (2.08 units).
+		{285, 227, 4, 0},
+		// φ0 = 0.784, p = 72.5 of n = 20: 80 (1.03 units), not 60 (1.14).
+		{145, 20, 2, 80},
+		// φ0 = 0.973 (one chunk in flight of 72.5), p = 72.5 of n = 2: 74
+		// (1.0005 units), not 72 (1.0068).
+		{145, 2, 2, 74},
+	} {
+		pc := PathControl{PipeSlots: c.pipe, Workers: c.workers, WholeRounds: true}
+		if p := pc.Plan(1<<20, c.n); p.PS != c.want {
+			t.Errorf("%+v: plan %+v, want PS %d", c, p, c.want)
+		}
+	}
+	ps, err := NewPS(PSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ps.cfg.Control.WholeRounds || ps.cfg.Control.PSShareMax != 0 {
+		t.Fatalf("PathUC: %+v", ps.cfg.Control)
 	}
 }

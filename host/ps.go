@@ -167,9 +167,19 @@ func NewPS(cfg PSConfig, jobs ...PSJob) (*PS, error) {
 	if cfg.GrantRetries == 0 {
 		cfg.GrantRetries = 3
 	}
+	if cfg.INAPath == PathTrim && cfg.Control.PSShareMax == 0 {
+		cfg.Control.PSShareMax = 0.5
+	}
+	// PathUC: PS chunks per round a multiple of n, so INA chunk i of every
+	// round uses aggregator i and a slot is reused exactly n INA chunks
+	// later (the window argument, docs/freeina.md §11).
+	cfg.Control.WholeRounds = cfg.INAPath == PathUC
 	p := &PS{cfg: cfg, jobs: map[uint16]*psJob{}, byQPN: map[uint32]psRef{}, byUC: map[uint32]psRef{}}
 	for _, j := range jobs {
 		pj := &psJob{id: j.Job, n: len(j.Workers), mask: uint32(1)<<len(j.Workers) - 1, ars: map[uint16]*psAR{}, ctl: cfg.Control}
+		if pj.ctl.Workers == 0 {
+			pj.ctl.Workers = len(j.Workers)
+		}
 		for r, w := range j.Workers {
 			qc := cfg.QP
 			qc.Local, qc.Remote, qc.QPN, qc.RemoteQPN = cfg.Addr, w.Addr, j.LocalQPN[r], w.QPN
@@ -600,12 +610,6 @@ func (p *PS) grant(env *emu.Env, pl []byte) {
 func (p *PS) makePlan(j *psJob, a *psAR, n int) {
 	a.planned = true
 	a.plan = j.ctl.Plan(a.chunks, n)
-	if p.cfg.INAPath == PathUC && a.plan.INA > 0 && a.plan.PS > 0 {
-		// PathUC: PS chunks per round a multiple of n, so INA chunk i of
-		// every round uses aggregator i and a slot is reused exactly n INA
-		// chunks later (the window argument, docs/freeina.md §11).
-		a.plan.PS = (a.plan.PS + a.plan.INA/2) / a.plan.INA * a.plan.INA
-	}
 	a.start = p.now
 	j.plans = append(j.plans, a.plan)
 	for r := 0; r < j.n; r++ {

@@ -111,6 +111,7 @@ func (p *freeinaPolicy) PS(t *Testbed, i int) (emu.Node, error) {
 		GrantTimeout: t.Spec.Timers.GrantTimeout, KeepAlive: KeepAlive(t.Spec.Timers.LeaseIdle)}
 	// (with the configured latency as given: negative when untimed)
 	cfg.Control.PipeSlots = PipeSlots(t.Spec.LinkBitsPerSecond, t.Spec.LinkDelay, t.Spec.Latency, t.Spec.ValuesPerPacket)
+	cfg.Control.PSCapacity = psCapacity(&t.Spec)
 	cfg.QP = t.rcQP()
 	// The PS's requester sends plans, pulls and results: short bursts; a
 	// small window keeps a go-back-N after reordering short.
@@ -275,4 +276,16 @@ func (t *Testbed) ucBeginWait(wc host.WorkerConfig, ucSet bool) time.Duration {
 	q := wc.QP
 	q.TimeoutStretch = 0
 	return UCBeginWait(uc, UCRetries(uc, q.ACKTimeout()), UCMaxWait(uc, ScaledTimers(rate, delay, 1).LeaseIdle))
+}
+
+// psCapacity is a PS's rate as a multiple of a worker link's, the path
+// control's estimate of what the PS path can carry: its link's, or its
+// CPU's (every core summing full chunks) where that is lower.
+func psCapacity(s *Spec) float64 {
+	bps := float64(s.PSLinkBitsPerSecond)
+	if s.PSCPU.Enabled() {
+		n := ChunkWireBytes(s.ValuesPerPacket)
+		bps = min(bps, float64(s.PSCPU.Cores)*float64(n*8)/s.PSCPU.Service(n).Seconds())
+	}
+	return bps / float64(s.LinkBitsPerSecond)
 }
