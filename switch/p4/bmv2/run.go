@@ -438,8 +438,16 @@ func waitListening(ctx context.Context, port int, swDone chan error) error {
 	}
 }
 
-// waitProcessed waits until BMv2's log shows want packets received and
-// has not grown for settle, and returns how many it shows.
+// waitProcessed waits until BMv2's log shows want packets received, every
+// recirculated pass received again, and no growth for settle; it returns
+// how many receptions (passes included) it shows.
+//
+// A recirculated pass is logged as another "Processing packet received",
+// so counting receptions alone is met early when packets recirculate: with
+// two 256-value packets (four passes each) the count reached two after the
+// first packet's second pass, and a stall of settle there ended the wait
+// before the other passes ran (seen once under load, as a register read
+// missing a later pass's lanes).
 func waitProcessed(ctx context.Context, log string, want int, settle time.Duration, swDone chan error) (int, error) {
 	var size int64 = -1
 	quiet := time.Now()
@@ -449,10 +457,11 @@ func waitProcessed(ctx context.Context, log string, want int, settle time.Durati
 			return 0, err
 		}
 		n := bytes.Count(b, []byte("Processing packet received on port"))
+		recirculated := bytes.Count(b, []byte("Recirculating packet"))
 		if int64(len(b)) != size {
 			size, quiet = int64(len(b)), time.Now()
 		}
-		if n >= want && time.Since(quiet) >= settle {
+		if n >= want+recirculated && time.Since(quiet) >= settle {
 			return n, nil
 		}
 		select {
