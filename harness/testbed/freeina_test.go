@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/emu/nodes"
 	"github.com/inabox/inabox/host"
 )
 
@@ -327,5 +328,26 @@ func TestFreeINAExponentMode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPSCapacity: the path control's estimate of the PS path, as a multiple
+// of a worker link: the PS link's rate, or the PS CPU's where lower.
+func TestPSCapacity(t *testing.T) {
+	s := Spec{LinkBitsPerSecond: 100e9, PSLinkBitsPerSecond: 400e9, ValuesPerPacket: 64}
+	if c := psCapacity(&s); c != 4 {
+		t.Fatalf("400 Gb/s PS link: %v", c)
+	}
+	// One core at 10 Gb/s of frame bytes: a tenth of a 100 Gb/s link's
+	// chunks, less the preamble and gap the link also carries.
+	s.PSCPU = nodes.CPUConfig{Cores: 1, BitsPerSecond: 10e9}
+	frame := float64(ChunkWireBytes(64) - DefaultOverhead)
+	want := 0.1 * float64(ChunkWireBytes(64)) / frame
+	if c := psCapacity(&s); math.Abs(c-want) > 1e-3 {
+		t.Fatalf("one 10 Gb/s core: %v, want %v", c, want)
+	}
+	s.PSCPU.Cores = 100 // the link binds again
+	if c := psCapacity(&s); c != 4 {
+		t.Fatalf("100 cores: %v", c)
 	}
 }

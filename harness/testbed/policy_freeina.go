@@ -279,13 +279,15 @@ func (t *Testbed) ucBeginWait(wc host.WorkerConfig, ucSet bool) time.Duration {
 }
 
 // psCapacity is a PS's rate as a multiple of a worker link's, the path
-// control's estimate of what the PS path can carry: its link's, or its
-// CPU's (every core summing full chunks) where that is lower.
+// control's estimate of what the PS path can carry: chunks per second
+// through its link, or through its CPU (every core on full chunks) where
+// that is lower, over a worker link's chunks per second.
 func psCapacity(s *Spec) float64 {
-	bps := float64(s.PSLinkBitsPerSecond)
+	wire := float64(ChunkWireBytes(s.ValuesPerPacket) * 8) // bits a chunk takes on a link
+	rate := float64(s.PSLinkBitsPerSecond) / wire          // chunks/s
 	if s.PSCPU.Enabled() {
-		n := ChunkWireBytes(s.ValuesPerPacket)
-		bps = min(bps, float64(s.PSCPU.Cores)*float64(n*8)/s.PSCPU.Service(n).Seconds())
+		frame := ChunkWireBytes(s.ValuesPerPacket) - DefaultOverhead
+		rate = min(rate, float64(s.PSCPU.Cores)/s.PSCPU.Service(frame).Seconds())
 	}
-	return bps / float64(s.LinkBitsPerSecond)
+	return rate / (float64(s.LinkBitsPerSecond) / wire)
 }
