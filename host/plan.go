@@ -83,8 +83,7 @@ type Measure struct {
 //   - no grant → everything on the PS path;
 //   - a grant that covers the pipe (n ≥ PipeSlots or n ≥ chunks) → p = 0;
 //   - otherwise the PS path carries a share φ of the chunks, p = round(n·φ/(1−φ)),
-//     where φ starts at the share that makes both paths finish together
-//     at their expected rates, φ₀ = r_ps/(r_ina + r_ps), and then tracks
+//     where φ starts at φ₀ from the paths' expected rates and then tracks
 //     the measured path rates of the previous all-reduce:
 //     φ ← (1−α)·φ + α·r_ps/(r_ina + r_ps), r = chunks/span, α = 1/2.
 //
@@ -92,7 +91,10 @@ type Measure struct {
 // min(1, h/(PipeSlots/2)), h = max(⌊n/2⌋, 1) the INA chunks the grant
 // keeps in flight (rule W, docs/freeina.md §11.2) against the
 // bandwidth-delay product; r_ps = PSCapacity/Workers, the PS's capacity
-// shared by the job's workers.
+// shared by the job's workers. Both paths leave a worker on its one link,
+// so where r_ina + r_ps ≥ 1, φ₀ = 1 − r_ina (the PS takes what the INA
+// path cannot carry at line rate); otherwise φ₀ = r_ps/(r_ina + r_ps),
+// the share that makes both paths finish together.
 //
 // It is evaluated once per all-reduce, by the PS only, so all workers get
 // the same plan.
@@ -106,8 +108,8 @@ type PathControl struct {
 	// Workers is the job's worker count, among which the PS's capacity is
 	// shared (0: 1; NewPS sets it per job).
 	Workers int
-	// WholeRounds makes p a multiple of n (PathUC: INA chunk i of every
-	// round uses aggregator i, docs/freeina.md §11.2).
+	// WholeRounds makes p the nearest multiple of n (PathUC: INA chunk i
+	// of every round uses aggregator i, docs/freeina.md §11.2).
 	WholeRounds bool
 	// PSShareMax bounds φ (0: no bound below 1). Under PathTrim the PS
 	// link also carries every INA chunk's trimmed headers, and NewPS
@@ -143,26 +145,18 @@ func (pc *PathControl) Plan(chunks uint32, n int) Plan {
 	if phi < 1 {
 		ps = math.Min(ps, float64(n)*phi/(1-phi))
 	}
-	if !pc.WholeRounds || phi <= 0 {
-		p.PS = int(math.Round(ps))
-		return p
+	p.PS = int(math.Round(ps))
+	if pc.WholeRounds {
+		p.PS = (p.PS + n/2) / n * n // the nearest multiple of n
 	}
-	// p a multiple of n: of the two nearest, the one whose paths finish
-	// sooner at the rates φ balances (r_ina : r_ps = 1−φ : φ).
-	finish := func(k int) float64 {
-		s := float64(k) / float64(k+1) // the PS path's share
-		return math.Max((1-s)/(1-phi), s/phi)
-	}
-	k := int(ps / float64(n))
-	if phi >= 1 || finish(k+1) < finish(k) {
-		k++
-	}
-	p.PS = k * n
 	return p
 }
 
-// initialPhi is φ₀ for a grant of n aggregators: the share that makes both
-// paths finish together at their expected rates.
+// initialPhi is φ₀ for a grant of n aggregators, from the paths' expected
+// rates r_ina and r_ps (fractions of a worker link's): where together they
+// exceed the worker's link, which both share, the PS path takes only what
+// the INA path cannot carry, 1 − r_ina; otherwise the share that makes both
+// finish together, r_ps/(r_ina + r_ps).
 func (pc *PathControl) initialPhi(n int) float64 {
 	rIna := 1.0
 	if pc.PipeSlots > 0 {
@@ -176,6 +170,9 @@ func (pc *PathControl) initialPhi(n int) float64 {
 		workers = 1
 	}
 	rPS := capacity / float64(workers)
+	if rIna+rPS >= 1 {
+		return 1 - rIna
+	}
 	return rPS / (rIna + rPS)
 }
 
