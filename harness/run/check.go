@@ -129,13 +129,10 @@ func (g *tensorGen) variant(job, rank, v int) []float32 {
 const lazyBlock = 1024
 
 // lazyVariant is a variant made on demand: variant's values, from the
-// generator's state before every lazyBlock-th value. The states are
-// computed as far as a fill needs them, not ahead: walking a full-scale
-// gradient's generator takes seconds (VGG-16 among 8 workers: 2 s), which
-// Build would spend before a run could be interrupted.
+// generator's state before every lazyBlock-th value.
 type lazyVariant struct {
 	n      int
-	states []uint64 // states[i]: before value i·lazyBlock
+	states []uint64
 }
 
 func (g *tensorGen) lazyVariant(job, rank, v int) *lazyVariant {
@@ -144,32 +141,24 @@ func (g *tensorGen) lazyVariant(job, rank, v int) *lazyVariant {
 		return l
 	}
 	n := int(g.plans[job].Elements)
-	l := &lazyVariant{n: n, states: make([]uint64, 1, n/lazyBlock+1)}
-	l.states[0] = g.state(job, rank, v)
+	l := &lazyVariant{n: n, states: make([]uint64, 0, n/lazyBlock+1)}
+	x := g.state(job, rank, v)
+	for i := 0; i < n; i++ {
+		if i%lazyBlock == 0 {
+			l.states = append(l.states, x)
+		}
+		x, _ = step(x)
+	}
 	g.lazy[key] = l
 	return l
 }
 
-// state returns the generator's state before value off.
-func (l *lazyVariant) state(off int) uint64 {
-	b := off / lazyBlock
-	for len(l.states) <= b {
-		x := l.states[len(l.states)-1]
-		for range lazyBlock {
-			x, _ = step(x)
-		}
-		l.states = append(l.states, x)
-	}
-	x := l.states[b]
+// fill writes values [off, off+len(dst)) into dst.
+func (l *lazyVariant) fill(dst []float32, off int) {
+	x := l.states[off/lazyBlock]
 	for range off % lazyBlock {
 		x, _ = step(x)
 	}
-	return x
-}
-
-// fill writes values [off, off+len(dst)) into dst.
-func (l *lazyVariant) fill(dst []float32, off int) {
-	x := l.state(off)
 	for i := range dst {
 		x, dst[i] = step(x)
 	}
