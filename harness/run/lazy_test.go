@@ -35,6 +35,28 @@ func TestLazyVariant(t *testing.T) {
 	}
 }
 
+// TestJump: jump is lazyBlock steps of the generator, from any state
+// (the seed-derived states, single bits, all ones) and chained.
+func TestJump(t *testing.T) {
+	walk := func(x uint64) uint64 {
+		for range lazyBlock {
+			x, _ = step(x)
+		}
+		return x
+	}
+	g := &tensorGen{seed: 7}
+	xs := []uint64{1, 1 << 63, 0x8000_0001, ^uint64(0), g.state(0, 0, 0), g.state(3, 7, 1)}
+	for _, x := range xs {
+		y, z := x, x
+		for k := 0; k < 5; k++ {
+			y, z = jump(y), walk(z)
+			if y != z {
+				t.Fatalf("from %#x, jump %d: %#x, walk gives %#x", x, k+1, y, z)
+			}
+		}
+	}
+}
+
 // TestLazyGradients: every policy gives byte-identical results.json and
 // pcaps whether the gradients and reference sums are held or made on
 // demand, with loss on every link (retransmitted chunks are made again).
