@@ -98,7 +98,20 @@ type Network struct {
 
 	rt  *realtime                // the run's own view, used on its goroutine
 	rtp atomic.Pointer[realtime] // the same, for Do from other goroutines
+
+	// stop is set by Interrupt, from any goroutine.
+	stop atomic.Bool
 }
+
+// ErrInterrupted is returned by RunUntil when Interrupt stopped it.
+var ErrInterrupted = errors.New("emu: run interrupted")
+
+// Interrupt stops a virtual-time run (RunUntil, Run) after the event it
+// is processing: that call returns ErrInterrupted, at the time of the last
+// event processed. It may be called from any goroutine (a Ctrl-C handler,
+// context.AfterFunc); it stays in effect for later calls, which return at
+// once.
+func (n *Network) Interrupt() { n.stop.Store(true) }
 
 // NewNetwork returns an empty network.
 func NewNetwork(cfg Config) *Network {
@@ -564,8 +577,8 @@ func (n *Network) Run() (time.Duration, error) {
 }
 
 // RunUntil runs the network in virtual time until no event is left or the
-// next one is later than deadline. It may be called again with a later
-// deadline to continue the run. Virtual time is exact and independent of the
+// next one is later than deadline, or Interrupt is called. It may be called
+// again with a later deadline to continue the run. Virtual time is exact and independent of the
 // machine's speed: a 400 Gbps link is modelled as precisely as a 1 Mbps one.
 func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 	if len(n.exts) > 0 {
@@ -574,9 +587,15 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 	n.start()
 	dl := int64(deadline)
 	for n.events.Len() > 0 && n.events.peek().at <= dl {
+		if n.stop.Load() {
+			return n.Now(), ErrInterrupted
+		}
 		e := n.pop()
 		n.now = e.at
 		n.dispatch(&e)
+	}
+	if n.stop.Load() {
+		return n.Now(), ErrInterrupted
 	}
 	if n.events.Len() > 0 && dl > n.now {
 		n.now = dl

@@ -642,3 +642,58 @@ func TestDuplicateReorderBursts(t *testing.T) {
 		t.Errorf("bad probability: %v", err)
 	}
 }
+
+// ticker re-arms its timer every µs forever and calls onTick on each.
+type ticker struct {
+	ticks  int
+	onTick func(int)
+}
+
+func (tk *ticker) Start(env *emu.Env)                   { env.SetTimer(time.Microsecond, 1) }
+func (tk *ticker) Receive(*emu.Env, int, []*emu.Packet) {}
+func (tk *ticker) Timer(env *emu.Env, _ uint64) {
+	tk.ticks++
+	if tk.onTick != nil {
+		tk.onTick(tk.ticks)
+	}
+	env.SetTimer(env.Now()+time.Microsecond, 1)
+}
+
+// TestInterrupt: Interrupt stops RunUntil after the event it is
+// processing, at that event's time, and later calls return at once; from
+// another goroutine it stops a run that would never end.
+func TestInterrupt(t *testing.T) {
+	n := emu.NewNetwork(emu.Config{})
+	tk := &ticker{}
+	tk.onTick = func(k int) {
+		if k == 5 {
+			n.Interrupt()
+		}
+	}
+	must(t, n.AddNode("t", 1, tk))
+	now, err := n.RunUntil(time.Second)
+	if !errors.Is(err, emu.ErrInterrupted) || now != 5*time.Microsecond || tk.ticks != 5 {
+		t.Fatalf("RunUntil: %v at %v after %d ticks; want ErrInterrupted at 5µs after 5", err, now, tk.ticks)
+	}
+	if now, err := n.RunUntil(time.Second); !errors.Is(err, emu.ErrInterrupted) || tk.ticks != 5 || now != 5*time.Microsecond {
+		t.Fatalf("RunUntil again: %v at %v after %d ticks; want ErrInterrupted at once", err, now, tk.ticks)
+	}
+
+	n2 := emu.NewNetwork(emu.Config{})
+	must(t, n2.AddNode("t", 1, &ticker{}))
+	done := make(chan error, 1)
+	go func() {
+		_, err := n2.Run()
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	n2.Interrupt()
+	select {
+	case err := <-done:
+		if !errors.Is(err, emu.ErrInterrupted) {
+			t.Fatalf("Run: %v, want ErrInterrupted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10 s after Interrupt")
+	}
+}

@@ -215,13 +215,26 @@ func (r *runner) run(step time.Duration, prog report.Progress) (*report.Results,
 	}
 	var end time.Duration
 	interrupted := false
+	if r.ctx != nil {
+		// Between steps the context is checked below; within one (a step
+		// can hold many long events, e.g. eight workers each making a
+		// 553 MB result at an all-reduce's begin) the network stops
+		// after its current event.
+		defer context.AfterFunc(r.ctx, n.Interrupt)()
+	}
 	for t := step; ; t += step {
-		if _, err := n.RunUntil(min(t, limit)); err != nil {
+		now := min(t, limit)
+		if _, err := n.RunUntil(now); errors.Is(err, emu.ErrInterrupted) {
+			now, interrupted = n.Now(), true
+		} else if err != nil {
 			return nil, err
 		}
-		now := min(t, limit)
 		if err := r.sample(now); err != nil {
 			return nil, err
+		}
+		if interrupted {
+			end = now
+			break
 		}
 		prog.Update(now, total)
 		if err := r.tb.Failed(); err != nil {
