@@ -77,6 +77,9 @@ type Report struct {
 	// PeerRequests are SwitchML re-contribution requests sent to peers;
 	// ReContribs chunks re-sent because a peer asked.
 	PeerRequests, ReContribs int
+	// Demoted: the PS moved the chunks not yet sent to the PS path, the
+	// lease being lost for good (FreeINA's UC path, PS.demote).
+	Demoted bool
 }
 
 // RxStats count the frames an endpoint dropped on arrival, by cause (its RC

@@ -75,6 +75,10 @@ type PSStats struct {
 	Reallocs uint64
 	// KeepAlives counts the lease renewals sent (PSConfig.KeepAlive).
 	KeepAlives uint64
+	// Demotions counts all-reduces whose lease was lost for good (an
+	// exact re-ALLOC or renewal answered with no aggregators, PathUC):
+	// the rest of each went to the PS path.
+	Demotions uint64
 	// OutOfRange counts contributions to a chunk beyond their all-reduce
 	// (dropped).
 	OutOfRange uint64
@@ -138,6 +142,9 @@ type psAR struct {
 	// keepAt is when the next lease renewal is due (0: none,
 	// PSConfig.KeepAlive).
 	keepAt time.Duration
+	// demoted: the lease is lost for good (PS.demote); plan stays the
+	// plan the chunks were sent under.
+	demoted bool
 	// res holds the chunks' result copies, sums their partial sums.
 	res  Slab[byte]
 	sums Slab[int32]
@@ -406,13 +413,13 @@ func (p *PS) message(env *emu.Env, ref psRef, data []byte) {
 		}
 		p.stats.Raw++
 		c.raw |= bit
-		if a.planned && a.plan.OnINA(h.Chunk()) && p.cfg.KeepAlive > 0 && a.keepAt == 0 && !a.finished {
+		if a.planned && a.plan.OnINA(h.Chunk()) && p.cfg.KeepAlive > 0 && a.keepAt == 0 && !a.finished && !a.demoted {
 			// A worker gave up on the chunk, or it found no aggregator:
 			// the lease may go unused while a peer is late. Keep it.
 			a.keepAt = p.now + p.cfg.KeepAlive
 			p.armAlloc(env)
 		}
-		if h.Has(inahdr.FlagCollision) && a.planned && a.plan.INA > 0 && a.plan.OnINA(h.Chunk()) && p.now >= a.reallocAt {
+		if h.Has(inahdr.FlagCollision) && a.planned && a.plan.INA > 0 && a.plan.OnINA(h.Chunk()) && p.now >= a.reallocAt && !a.demoted {
 			// An INA chunk found no aggregator: the lease may be gone
 			// (reboot). Ask again for exactly the planned aggregators; an
 			// existing lease is simply re-granted (ALLOC is idempotent).
@@ -460,7 +467,7 @@ func (p *PS) check(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk) {
 	// contribution of an INA chunk (collision, no lease, or a worker's
 	// fallback after its timeouts) means the switch may never complete it:
 	// pull raw data from every other worker and finish in software.
-	if p.cfg.INAPath == PathUC && c.raw != 0 && !c.pulled && a.plan.OnINA(k) {
+	if p.cfg.INAPath == PathUC && c.raw != 0 && !c.pulled && a.plan.OnINA(k) && !a.demoted {
 		c.pulled = true
 		for r := 0; r < j.n; r++ {
 			if c.raw&(1<<r) == 0 {
@@ -519,9 +526,11 @@ func (p *PS) resolved(env *emu.Env, j *psJob, a *psAR, k uint32, c *psChunk, sof
 func (p *PS) finish(env *emu.Env, j *psJob, a *psAR) {
 	a.finished, a.keepAt = true, 0
 	p.stats.AllReduces++
-	ni, np := a.plan.Count()
-	m := Measure{INAChunks: ni, PSChunks: np, INASpan: a.inaLast - a.start, PSSpan: a.psLast - a.start, Fallbacks: a.fallbacks}
-	j.ctl.Observe(m)
+	if !a.demoted { // else the INA path's span measures the lost lease, not the path
+		ni, np := a.plan.Count()
+		m := Measure{INAChunks: ni, PSChunks: np, INASpan: a.inaLast - a.start, PSSpan: a.psLast - a.start, Fallbacks: a.fallbacks}
+		j.ctl.Observe(m)
+	}
 	if a.plan.INA > 0 || p.cfg.FreeEvery {
 		p.stats.Frees++
 		p.toSwitch(env, inahdr.Ctl{Op: inahdr.CtlFree, Job: j.id, AllReduce: a.id})
@@ -577,7 +586,11 @@ func (p *PS) control(env *emu.Env, j *psJob, rank int, c inahdr.Ctl) {
 	}
 }
 
+// planMsg is all-reduce a's PLAN: no aggregators once it is demoted.
 func (p *PS) planMsg(j *psJob, a *psAR) []byte {
+	if a.demoted {
+		return ctl(inahdr.Ctl{Op: inahdr.CtlPlan, Job: j.id, AllReduce: a.id, Chunks: a.chunks})
+	}
 	return ctl(inahdr.Ctl{Op: inahdr.CtlPlan, Job: j.id, AllReduce: a.id, Chunks: a.chunks, Slots: a.plan.INA, PSChunks: a.plan.PS})
 }
 
@@ -600,11 +613,38 @@ func (p *PS) grant(env *emu.Env, pl []byte) {
 		return
 	}
 	a := j.ars[c.AllReduce]
-	if a == nil || a.planned {
+	if a == nil {
+		return
+	}
+	if a.planned {
+		if c.Slots == 0 {
+			p.demote(j, a)
+		}
 		return
 	}
 	p.stats.Grants++
 	p.makePlan(j, a, c.Slots)
+}
+
+// demote moves the rest of all-reduce a to the PS path (PathUC) when a
+// GRANT says it holds no aggregators after its plan gave it some: the
+// answer to an exact re-ALLOC or renewal (PSConfig.KeepAlive) once the
+// lease is lost for good (a reboot, or an idle expiry, and the memory
+// taken by other all-reduces meanwhile). Every INA chunk would otherwise
+// collide at the switch, reach the PS raw and make it pull the others'
+// contributions. Each worker sends the chunks it has not sent yet raw
+// over RC (Worker: the plan without aggregators); its contributions in
+// flight still come raw through the switch, or over RC after its UC
+// retries. The PS stops pulling, renewing and re-ALLOCating for a.
+func (p *PS) demote(j *psJob, a *psAR) {
+	if a.demoted || a.finished || a.plan.INA == 0 || p.cfg.INAPath != PathUC {
+		return
+	}
+	a.demoted, a.keepAt = true, 0
+	p.stats.Demotions++
+	for r := 0; r < j.n; r++ {
+		p.post(j, r, p.planMsg(j, a))
+	}
 }
 
 func (p *PS) makePlan(j *psJob, a *psAR, n int) {

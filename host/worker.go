@@ -173,6 +173,7 @@ type arState struct {
 	chunks   uint32
 	plan     Plan
 	planned  bool
+	psFrom   uint32 // chunks from psFrom on take the PS path (the plan was demoted at chunk psFrom)
 	next     uint32
 	have     []bool
 	fetched  []bool
@@ -276,7 +277,7 @@ func (w *Worker) begin(env *emu.Env) {
 	chunks := w.Chunks(w.cur)
 	r := w.Begin(w.cur, w.now)
 	rep := &r
-	w.st = &arState{ar: t.AllReduce, chunks: chunks, have: hugemem.Make[bool](int(chunks)), fetched: hugemem.Make[bool](int(chunks)),
+	w.st = &arState{ar: t.AllReduce, chunks: chunks, psFrom: chunks, have: hugemem.Make[bool](int(chunks)), fetched: hugemem.Make[bool](int(chunks)),
 		ord: hugemem.Make[int32](int(chunks)), acked: hugemem.Make[bool](int(chunks)), inaSent: hugemem.Make[uint32](int(chunks))[:0], rep: rep}
 	if w.cfg.INAPath == PathUC {
 		w.st.ucTries = hugemem.Make[uint16](int(chunks))
@@ -297,6 +298,10 @@ func (w *Worker) begin(env *emu.Env) {
 	}
 	w.early = w.early[:n]
 }
+
+// onINA reports whether chunk c takes the INA path: the plan's, up to a
+// demotion.
+func (st *arState) onINA(c uint32) bool { return c < st.psFrom && st.plan.OnINA(c) }
 
 func (w *Worker) setPlan(p Plan) {
 	st := w.st
@@ -335,7 +340,7 @@ func (w *Worker) pump(env *emu.Env) {
 	uc := w.cfg.INAPath == PathUC
 	for st.next < st.chunks && w.ringN < len(w.ring) {
 		c := st.next
-		ina := st.plan.OnINA(c)
+		ina := st.onINA(c)
 		if ina {
 			s := st.plan.Slot(c)
 			if b := st.slotBusy[s]; b >= 0 && !st.have[b] {
@@ -614,7 +619,7 @@ func (w *Worker) result(h inahdr.Header, uc bool) {
 	} else {
 		st.rep.PSResults++
 	}
-	if !st.plan.OnINA(k) {
+	if !st.onINA(k) {
 		st.psOut--
 	}
 }
@@ -658,8 +663,17 @@ func (w *Worker) message(env *emu.Env, data []byte) {
 		case inahdr.CtlPlan:
 			p := Plan{Chunks: c.Chunks, INA: c.Slots, PS: c.PSChunks}
 			w.plans[c.AllReduce] = p
-			if w.st != nil && w.st.ar == c.AllReduce && !w.st.planned {
-				w.setPlan(p)
+			if st := w.st; st != nil && st.ar == c.AllReduce {
+				switch {
+				case !st.planned:
+					w.setPlan(p)
+				case p.INA == 0 && st.plan.INA > 0 && st.psFrom == st.chunks:
+					// Demoted (PS.demote): the lease is lost for good;
+					// what is not sent yet goes over RC.
+					st.psFrom = st.next
+					st.rep.Demoted = true
+					w.pump(env)
+				}
 			}
 		case inahdr.CtlPull:
 			w.pull(c.AllReduce, c.Chunk)

@@ -23,6 +23,9 @@ type scenario struct {
 	deadline time.Duration
 	path     host.INAPath // zero: PathUC, the default
 	tune     func(*Spec)
+	// hook, if set, runs once the network has run to hookAt.
+	hook   func(*Testbed)
+	hookAt time.Duration
 }
 
 func (sc *scenario) defaults() {
@@ -56,6 +59,12 @@ func runScenario(t testing.TB, sc scenario) (*Testbed, time.Duration) {
 		t.Fatal(err)
 	}
 	reboot(t, c, sc.reboot, 20*time.Microsecond)
+	if sc.hook != nil {
+		if _, err := c.Net.RunUntil(sc.hookAt); err != nil {
+			t.Fatal(err)
+		}
+		sc.hook(c)
+	}
 	end, err := c.Run(sc.deadline, 0)
 	if err != nil {
 		for i, q := range c.FreeINAPS(0).QPs() {
