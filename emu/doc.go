@@ -20,7 +20,8 @@
 //   - Run and RunUntil step virtual time: a run is a function of its
 //     configuration and [Config].Seed (each link direction and each node has
 //     its own generator, seeded from the seed and its name), at any link
-//     speed and independent of the machine.
+//     speed and independent of the machine. [Network.Interrupt], from any
+//     goroutine, stops it after the current event (Ctrl-C).
 //   - RunRealtime paces the same events on the wall clock. Attach joins a
 //     node's port to a backend [Port] — an in-memory pipe ([NewMemPipe]), a
 //     UDP socket ([NewUDPPort], recvmmsg/sendmmsg) or a TAP device
