@@ -26,6 +26,7 @@ type scenario struct {
 	// hook, if set, runs once the network has run to hookAt.
 	hook   func(*Testbed)
 	hookAt time.Duration
+	policy string // "": freeina
 }
 
 func (sc *scenario) defaults() {
@@ -52,7 +53,11 @@ func runScenario(t testing.TB, sc scenario) (*Testbed, time.Duration) {
 		sc.tune(&cfg)
 	}
 	inputs := map[[3]int][]float32{}
-	c, err := Build(cfg, "freeina", tensors(inputs, sc.ars, sc.elems, func(job uint16, rank, a int) []float32 {
+	policy := sc.policy
+	if policy == "" {
+		policy = "freeina"
+	}
+	c, err := Build(cfg, policy, tensors(inputs, sc.ars, sc.elems, func(job uint16, rank, a int) []float32 {
 		return genTensor(job, rank, sc.elems, uint64(a))
 	}))
 	if err != nil {
