@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/inabox/inabox/emu"
@@ -142,9 +143,11 @@ type Core struct {
 	tensors []Tensor
 	results [][]int32
 	rexp    [][]int8
-	// spare is a dropped result's buffer, reused by the next Begin that
-	// fits in it (an iteration's result then costs no fresh memory).
-	spare   []int32
+	// spares are dropped results' buffers, each reused by a later Begin
+	// that fits in it (the smallest that does): an iteration's buckets
+	// then take the buffers of the previous iteration's, and cost no fresh
+	// memory, page faults or garbage.
+	spares  [][]int32
 	reports []Report
 	qb      quantBlock
 	rx      RxStats
@@ -264,10 +267,17 @@ func (c *Core) Exp(i int, k uint32) int8 {
 // Begin allocates tensor i's result and returns its report, started now.
 func (c *Core) Begin(i int, now time.Duration) Report {
 	n := c.Chunks(i)
-	if m := c.tensors[i].Len(); cap(c.spare) >= m {
-		c.results[i] = c.spare[:m]
+	m := c.tensors[i].Len()
+	best := -1
+	for j, b := range c.spares {
+		if cap(b) >= m && (best < 0 || cap(b) < cap(c.spares[best])) {
+			best = j
+		}
+	}
+	if best >= 0 {
+		c.results[i] = c.spares[best][:m]
 		clear(c.results[i])
-		c.spare = nil
+		c.spares = slices.Delete(c.spares, best, best+1)
 	} else {
 		c.results[i] = hugemem.Make[int32](m)
 	}
@@ -402,11 +412,25 @@ func (c *Core) Result(i int) []int32 { return c.results[i] }
 // DropResult releases tensor i's result (a runner that has checked it
 // keeps memory bounded on long runs); Result(i) is nil afterwards.
 func (c *Core) DropResult(i int) {
-	if r := c.results[i]; cap(r) > cap(c.spare) {
-		c.spare = r
+	if r := c.results[i]; cap(r) > 0 {
+		c.spares = append(c.spares, r)
+		if len(c.spares) > maxSpares { // keep the largest
+			small := 0
+			for j, b := range c.spares {
+				if cap(b) < cap(c.spares[small]) {
+					small = j
+				}
+			}
+			c.spares = slices.Delete(c.spares, small, small+1)
+		}
 	}
 	c.results[i] = nil
 }
+
+// maxSpares bounds the dropped results a Core keeps for reuse: more than
+// the buckets of an iteration of the models shipped (VGG and ResNet at 25
+// MiB: 4 to 5; BERT-large 37, whose buckets are small).
+const maxSpares = 8
 
 // ResultExps returns the per-chunk exponents of tensor i's result.
 func (c *Core) ResultExps(i int) []int8 { return c.rexp[i] }
