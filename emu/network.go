@@ -578,8 +578,9 @@ func (n *Network) Run() (time.Duration, error) {
 
 // RunUntil runs the network in virtual time until no event is left or the
 // next one is later than deadline, or Interrupt is called. It may be called
-// again with a later deadline to continue the run. Virtual time is exact and independent of the
-// machine's speed: a 400 Gbps link is modelled as precisely as a 1 Mbps one.
+// again with a later deadline to continue the run. Virtual time is exact
+// and independent of the machine's speed: a 400 Gbps link is modelled as
+// precisely as a 1 Mbps one.
 func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 	if len(n.exts) > 0 {
 		return n.Now(), errors.New("emu: the network has external ports (Attach); run it with RunRealtime")
