@@ -64,6 +64,8 @@ type nodeState struct {
 	timers map[uint64]uint32
 	gen    uint32
 	up     bool
+	// deferOK: the node takes deferred frames as they are (DeferAware)
+	deferOK bool
 }
 
 // Network is a set of nodes joined by links, and the scheduler that runs
@@ -158,6 +160,9 @@ func (n *Network) AddNode(name string, ports int, node Node) error {
 		name: name, idx: len(n.nodes), nports: ports, node: node,
 		rng: n.rngFor("node:" + name), ports: make([]portState, ports),
 		timers: map[uint64]uint32{}, up: true,
+	}
+	if d, ok := node.(DeferAware); ok {
+		ns.deferOK = d.AcceptsDeferred()
 	}
 	n.nodes = append(n.nodes, ns)
 	n.byName[name] = ns
@@ -380,6 +385,9 @@ func (n *Network) send(ns *nodeState, port int, p *Packet) {
 	ps := &ns.ports[port]
 	ps.stats.TxPackets++
 	ps.stats.TxBytes += uint64(p.Len())
+	if ps.cap != nil || !p.Sealed {
+		p.Finish() // seen, or no longer trusted: its check is written now
+	}
 	if ps.cap != nil {
 		ps.cap.write(n, p.Bytes())
 	}
@@ -477,6 +485,7 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 
 // flipBit flips one random bit of p; its ICRC is no longer to be trusted.
 func flipBit(d *linkDir, p *Packet) {
+	p.Finish() // the flip corrupts the frame as it would be on the wire
 	bit := d.rng.IntN(p.Len() * 8)
 	p.Bytes()[bit/8] ^= 1 << (bit % 8)
 	p.Sealed = false
@@ -510,6 +519,7 @@ func (n *Network) dispatch(e *event) {
 		d.stats.DeliveredPackets++
 		d.stats.DeliveredBytes += uint64(e.pkt.Len())
 		if d.to.ext != nil {
+			e.pkt.Finish()
 			d.to.ext.deliver(n, e.pkt)
 			return
 		}
@@ -560,6 +570,9 @@ func (n *Network) deliver(ns *nodeState, port int, b []*Packet) {
 		ps.stats.RxBytes += uint64(p.Len())
 		p.Port = port
 		p.Arrival = time.Duration(n.now)
+		if ps.cap != nil || !ns.deferOK {
+			p.Finish()
+		}
 		if ps.cap != nil {
 			ps.cap.write(n, p.Bytes())
 		}

@@ -32,6 +32,16 @@ type Resetter interface {
 	Reset()
 }
 
+// DeferAware is implemented by nodes that take frames whose check is
+// deferred (Packet.Defer) as they are: such a node never reads a sealed
+// frame's check bytes (it trusts Sealed, as rdma.CheckSealed does) and
+// calls Finish on a frame before it reads them. Every other node receives
+// each frame finished.
+type DeferAware interface {
+	// AcceptsDeferred reports whether the node takes deferred frames.
+	AcceptsDeferred() bool
+}
+
 // Env is a node's view of the emulator during one callback. Its methods
 // record what the node wants done; the driver carries it out after the
 // callback returns, in the order recorded. An Env is owned by the driver and
@@ -42,6 +52,7 @@ type Env struct {
 	sends []pendingSend
 	timer []pendingTimer
 	cache *cache // the network's packets, on its goroutine
+	real  bool   // under the real-time driver
 }
 
 type pendingSend struct {
@@ -54,6 +65,12 @@ type pendingTimer struct {
 	key  uint64
 	stop bool
 }
+
+// Defers reports whether a sender gains by deferring a frame's check
+// (Packet.Defer): under the virtual-time driver, where a frame that nobody
+// inspects never needs it. Under the real-time driver every frame that
+// leaves a node is finished on its way out, so there it does not.
+func (e *Env) Defers() bool { return !e.real }
 
 // Now returns the current run time: time since the run started.
 func (e *Env) Now() time.Duration { return e.now }

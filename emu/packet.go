@@ -42,13 +42,44 @@ type Packet struct {
 	// Arrival is when the packet arrived at that port, in run time.
 	Arrival time.Duration
 	// Sealed is set by a node that computed the frame's RoCE ICRC over its
-	// current bytes: a receiver may trust the ICRC of a sealed frame
-	// without recomputing it. The emulator clears it whenever an
-	// impairment flips a bit, on Reset (so on every packet from a Pool)
-	// and for every frame read from a real port; Pool.Clone copies it. A
-	// node that changes a sealed frame's ICRC-covered bytes must reseal it
-	// (write a correct ICRC) or clear it.
+	// current bytes, or deferred it (Defer): a receiver may trust the ICRC
+	// of a sealed frame without recomputing it. The emulator clears it
+	// whenever an impairment flips a bit, on Reset (so on every packet
+	// from a Pool) and for every frame read from a real port; Pool.Clone
+	// copies it. A node that changes a sealed frame's ICRC-covered bytes
+	// must reseal it (write a correct ICRC), clear it, or leave it
+	// deferred.
 	Sealed bool
+
+	// seal writes the frame's trailing check that its sender deferred
+	// (Defer); nil when there is none to write.
+	seal func(frame []byte)
+}
+
+// Defer marks the frame sealed (Sealed) with its trailing check, such as a
+// RoCE ICRC, not written yet: fn writes it over the frame's bytes as they
+// are when it runs (rdma.SealICRC). The emulator runs it (Finish) before
+// the bytes are seen outside the nodes that accept deferred frames
+// (DeferAware): before a capture, a bit flip by an impairment, a write to
+// a real port or an external endpoint, a delivery to any other node, and a
+// send with Sealed cleared. Elsewhere it never runs, so in virtual time a
+// frame nobody inspects costs no check at all. A node that changes a
+// deferred frame's bytes leaves it deferred: fn covers the new bytes.
+// fn must be a function value that allocates nothing, not a closure made
+// per frame.
+func (p *Packet) Defer(fn func(frame []byte)) { p.seal, p.Sealed = fn, true }
+
+// Deferred reports whether the frame's trailing check is still to be
+// written (Defer).
+func (p *Packet) Deferred() bool { return p.seal != nil }
+
+// Finish writes the frame's deferred check (Defer) now; for a frame with
+// none it does nothing.
+func (p *Packet) Finish() {
+	if fn := p.seal; fn != nil {
+		p.seal = nil
+		fn(p.Bytes())
+	}
 }
 
 // Bytes returns the frame. The slice aliases the packet's buffer.
@@ -138,7 +169,7 @@ func (p *Packet) Reset(headroom int) {
 		headroom = len(p.buf)
 	}
 	p.off, p.end = headroom, headroom
-	p.Port, p.Arrival, p.Sealed = 0, 0, false
+	p.Port, p.Arrival, p.Sealed, p.seal = 0, 0, false, nil
 }
 
 // SetBytes replaces the frame with a copy of b, keeping the current headroom.
@@ -286,7 +317,7 @@ func cloneInto(c, p *Packet) *Packet {
 	}
 	c.off, c.end = off, off+p.Len()
 	copy(c.buf[c.off:c.end], p.Bytes())
-	c.Port, c.Arrival, c.Sealed = p.Port, p.Arrival, p.Sealed
+	c.Port, c.Arrival, c.Sealed, c.seal = p.Port, p.Arrival, p.Sealed, p.seal
 	return c
 }
 

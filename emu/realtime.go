@@ -356,7 +356,7 @@ func (n *Network) runRealtime(ctx context.Context, zero time.Time, catchUp bool,
 	if since := int64(time.Since(zero)); catchUp && since > n.now {
 		n.now = since // a clock that started before this run (RunRealtimeFrom)
 	}
-	n.rt = rt
+	n.rt, n.env.real = rt, true
 	n.rtp.Store(rt)
 	done := make(chan struct{})
 	var wgR, wgW sync.WaitGroup
@@ -451,7 +451,7 @@ loop:
 	rt.stats.Events = n.Events
 	stats := rt.stats
 	n.rtp.Store(nil)
-	n.rt = nil
+	n.rt, n.env.real = nil, false
 	close(rt.ended)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		err = nil // stopping by context is the normal way to end a real-time run

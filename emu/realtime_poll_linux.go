@@ -182,7 +182,7 @@ func (n *Network) runPolled(ctx context.Context, zero time.Time, catchUp bool, u
 	if since := int64(time.Since(zero)); catchUp && since > n.now {
 		n.now = since
 	}
-	n.rt = rt
+	n.rt, n.env.real = rt, true
 	n.rtp.Store(rt)
 	var stopped atomic.Bool
 	stopCtx := context.AfterFunc(ctx, func() { stopped.Store(true); pl.wake() })
@@ -334,7 +334,7 @@ func (n *Network) runPolled(ctx context.Context, zero time.Time, catchUp bool, u
 	rt.stats.Events = n.Events
 	stats := rt.stats
 	n.rtp.Store(nil)
-	n.rt = nil
+	n.rt, n.env.real = nil, false
 	close(rt.ended)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		err = nil

@@ -105,6 +105,23 @@ func (r RxStats) Add(o RxStats) RxStats {
 		Malformed: r.Malformed + o.Malformed}
 }
 
+// EncodeSealed encodes frame header fh and payload into buf, p's bytes
+// (rdma.FrameHeader.Encode), and marks p sealed. Where env.Defers, the
+// ICRC is deferred (emu.Packet.Defer): written only where the frame is
+// seen, not on every send.
+func EncodeSealed(env *emu.Env, p *emu.Packet, fh *rdma.FrameHeader, buf, payload []byte) (int, error) {
+	if env.Defers() {
+		n, err := fh.EncodeDeferred(buf, payload)
+		if err == nil {
+			p.Defer(rdma.SealICRC)
+		}
+		return n, err
+	}
+	n, err := fh.Encode(buf, payload)
+	p.Sealed = err == nil
+	return n, err
+}
+
 // UCFrame checks an arriving UC SEND Only frame p: it returns its payload
 // if its ICRC is right (or p is sealed: emu.Packet.Sealed) and it comes
 // from src (when src is set), counting the drop in rx otherwise.

@@ -254,6 +254,10 @@ func (p *PS) Start(env *emu.Env) {
 	p.flush(env)
 }
 
+// AcceptsDeferred implements emu.DeferAware: the PS trusts a sealed
+// frame's ICRC (UCFrame, rdma.QP.ReceiveSealed).
+func (p *PS) AcceptsDeferred() bool { return true }
+
 // Receive implements emu.Node.
 func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	p.now = env.Now()

@@ -459,11 +459,10 @@ func (w *Worker) sendUC(env *emu.Env, c uint32) {
 	n := w.EncodeChunk(p.Bytes()[off:], w.cur, c, c, 0, nil)
 	p.SetLen(fh.Len(n))
 	b := p.Bytes()
-	if _, err := fh.Encode(b, b[off:off+n]); err != nil {
+	if _, err := EncodeSealed(env, p, fh, b, b[off:off+n]); err != nil {
 		env.Free(p)
 		return
 	}
-	p.Sealed = true
 	env.Send(0, p)
 }
 
@@ -548,6 +547,10 @@ func Compact[T any](q []T, head int) ([]T, int) {
 	}
 	return q, head
 }
+
+// AcceptsDeferred implements emu.DeferAware: the worker trusts a sealed
+// frame's ICRC (UCFrame, rdma.QP.ReceiveSealed).
+func (w *Worker) AcceptsDeferred() bool { return true }
 
 // Receive implements emu.Node.
 func (w *Worker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {

@@ -44,6 +44,10 @@ func (h *Host) Start(env *emu.Env) {
 	h.flush(env)
 }
 
+// AcceptsDeferred implements emu.DeferAware: its QPs trust a sealed
+// frame's ICRC (QP.ReceiveSealed).
+func (h *Host) AcceptsDeferred() bool { return true }
+
 // Receive implements emu.Node.
 func (h *Host) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	now := env.Now()
@@ -136,14 +140,24 @@ func FlushQP(env *emu.Env, port int, qp *QP, key uint64, t *QPTimer) {
 	if len(t.buf) < qp.MaxFrameLen() {
 		t.buf = make([]byte, qp.MaxFrameLen())
 	}
+	deferred := env.Defers()
 	for {
-		n := qp.PollTransmit(now, t.buf)
+		var n int
+		if deferred {
+			n = qp.PollTransmitDeferred(now, t.buf)
+		} else {
+			n = qp.PollTransmit(now, t.buf)
+		}
 		if n == 0 {
 			break
 		}
 		p := env.NewPacket()
 		p.SetBytes(t.buf[:n])
-		p.Sealed = true // PollTransmit wrote its ICRC
+		if deferred {
+			p.Defer(SealICRC)
+		} else {
+			p.Sealed = true // PollTransmit wrote its ICRC
+		}
 		env.Send(port, p)
 	}
 	at, ok := qp.NextTimeout()

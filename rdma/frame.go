@@ -179,6 +179,17 @@ func (h *FrameHeader) PayloadOffset() int { return HeadersLen + h.Opcode.HeaderL
 // replaced and the ICRC recomputed, AckReq included (UC receivers ignore
 // it; leave it false).
 func (h *FrameHeader) Encode(buf []byte, payload []byte) (int, error) {
+	return h.encode(buf, payload, true)
+}
+
+// EncodeDeferred is Encode without the ICRC: the frame's last four bytes
+// are left as they are, for SealICRC to write when the frame is seen
+// (emu.Packet.Defer).
+func (h *FrameHeader) EncodeDeferred(buf []byte, payload []byte) (int, error) {
+	return h.encode(buf, payload, false)
+}
+
+func (h *FrameHeader) encode(buf []byte, payload []byte, seal bool) (int, error) {
 	op := h.Opcode
 	if !op.Supported() {
 		return 0, ErrUnsupportedOpcode
@@ -270,7 +281,9 @@ func (h *FrameHeader) Encode(buf []byte, payload []byte) (int, error) {
 		ImmDt(b[x : x+ImmDtLen]).SetImm(h.Imm)
 	}
 
-	binary.LittleEndian.PutUint32(b[n-ICRCLen:], icrc(b))
+	if seal {
+		binary.LittleEndian.PutUint32(b[n-ICRCLen:], icrc(b))
+	}
 	binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
 	return n, nil
 }

@@ -876,6 +876,17 @@ func (q *QP) executeWrite(f *Frame, op Opcode) {
 // then request packets while the window allows. buf must hold MaxFrameLen
 // bytes; PollTransmit panics otherwise.
 func (q *QP) PollTransmit(now time.Duration, buf []byte) int {
+	return q.pollTransmit(now, buf, true)
+}
+
+// PollTransmitDeferred is PollTransmit without the ICRC: the frame's last
+// four bytes are left for SealICRC to write when the frame is seen
+// (emu.Packet.Defer).
+func (q *QP) PollTransmitDeferred(now time.Duration, buf []byte) int {
+	return q.pollTransmit(now, buf, false)
+}
+
+func (q *QP) pollTransmit(now time.Duration, buf []byte, seal bool) int {
 	if len(buf) < q.MaxFrameLen() {
 		panic("rdma: PollTransmit buffer shorter than MaxFrameLen")
 	}
@@ -893,7 +904,7 @@ func (q *QP) PollTransmit(now time.Duration, buf []byte) int {
 			q.stats.TxACKs++
 		}
 		q.resp = respNone
-		return q.emit(buf, nil)
+		return q.emit(buf, nil, seal)
 	}
 	if q.state == StateError || q.rnrWait || q.txIdx >= q.sqLen {
 		return 0
@@ -938,11 +949,11 @@ func (q *QP) PollTransmit(now time.Duration, buf []byte) int {
 	if !q.timerOn {
 		q.armTimer(now)
 	}
-	return q.emit(buf, payload)
+	return q.emit(buf, payload, seal)
 }
 
-func (q *QP) emit(buf, payload []byte) int {
-	n, err := q.hdr.Encode(buf, payload)
+func (q *QP) emit(buf, payload []byte, seal bool) int {
+	n, err := q.hdr.encode(buf, payload, seal)
 	if err != nil {
 		panic("rdma: encode: " + err.Error()) // unreachable: config and sizes were checked
 	}

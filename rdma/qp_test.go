@@ -23,6 +23,11 @@ type pair struct {
 	dup    float64
 	reord  float64
 	frames [2]int // frames transmitted per direction
+	// deferred: frames are taken with PollTransmitDeferred and sealed
+	// (SealICRC) before they go on the wire
+	deferred bool
+	sent     [][]byte // with log: every frame transmitted, in order
+	log      bool
 }
 
 func qpConfigs(mtu int, psnA, psnB uint32) (Config, Config) {
@@ -52,12 +57,22 @@ func newPair(t testing.TB, ca, cb Config) *pair {
 func (p *pair) pump() {
 	for i, q := range []*QP{p.a, p.b} {
 		for {
-			n := q.PollTransmit(p.now, p.buf)
+			var n int
+			if p.deferred {
+				clear(p.buf)
+				n = q.PollTransmitDeferred(p.now, p.buf)
+				SealICRC(p.buf[:n])
+			} else {
+				n = q.PollTransmit(p.now, p.buf)
+			}
 			if n == 0 {
 				break
 			}
 			p.frames[i]++
 			f := append([]byte(nil), p.buf[:n]...)
+			if p.log {
+				p.sent = append(p.sent, f)
+			}
 			if !CheckICRC(f) || refICRC(p.t, f) != binary.LittleEndian.Uint32(f[n-4:]) {
 				p.t.Fatalf("QP emitted a frame with a bad ICRC")
 			}
@@ -521,6 +536,39 @@ func TestQPBadConfig(t *testing.T) {
 // TestQPLossyChannel runs both directions over the test channel with loss,
 // duplication and reordering across a PSN wrap and checks exactly-once,
 // in-order delivery.
+// TestPollTransmitDeferred: over a lossy, duplicating, reordering channel
+// a QP whose frames are taken without their ICRC and sealed afterwards
+// (PollTransmitDeferred, SealICRC) sends byte for byte the frames of one
+// whose PollTransmit writes it.
+func TestPollTransmitDeferred(t *testing.T) {
+	var runs [2][][]byte
+	for k, deferred := range []bool{false, true} {
+		ca, cb := qpConfigs(256, 100, 200)
+		ca.MaxUnacked, cb.MaxUnacked = 16, 16
+		p := newPair(t, ca, cb)
+		p.loss, p.dup, p.reord = 0.05, 0.05, 0.05
+		p.deferred, p.log = deferred, true
+		for i := range 300 {
+			for _, q := range []*QP{p.a, p.b} {
+				if err := q.PostSend(WorkRequest{ID: uint64(i), Op: WRSendImm, Imm: uint32(i), Data: msg(i, 4+(i*37)%600)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.run(4, func() bool { return false })
+		}
+		p.run(100000, func() bool { return len(p.got[0]) >= 600 && len(p.got[1]) >= 600 })
+		runs[k] = p.sent
+	}
+	if len(runs[0]) < 600 || len(runs[0]) != len(runs[1]) {
+		t.Fatalf("%d frames sent, %d deferred", len(runs[0]), len(runs[1]))
+	}
+	for i := range runs[0] {
+		if !bytes.Equal(runs[0][i], runs[1][i]) {
+			t.Fatalf("frame %d differs once deferred:\n%x\n%x", i, runs[0][i], runs[1][i])
+		}
+	}
+}
+
 func TestQPLossyChannel(t *testing.T) {
 	n := 20000
 	if testing.Short() || raceEnabled {

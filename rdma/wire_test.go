@@ -234,6 +234,45 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEncodeDeferred: EncodeDeferred writes every byte Encode does but
+// the ICRC, which SealICRC then writes, for every opcode RC and UC; a
+// frame that is not RoCE SealICRC leaves as it is.
+func TestEncodeDeferred(t *testing.T) {
+	for _, base := range allOps {
+		for _, op := range []Opcode{base, base.WithTransport(TransportUC)} {
+			if !op.Supported() {
+				continue
+			}
+			for _, plen := range []int{0, 3, 256} {
+				if op.HasAETH() && plen > 0 {
+					continue
+				}
+				payload := bytes.Repeat([]byte{byte(plen + 1)}, plen)
+				want := testFrame(t, op, payload)
+				h := testHeader(op)
+				got := bytes.Repeat([]byte{0xA5}, len(want))
+				n, err := h.EncodeDeferred(got, payload)
+				if err != nil || n != len(want) {
+					t.Fatalf("%v/%d: EncodeDeferred = %d, %v", op, plen, n, err)
+				}
+				if !bytes.Equal(got[:n-ICRCLen], want[:n-ICRCLen]) || !bytes.Equal(got[n-ICRCLen:n], []byte{0xA5, 0xA5, 0xA5, 0xA5}) {
+					t.Fatalf("%v/%d: EncodeDeferred wrote\n%x\nwant all but the ICRC of\n%x", op, plen, got, want)
+				}
+				SealICRC(got)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%v/%d: sealed\n%x\nwant\n%x", op, plen, got, want)
+				}
+			}
+		}
+	}
+	other := []byte("not a RoCE frame at all, just bytes")
+	before := bytes.Clone(other)
+	SealICRC(other)
+	if !bytes.Equal(other, before) {
+		t.Fatal("SealICRC changed a frame that is not RoCE")
+	}
+}
+
 // TestParseIgnoresReserved: receivers ignore FECN/BECN/Resv6a, MigReq and
 // Resv7.
 func TestParseIgnoresReserved(t *testing.T) {

@@ -26,30 +26,50 @@ func (s *Switch) rewrite(rid uint16) *Rewrite {
 // Egress finishes one replica of an ActMulticast frame for member m: it
 // applies the egress rewrite of m.RID (table ina_egress), fixes the IPv4
 // checksum and recomputes the ICRC. It allocates nothing.
-func (s *Switch) Egress(frame []byte, m McastMember) { s.egress(frame, m, false) }
+func (s *Switch) Egress(frame []byte, m McastMember) { s.egress(frame, m, icrcFull) }
 
 // EgressSealed is Egress for a replica whose ICRC is right (the frame's,
 // written once for all replicas): the ICRC is updated for the rewritten
 // headers only (rdma.HeaderPatch), not recomputed over the payload.
-func (s *Switch) EgressSealed(frame []byte, m McastMember) { s.egress(frame, m, true) }
+func (s *Switch) EgressSealed(frame []byte, m McastMember) { s.egress(frame, m, icrcPatch) }
 
-func (s *Switch) egress(frame []byte, m McastMember, sealed bool) {
+// EgressDeferred is Egress without the ICRC: the caller writes it later
+// (rdma.SealICRC; emu.Packet.Defer).
+func (s *Switch) EgressDeferred(frame []byte, m McastMember) { s.egress(frame, m, icrcDeferred) }
+
+// icrcMode is how an egress leaves a replica's ICRC.
+type icrcMode uint8
+
+const (
+	icrcFull     icrcMode = iota // recomputed over the frame
+	icrcPatch                    // updated for the rewritten headers only
+	icrcDeferred                 // left to the caller
+)
+
+// finishICRC writes or updates the ICRC of frame, whose headers were
+// rewritten after hp saved them, as mode says.
+func finishICRC(frame []byte, hp *rdma.HeaderPatch, mode icrcMode) {
+	switch mode {
+	case icrcFull:
+		_ = rdma.SetICRC(frame)
+	case icrcPatch:
+		_ = hp.Reseal(frame)
+	}
+}
+
+func (s *Switch) egress(frame []byte, m McastMember, mode icrcMode) {
 	s.mu.Lock()
 	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
 	s.mu.Unlock()
 	var hp rdma.HeaderPatch
-	if sealed {
+	if mode == icrcPatch {
 		hp.Save(frame)
 	}
 	if rw != nil {
 		applyRewrite(frame, rw)
 	}
-	if sealed {
-		_ = hp.Reseal(frame)
-	} else {
-		_ = rdma.SetICRC(frame)
-	}
+	finishICRC(frame, &hp, mode)
 }
 
 // EgressUC finishes one replica of an ActForwardMulticast frame for member
@@ -57,14 +77,18 @@ func (s *Switch) egress(frame []byte, m McastMember, sealed bool) {
 // turned into its UC twin (SEND Only → UC SEND Only), PSN = chunk &
 // 0xFFFFFF (a UC responder accepts an Only packet whatever the PSN gap),
 // AckReq cleared, IPv4 checksum and ICRC fixed.
-func (s *Switch) EgressUC(frame []byte, m McastMember) { s.egressUC(frame, m, false) }
+func (s *Switch) EgressUC(frame []byte, m McastMember) { s.egressUC(frame, m, icrcFull) }
 
 // EgressUCSealed is EgressUC for a replica whose ICRC is right: the ICRC
 // is updated for the rewritten headers only (rdma.HeaderPatch), not
 // recomputed over the payload.
-func (s *Switch) EgressUCSealed(frame []byte, m McastMember) { s.egressUC(frame, m, true) }
+func (s *Switch) EgressUCSealed(frame []byte, m McastMember) { s.egressUC(frame, m, icrcPatch) }
 
-func (s *Switch) egressUC(frame []byte, m McastMember, sealed bool) {
+// EgressUCDeferred is EgressUC without the ICRC: the caller writes it
+// later (rdma.SealICRC; emu.Packet.Defer).
+func (s *Switch) EgressUCDeferred(frame []byte, m McastMember) { s.egressUC(frame, m, icrcDeferred) }
+
+func (s *Switch) egressUC(frame []byte, m McastMember, mode icrcMode) {
 	s.mu.Lock()
 	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
@@ -73,7 +97,7 @@ func (s *Switch) egressUC(frame []byte, m McastMember, sealed bool) {
 		return
 	}
 	var hp rdma.HeaderPatch
-	if sealed {
+	if mode == icrcPatch {
 		hp.Save(frame)
 	}
 	if rw != nil {
@@ -86,9 +110,5 @@ func (s *Switch) egressUC(frame []byte, m McastMember, sealed bool) {
 	if ina := rdma.HeadersLen + op.HeaderLen(); op.IsSendOrWriteOnly() && ina+inahdr.Len <= len(frame) {
 		bth.SetPSN(inahdr.Header(frame[ina:]).Chunk() & 0xFFFFFF)
 	}
-	if sealed {
-		_ = hp.Reseal(frame)
-	} else {
-		_ = rdma.SetICRC(frame)
-	}
+	finishICRC(frame, &hp, mode)
 }

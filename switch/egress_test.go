@@ -10,7 +10,8 @@ import (
 // TestEgressSealed: the egress of a replica whose ICRC is right, updated
 // for its rewritten headers only, gives the bytes of a full recomputation
 // (Egress, EgressUC), for every member's rewrite, RC and UC opcodes and
-// value counts.
+// value counts; so does one left without its ICRC (EgressDeferred,
+// EgressUCDeferred) once sealed.
 func TestEgressSealed(t *testing.T) {
 	s := newTestSwitch(t, 64)
 	if err := s.SetPool(1, 0, 64, 1); err != nil {
@@ -39,6 +40,20 @@ func TestEgressSealed(t *testing.T) {
 				s.EgressUCSealed(got, m)
 				if !bytes.Equal(got, want) || !rdma.CheckICRC(got) {
 					t.Fatalf("EgressUC, %d values, op %#x, member %v: sealed % x, full % x", n, op, m, got, want)
+				}
+				// Deferred: every byte but the ICRC, which SealICRC writes.
+				got = append([]byte(nil), f...)
+				s.EgressUCDeferred(got, m)
+				rdma.SealICRC(got)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("EgressUC, %d values, op %#x, member %v: deferred % x, full % x", n, op, m, got, want)
+				}
+				want, got = append([]byte(nil), f...), append([]byte(nil), f...)
+				s.Egress(want, m)
+				s.EgressDeferred(got, m)
+				rdma.SealICRC(got)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("Egress, %d values, op %#x, member %v: deferred % x, full % x", n, op, m, got, want)
 				}
 			}
 		}

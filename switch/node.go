@@ -281,9 +281,15 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 				env.Free(p)
 				break
 			}
-			// One ICRC over the result, then each replica's updated for
-			// its rewritten headers.
-			p.Sealed = rdma.SetICRC(p.Bytes()) == nil
+			// In virtual time each replica's ICRC is left to be written
+			// where it is seen (emu.Packet.Defer); otherwise one ICRC over
+			// the result, then each replica's updated for its rewritten
+			// headers.
+			if env.Defers() {
+				p.Defer(rdma.SealICRC)
+			} else {
+				p.Sealed = rdma.SetICRC(p.Bytes()) == nil
+			}
 			for _, m := range n.members[1:] {
 				c := env.Clone(p)
 				n.egress(c, m)
@@ -312,23 +318,37 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 // egress and egressUC finish replica p for member m (Switch.Egress,
 // EgressUC), updating a sealed replica's ICRC for its rewritten headers
 // instead of recomputing it; p is sealed afterwards.
+// A deferred replica (emu.Packet.Defer) stays deferred, its ICRC written
+// where it is seen.
 func (n *Node) egress(p *emu.Packet, m McastMember) {
-	if p.Sealed {
+	switch {
+	case p.Deferred():
+		n.s.EgressDeferred(p.Bytes(), m)
+		return
+	case p.Sealed:
 		n.s.EgressSealed(p.Bytes(), m)
-	} else {
+	default:
 		n.s.Egress(p.Bytes(), m)
 	}
 	p.Sealed = rdma.CheckSealed(p.Bytes(), true) // a RoCE frame: its ICRC was written
 }
 
 func (n *Node) egressUC(p *emu.Packet, m McastMember) {
-	if p.Sealed {
+	switch {
+	case p.Deferred():
+		n.s.EgressUCDeferred(p.Bytes(), m)
+		return
+	case p.Sealed:
 		n.s.EgressUCSealed(p.Bytes(), m)
-	} else {
+	default:
 		n.s.EgressUC(p.Bytes(), m)
 	}
 	p.Sealed = rdma.CheckSealed(p.Bytes(), true)
 }
+
+// AcceptsDeferred implements emu.DeferAware: the switch trusts a sealed
+// frame's ICRC (rdma.CheckSealed) and keeps a deferred one deferred.
+func (n *Node) AcceptsDeferred() bool { return true }
 
 func (n *Node) out(env *emu.Env, timed bool, at time.Duration, port int, p *emu.Packet) {
 	if !timed || at <= env.Now() {

@@ -137,6 +137,13 @@ func (c *CPU) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	c.run(env)
 }
 
+// AcceptsDeferred implements emu.DeferAware: a CPU takes deferred frames
+// where its inner node does (it only queues them).
+func (c *CPU) AcceptsDeferred() bool {
+	d, ok := c.inner.(emu.DeferAware)
+	return ok && d.AcceptsDeferred()
+}
+
 // Timer implements emu.Node.
 func (c *CPU) Timer(env *emu.Env, key uint64) {
 	if key != CPUTimerKey {

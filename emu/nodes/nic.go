@@ -36,6 +36,10 @@ func (n *HostNIC) Start(*emu.Env) {}
 // Timer implements emu.Node.
 func (n *HostNIC) Timer(*emu.Env, uint64) {}
 
+// AcceptsDeferred implements emu.DeferAware: the NIC forwards by MAC
+// address and reads no check.
+func (n *HostNIC) AcceptsDeferred() bool { return true }
+
 // Receive implements emu.Node.
 func (n *HostNIC) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	for _, p := range pkts {

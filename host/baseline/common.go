@@ -99,13 +99,12 @@ func ucSend(env *emu.Env, src, dst rdma.Endpoint, destQP, srcQPN uint32, psn uin
 		SrcPort: rdma.SourcePort(srcQPN), PSN: psn & rdma.PSNMask, TOS: 2}
 	p := env.NewPacket()
 	p.SetLen(fh.Len(len(payload)))
-	n, err := fh.Encode(p.Bytes(), payload)
+	n, err := host.EncodeSealed(env, p, &fh, p.Bytes(), payload)
 	if err != nil {
 		env.Free(p)
 		return
 	}
 	p.SetLen(n)
-	p.Sealed = true
 	env.Send(0, p)
 }
 

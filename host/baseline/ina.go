@@ -327,6 +327,10 @@ func (w *INAWorker) send(env *emu.Env, i int, c uint32, flags uint8, rep *Report
 	ucSend(env, w.addr, w.ps, w.psQPN, w.ucQPN, hc, w.buf[:n])
 }
 
+// AcceptsDeferred implements emu.DeferAware: the worker trusts a sealed
+// frame's ICRC (host.UCFrame).
+func (w *INAWorker) AcceptsDeferred() bool { return true }
+
 // Receive implements emu.Node.
 func (w *INAWorker) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	w.now = env.Now()

@@ -211,6 +211,10 @@ func (p *PS) Start(env *emu.Env) {}
 // Timer implements emu.Node.
 func (p *PS) Timer(env *emu.Env, key uint64) {}
 
+// AcceptsDeferred implements emu.DeferAware: the PS trusts a sealed
+// frame's ICRC (host.UCFrame).
+func (p *PS) AcceptsDeferred() bool { return true }
+
 // Receive implements emu.Node.
 func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	p.now = env.Now()

@@ -132,6 +132,10 @@ func (w *rcClient) Start(env *emu.Env) {
 	w.proto.advance(env)
 }
 
+// AcceptsDeferred implements emu.DeferAware: its QPs trust a sealed
+// frame's ICRC (rdma.QP.ReceiveSealed).
+func (w *rcClient) AcceptsDeferred() bool { return true }
+
 // Receive implements emu.Node.
 func (w *rcClient) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	w.now = env.Now()
@@ -342,6 +346,10 @@ func (p *PSOnlyServer) Reset() { p.lost = true }
 
 // StateLost reports whether the server lost its state in a crash.
 func (p *PSOnlyServer) StateLost() bool { return p.lost }
+
+// AcceptsDeferred implements emu.DeferAware: its QPs trust a sealed
+// frame's ICRC (rdma.QP.ReceiveSealed).
+func (p *PSOnlyServer) AcceptsDeferred() bool { return true }
 
 // Receive implements emu.Node.
 func (p *PSOnlyServer) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
