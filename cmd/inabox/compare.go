@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
 )
 
@@ -19,6 +19,7 @@ type compareOpts struct {
 	seed          uint64
 	only, outDir  string
 	nSeeds        int
+	parallel      int
 }
 
 // compareFlags are the flags of `inabox compare`, bound to o.
@@ -30,6 +31,7 @@ func compareFlags(o *compareOpts) *flag.FlagSet {
 	fs.BoolVar(&o.force, "progress", false, "draw the progress bar even when stderr is not a terminal")
 	fs.StringVar(&o.outDir, "out", "", "write into `DIR` compare.json, compare.csv and side-by-side plots (JCT per job and CDF, iteration times, memory, throughput, PS path, collisions per policy); with --seeds also jct.svg (JCT mean and p95, 95% CIs), the plots from the first seed")
 	fs.IntVar(&o.nSeeds, "seeds", 1, "run every policy for `N` seeds (the scenario's or --seed's, then the next ones) and print means with 95% confidence intervals")
+	fs.IntVar(&o.parallel, "parallel", 0, parallelUsage)
 	return fs
 }
 
@@ -60,9 +62,10 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	var results []*report.Results
-	var failed, failedNames []string
-	// Ctrl-C stops the policy running now; the table has the ones done.
+	if o.parallel < 0 {
+		return usageError{msg: fmt.Sprintf("compare: --parallel %d: must be ≥ 0 (0: as many as the CPUs and memory allow)", o.parallel)}
+	}
+	// Ctrl-C stops the runs going on now; the table has the ones done.
 	ctx, stop := interruptContext()
 	defer stop()
 	if o.nSeeds > 1 {
@@ -70,22 +73,31 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 		if o.seed != 0 {
 			base = o.seed
 		}
-		return compareSeeds(ctx, s.Name, file, base, o.nSeeds, want, o.asJSON, o.force, o.outDir, stdout, stderr)
+		return compareSeeds(ctx, s, file, base, o.nSeeds, want, o, stdout, stderr)
 	}
-	for _, p := range want {
-		prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s", s.Name, p), progressEnabled(stderr, o.force))
-		r, err := run.Run(s, run.Options{Seed: o.seed, Policy: p, Progress: prog, Context: ctx})
-		if err != nil {
+	tasks := make([]*runTask, len(want))
+	for i, p := range want {
+		tasks[i] = &runTask{label: fmt.Sprintf("%s/%s", s.Name, p), load: func() (*scenario.Scenario, error) { return loadScenario(file) },
+			opts: run.Options{Seed: o.seed, Policy: p}}
+	}
+	par, why := parallelRuns(o.parallel, len(tasks), runMemory(s))
+	if par > 1 {
+		fmt.Fprintf(stderr, "compare: %d runs, %d at a time (%s)\n", len(tasks), par, why)
+	}
+	runTasks(ctx, tasks, par, stderr, progressEnabled(stderr, o.force))
+	var results []*report.Results
+	var failed, failedNames []string
+	for i, t := range tasks {
+		switch {
+		case !t.started:
+		case t.err != nil:
 			// A run that failed (wrong sum, unfinished, unsupported
 			// topology) gives no column: its numbers would mislead.
-			failed = append(failed, fmt.Sprintf("%s: %v", p, err))
-			failedNames = append(failedNames, p)
-			if errors.Is(err, run.ErrInterrupted) {
-				break
-			}
-			continue
+			failed = append(failed, fmt.Sprintf("%s: %v", want[i], t.err))
+			failedNames = append(failedNames, want[i])
+		default:
+			results = append(results, t.r)
 		}
-		results = append(results, r)
 	}
 	if len(results) == 0 {
 		return fmt.Errorf("compare: %w (failed: %s)", errNoPolicy, strings.Join(failed, "; "))
@@ -123,34 +135,38 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 
 // compareSeeds runs every policy in want for seeds base … base+n−1 and
 // writes the repeated comparison (means with confidence intervals).
-func compareSeeds(ctx context.Context, name, file string, base uint64, n int, want []string, asJSON, force bool, outDir string, stdout, stderr io.Writer) error {
+func compareSeeds(ctx context.Context, s *scenario.Scenario, file string, base uint64, n int, want []string, o *compareOpts, stdout, stderr io.Writer) error {
+	name, asJSON, outDir := s.Name, o.asJSON, o.outDir
 	seeds := make([]uint64, n)
 	runs := make([][]*report.Results, n)
 	var failed, failedNames []string
-	total := 0
+	var tasks []*runTask
 	for i := range seeds {
 		seeds[i] = base + uint64(i)
 		runs[i] = make([]*report.Results, len(want))
-	}
-loop:
-	for i, sd := range seeds {
-		s, err := loadScenario(file)
-		if err != nil {
-			return err
+		for _, pol := range want {
+			tasks = append(tasks, &runTask{label: fmt.Sprintf("%s/%s seed %d", name, pol, seeds[i]),
+				load: func() (*scenario.Scenario, error) { return loadScenario(file) },
+				opts: run.Options{Seed: seeds[i], Policy: pol}})
 		}
-		for p, pol := range want {
-			prog := report.NewProgress(stderr, fmt.Sprintf("%s/%s seed %d", name, pol, sd), progressEnabled(stderr, force))
-			r, err := run.Run(s, run.Options{Seed: sd, Policy: pol, Progress: prog, Context: ctx})
+	}
+	par, why := parallelRuns(o.parallel, len(tasks), runMemory(s))
+	if par > 1 {
+		fmt.Fprintf(stderr, "compare: %d runs, %d at a time (%s)\n", len(tasks), par, why)
+	}
+	runTasks(ctx, tasks, par, stderr, progressEnabled(stderr, o.force))
+	total := 0
+	for k, t := range tasks {
+		i, p := k/len(want), k%len(want)
+		switch {
+		case !t.started:
+		case t.err != nil:
 			total++
-			if err != nil {
-				failed = append(failed, fmt.Sprintf("%s seed %d: %v", pol, sd, err))
-				failedNames = append(failedNames, fmt.Sprintf("%s seed %d", pol, sd))
-				if errors.Is(err, run.ErrInterrupted) {
-					break loop
-				}
-				continue
-			}
-			runs[i][p] = r
+			failed = append(failed, fmt.Sprintf("%s seed %d: %v", want[p], seeds[i], t.err))
+			failedNames = append(failedNames, fmt.Sprintf("%s seed %d", want[p], seeds[i]))
+		default:
+			total++
+			runs[i][p] = t.r
 		}
 	}
 	rp := report.CompareSeeds(name, seeds, want, runs, failed)

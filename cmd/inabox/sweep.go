@@ -31,6 +31,7 @@ type sweepOpts struct {
 	sets                 []string
 	only, out, metricKey string
 	seed                 uint64
+	parallel             int
 }
 
 // sweepFlags are the flags of `inabox sweep`, bound to o.
@@ -44,6 +45,7 @@ func sweepFlags(o *sweepOpts) *flag.FlagSet {
 	fs.StringVar(&o.out, "out", "", "write sweep.csv and sweep.svg into `DIR`")
 	fs.Uint64Var(&o.seed, "seed", 0, "replace the scenario's seed with `N`")
 	fs.StringVar(&o.metricKey, "metric", "jct_mean_s", "tabulate and plot the compare metric `KEY`, a results.json summary key (e.g. agg_throughput_eps)")
+	fs.IntVar(&o.parallel, "parallel", 0, parallelUsage)
 	return fs
 }
 
@@ -111,8 +113,13 @@ func cmdSweep(o *sweepOpts, args []string, stdout, stderr io.Writer) error {
 	if name == "" {
 		name = scenario.DefaultName
 	}
+	if o.parallel < 0 {
+		return usageError{msg: fmt.Sprintf("sweep: --parallel %d: must be ≥ 0 (0: as many as the CPUs and memory allow)", o.parallel)}
+	}
 	// Every value must give a valid scenario before anything runs.
 	var scens []*scenario.Scenario
+	var datas [][]byte
+	var per int64
 	for _, v := range values {
 		data, err := scenario.Override(src, field, v)
 		if err != nil {
@@ -122,27 +129,40 @@ func cmdSweep(o *sweepOpts, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("sweep: %s=%s: %w", field, v, err)
 		}
-		scens = append(scens, s)
+		scens, datas = append(scens, s), append(datas, data)
+		per = max(per, runMemory(s))
 	}
 	ctx, stop := interruptContext()
 	defer stop()
+	var tasks []*runTask
+	for i := range scens {
+		for _, p := range policies {
+			tasks = append(tasks, &runTask{label: fmt.Sprintf("%s=%s/%s", field, values[i], p),
+				load: func() (*scenario.Scenario, error) { return scenario.Parse(name, datas[i], scenario.DefaultModels()) },
+				opts: run.Options{Seed: o.seed, Policy: p}})
+		}
+	}
+	par, why := parallelRuns(o.parallel, len(tasks), per)
+	if par > 1 {
+		fmt.Fprintf(stderr, "sweep: %d runs, %d at a time (%s)\n", len(tasks), par, why)
+	}
+	runTasks(ctx, tasks, par, stderr, progressEnabled(stderr, false))
 	var pts []sweepPoint
 	var failed, failedNames []string
-	for i, s := range scens {
-		for _, p := range policies {
-			prog := report.NewProgress(stderr, fmt.Sprintf("%s=%s/%s", field, values[i], p), progressEnabled(stderr, false))
-			r, err := run.Run(s, run.Options{Seed: o.seed, Policy: p, Progress: prog, Context: ctx})
-			if errors.Is(err, run.ErrInterrupted) {
-				return fmt.Errorf("sweep: %s=%s: %s: %w", field, values[i], p, err)
-			}
-			if err != nil {
-				// A run that failed (unfinished, a wrong sum) gives no
-				// point: its numbers would mislead. The others go on.
-				failed = append(failed, fmt.Sprintf("%s=%s: %s: %v", field, values[i], p, err))
-				failedNames = append(failedNames, fmt.Sprintf("%s=%s: %s", field, values[i], p))
-				continue
-			}
-			pts = append(pts, sweepPoint{value: values[i], policy: p, r: r})
+	for k, t := range tasks {
+		i, p := k/len(policies), policies[k%len(policies)]
+		switch {
+		case !t.started: // interrupted before it began
+			return fmt.Errorf("sweep: %s=%s: %s: %w", field, values[i], p, run.ErrInterrupted)
+		case errors.Is(t.err, run.ErrInterrupted):
+			return fmt.Errorf("sweep: %s=%s: %s: %w", field, values[i], p, t.err)
+		case t.err != nil:
+			// A run that failed (unfinished, a wrong sum) gives no
+			// point: its numbers would mislead. The others go on.
+			failed = append(failed, fmt.Sprintf("%s=%s: %s: %v", field, values[i], p, t.err))
+			failedNames = append(failedNames, fmt.Sprintf("%s=%s: %s", field, values[i], p))
+		default:
+			pts = append(pts, sweepPoint{value: values[i], policy: p, r: t.r})
 		}
 	}
 	ref := report.ReferencePolicy

@@ -5,7 +5,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,4 +81,99 @@ func (b *bar) Done() {
 	if b.drawn {
 		fmt.Fprintln(b.w)
 	}
+}
+
+// MultiProgress reports several runs that go on at once on one line:
+// how many of them have ended, and each running one's percentage. Its
+// methods may be called from any goroutine.
+type MultiProgress struct {
+	mu      sync.Mutex
+	w       io.Writer
+	total   int
+	done    int
+	running []*multiRun // in the order they started
+	width   int         // of the last line drawn, to blank it out
+	enabled bool
+}
+
+// NewMultiProgress returns a MultiProgress for total runs on w, drawing
+// only when enabled (as NewProgress).
+func NewMultiProgress(w io.Writer, total int, enabled bool) *MultiProgress {
+	return &MultiProgress{w: w, total: total, enabled: enabled && w != nil}
+}
+
+// Run returns the Progress of one run labelled label, which has started.
+func (m *MultiProgress) Run(label string) Progress {
+	r := &multiRun{m: m, label: label, pct: -1}
+	m.mu.Lock()
+	m.running = append(m.running, r)
+	m.drawLocked()
+	m.mu.Unlock()
+	return r
+}
+
+// Close ends the line.
+func (m *MultiProgress) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.enabled && m.width > 0 {
+		fmt.Fprintln(m.w)
+		m.width = 0
+	}
+}
+
+func (m *MultiProgress) drawLocked() {
+	if !m.enabled {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\r%d/%d done", m.done, m.total)
+	for _, r := range m.running {
+		if r.pct < 0 {
+			fmt.Fprintf(&b, " · %s", r.label)
+		} else {
+			fmt.Fprintf(&b, " · %s %d%%", r.label, r.pct)
+		}
+	}
+	n := utf8.RuneCountInString(b.String()) - 1
+	if pad := m.width - n; pad > 0 {
+		b.WriteString(strings.Repeat(" ", pad))
+	}
+	m.width = n
+	io.WriteString(m.w, b.String())
+}
+
+// multiRun is one run of a MultiProgress.
+type multiRun struct {
+	m     *MultiProgress
+	label string
+	pct   int // −1: no total known yet
+}
+
+func (r *multiRun) Update(now, total time.Duration) {
+	if total <= 0 {
+		return
+	}
+	pct := int(min(now, total) * 100 / total)
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	if pct == r.pct {
+		return
+	}
+	r.pct = pct
+	r.m.drawLocked()
+}
+
+func (r *multiRun) Done() {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, x := range m.running {
+		if x == r {
+			m.running = append(m.running[:i], m.running[i+1:]...)
+			break
+		}
+	}
+	m.done++
+	m.drawLocked()
 }

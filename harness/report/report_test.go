@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inabox/inabox/harness/testbed"
 )
@@ -289,5 +290,43 @@ func TestFaultMarks(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "stroke-dasharray=\"2 3\"") {
 		t.Error("marks without faults")
+	}
+}
+
+// TestMultiProgress: runs going on at once share one line, each with its
+// percentage, and the count of those done; a shorter line blanks out the
+// longer one before it; a MultiProgress not enabled writes nothing.
+func TestMultiProgress(t *testing.T) {
+	var b bytes.Buffer
+	m := NewMultiProgress(&b, 2, true)
+	a, c := m.Run("a"), m.Run("long-label-c")
+	a.Update(time.Second, 4*time.Second)
+	c.Update(3*time.Second, 4*time.Second)
+	c.Update(3*time.Second, 4*time.Second) // same percent: no redraw
+	c.Done()
+	a.Done()
+	m.Close()
+	lines := strings.Split(b.String(), "\r")
+	want := []string{"", "0/2 done · a", "0/2 done · a · long-label-c", "0/2 done · a 25% · long-label-c",
+		"0/2 done · a 25% · long-label-c 75%", "1/2 done · a 25%", "2/2 done"}
+	if len(lines) != len(want) {
+		t.Fatalf("%d redraws, want %d: %q", len(lines), len(want), b.String())
+	}
+	for i, w := range want {
+		if got := strings.TrimRight(lines[i], " \n"); got != w {
+			t.Errorf("redraw %d: %q, want %q", i, got, w)
+		}
+	}
+	if !strings.HasSuffix(b.String(), "\n") || utf8.RuneCountInString(lines[5]) != utf8.RuneCountInString(lines[4]) {
+		t.Errorf("the line is not blanked out or not ended: %q", b.String())
+	}
+	var off bytes.Buffer
+	m = NewMultiProgress(&off, 1, false)
+	p := m.Run("x")
+	p.Update(time.Second, 2*time.Second)
+	p.Done()
+	m.Close()
+	if off.Len() != 0 {
+		t.Errorf("disabled: wrote %q", off.String())
 	}
 }
