@@ -97,15 +97,19 @@ func TestQuantizeWire(t *testing.T) {
 				src = append(src, math.Nextafter32(x, float32(d*math.Inf(1))), x)
 			}
 		}
-		want := make([]int32, len(src))
-		wcl := q.Quantize(want, src, e)
-		got := make([]byte, 4*len(src))
-		if cl := q.quantizeWire(got, src, e); cl != wcl {
-			t.Fatalf("exponent %d: %d clipped, want %d", e, cl, wcl)
-		}
-		for i, w := range want {
-			if g := int32(binary.BigEndian.Uint32(got[4*i:])); g != w {
-				t.Fatalf("exponent %d: %g → %d, want %d", e, src[i], g, w)
+		// Every alignment of the four-value groups, and a short tail.
+		for _, cut := range []int{0, 1, 2, 3} {
+			src := src[cut:]
+			want := make([]int32, len(src))
+			wcl := q.Quantize(want, src, e)
+			got := make([]byte, 4*len(src))
+			if cl := q.quantizeWire(got, src, e); cl != wcl {
+				t.Fatalf("exponent %d, from %d: %d clipped, want %d", e, cut, cl, wcl)
+			}
+			for i, w := range want {
+				if g := int32(binary.BigEndian.Uint32(got[4*i:])); g != w {
+					t.Fatalf("exponent %d: %g → %d, want %d", e, src[i], g, w)
+				}
 			}
 		}
 	}

@@ -103,6 +103,31 @@ func (q Quantizer) quantizeWire(dst []byte, src []float32, e int8) (clipped int)
 	scale := math.Ldexp(1, q.Shift(e))
 	lim := float64(q.Limit())
 	dst = dst[:4*len(src)]
+	// Four at a time, bounds checks hoisted; a group with a value out of
+	// range (rare) goes through quantizeSlow.
+	for len(src) >= 4 {
+		s, d := (*[4]float32)(src), (*[16]byte)(dst)
+		v0 := (float64(s[0])*scale + roundMagic) - roundMagic
+		v1 := (float64(s[1])*scale + roundMagic) - roundMagic
+		v2 := (float64(s[2])*scale + roundMagic) - roundMagic
+		v3 := (float64(s[3])*scale + roundMagic) - roundMagic
+		if math.Abs(v0) <= lim && math.Abs(v1) <= lim && math.Abs(v2) <= lim && math.Abs(v3) <= lim {
+			binary.BigEndian.PutUint32(d[0:], uint32(int32(v0)))
+			binary.BigEndian.PutUint32(d[4:], uint32(int32(v1)))
+			binary.BigEndian.PutUint32(d[8:], uint32(int32(v2)))
+			binary.BigEndian.PutUint32(d[12:], uint32(int32(v3)))
+		} else {
+			clipped += quantizeSlow(d[:], s[:], scale, lim)
+		}
+		src, dst = src[4:], dst[16:]
+	}
+	return clipped + quantizeSlow(dst, src, scale, lim)
+}
+
+// quantizeSlow is quantizeWire a value at a time, scaled by scale and
+// clipped to ±lim.
+func quantizeSlow(dst []byte, src []float32, scale, lim float64) (clipped int) {
+	dst = dst[:4*len(src)]
 	for i, x := range src {
 		// Rounded to the nearest integer, ties to even: adding and
 		// subtracting 1.5·2^52 leaves no fraction bits. Exact (as
@@ -110,7 +135,7 @@ func (q Quantizer) quantizeWire(dst []byte, src []float32, e int8) (clipped int)
 		// far beyond Limit and clipped either way.
 		v := float64(x) * scale
 		v = (v + roundMagic) - roundMagic
-		if !(math.Abs(v) <= lim) { // rare: one test for both limits and NaN
+		if !(math.Abs(v) <= lim) { // one test for both limits and NaN
 			switch {
 			case v > lim:
 				v = lim
