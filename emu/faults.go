@@ -103,6 +103,7 @@ func (n *Network) Impair(at, dur time.Duration, l *Link, o Overlay, dirs ...Dir)
 					}
 				}
 			}
+			d.refresh()
 		}
 	}
 	n.At(at, func() { apply(1) })
@@ -142,12 +143,14 @@ func (n *Network) Reconfigure(at, dur time.Duration, l *Link, change func(*LinkC
 		for i, d := range ds {
 			saved[i] = d.cfg
 			change(&d.cfg)
+			d.refresh()
 		}
 	})
 	if dur > 0 {
 		n.At(at+dur, func() {
 			for i, d := range ds {
 				d.cfg = saved[i]
+				d.refresh()
 			}
 		})
 	}

@@ -90,6 +90,21 @@ func TestReconfigureRestores(t *testing.T) {
 	if err := n.Reconfigure(0, 0, l, func(c *emu.LinkConfig) { c.MTUBytes = 10 }); err == nil {
 		t.Error("an MTU below the IPv4 minimum accepted")
 	}
+	// Impairments set on a clean link for a window apply in it only.
+	n, l = duplex(t, 1000)
+	must(t, n.Reconfigure(300*time.Microsecond-500, 100*time.Microsecond, l, func(c *emu.LinkConfig) { c.Impairments.Loss = 1 }, emu.AtoB))
+	run(t, n)
+	if ab, ba := l.Stats(emu.AtoB).Drops.Loss, l.Stats(emu.BtoA).Drops.Loss; ab != 100 || ba != 0 {
+		t.Errorf("losses a→b %d, b→a %d; want 100 and 0", ab, ba)
+	}
+	// And removed from a lossy link for a window, they apply again after.
+	n, l = duplex(t, 1000)
+	must(t, l.SetImpairments(emu.AtoB, emu.Impairments{Loss: 1}))
+	must(t, n.Reconfigure(300*time.Microsecond-500, 100*time.Microsecond, l, func(c *emu.LinkConfig) { c.Impairments.Loss = 0 }, emu.AtoB))
+	run(t, n)
+	if ab := l.Stats(emu.AtoB).Drops.Loss; ab != 900 {
+		t.Errorf("losses a→b %d, want 900 (all but the window's 100)", ab)
+	}
 }
 
 // TestDirDown: one direction down drops what is sent that way only.

@@ -228,6 +228,10 @@ type linkDir struct {
 
 	up    bool
 	epoch uint32
+	// plain: no random effect applies (no impairment configured, no
+	// overlay open), so enqueue draws nothing; kept by refresh whenever
+	// the configuration or an overlay changes.
+	plain bool
 
 	busyUntil int64         // when the transmitter has sent all it holds
 	rem       int64         // carried remainder of serialization, in bit·ns units over bps
@@ -285,6 +289,16 @@ func (d *linkDir) serialization(bytes int) int64 {
 	num := int64(bytes+d.cfg.OverheadBytes)*8*int64(time.Second) + d.rem
 	d.rem = num % bps
 	return num / bps
+}
+
+// refresh recomputes plain after a change of the configuration or of an
+// overlay.
+func (d *linkDir) refresh() {
+	im := &d.cfg.Impairments
+	d.plain = im.Loss == 0 && im.GilbertElliott == nil && d.cfg.Jitter == 0 && im.Reorder == 0 &&
+		im.Corrupt == 0 && im.CorruptUndetected == 0 && im.Duplicate == 0 &&
+		d.extraLoss == 0 && d.extraCorrupt == 0 && d.extraDuplicate == 0 && d.extraReorder == 0 &&
+		d.extraUndetect == 0 && d.extraJitter == 0
 }
 
 func (d *linkDir) chance(p float64) bool {
@@ -410,6 +424,7 @@ func (l *Link) SetImpairments(d Dir, im Impairments) error {
 		return err
 	}
 	ld.cfg.Impairments = im
+	ld.refresh()
 	return nil
 }
 
@@ -421,6 +436,7 @@ func (l *Link) SetConfig(d Dir, c LinkConfig) error {
 		return err
 	}
 	ld.cfg = c
+	ld.refresh()
 	return nil
 }
 

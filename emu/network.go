@@ -227,6 +227,7 @@ func (n *Network) newLink(name string, ea, eb endpoint, nameAB, nameBA string, a
 	l := &Link{net: n, name: name}
 	mk := func(dname string, from, to endpoint, c LinkConfig) *linkDir {
 		d := &linkDir{name: "link " + dname, idx: int32(len(n.dirs)), link: l, from: from, to: to, cfg: c, up: true, rng: n.rngFor("link:" + dname)}
+		d.refresh()
 		n.dirs = append(n.dirs, d)
 		return d
 	}
@@ -440,6 +441,12 @@ func (n *Network) enqueue(d *linkDir, p *Packet) {
 	}
 	txEnd := start + d.serialization(size)
 	d.busyUntil = txEnd
+	if d.plain { // what follows, with every probability 0: nothing drawn
+		arr := max(txEnd+int64(d.cfg.Delay)+d.extraDelay, d.lastArr)
+		d.lastArr = arr
+		n.scheduleArrival(d, arr, p, false)
+		return
+	}
 
 	im := &d.cfg.Impairments
 	if d.lost() {
