@@ -1,7 +1,6 @@
 package host
 
 import (
-	"encoding/binary"
 	"slices"
 	"time"
 
@@ -393,32 +392,12 @@ func (c *Core) Store(i int, k uint32, h inahdr.Header) bool {
 	if lo >= len(res) || h.Count() != hi-lo || len(h) < h.Size() {
 		return false
 	}
-	getValues(res[lo:hi], h.ValueBytes())
+	h.ReadValues(res[lo:hi])
 	c.rexp[i][k] = h.Exponent()
 	if c.observe != nil {
 		c.observeChunk(i, k)
 	}
 	return true
-}
-
-// getValues reads len(dst) big-endian int32 values from src, eight at a
-// time with the bounds checks hoisted.
-func getValues(dst []int32, src []byte) {
-	for len(dst) >= 8 && len(src) >= 32 {
-		d, s := (*[8]int32)(dst), (*[32]byte)(src)
-		d[0] = int32(binary.BigEndian.Uint32(s[0:]))
-		d[1] = int32(binary.BigEndian.Uint32(s[4:]))
-		d[2] = int32(binary.BigEndian.Uint32(s[8:]))
-		d[3] = int32(binary.BigEndian.Uint32(s[12:]))
-		d[4] = int32(binary.BigEndian.Uint32(s[16:]))
-		d[5] = int32(binary.BigEndian.Uint32(s[20:]))
-		d[6] = int32(binary.BigEndian.Uint32(s[24:]))
-		d[7] = int32(binary.BigEndian.Uint32(s[28:]))
-		dst, src = dst[8:], src[32:]
-	}
-	for x := range dst {
-		dst[x] = int32(binary.BigEndian.Uint32(src[4*x:]))
-	}
 }
 
 // StoreValues copies vals, the int32 sum of chunk k of tensor i, with

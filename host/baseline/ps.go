@@ -294,9 +294,7 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 		}
 	}
 	v := p.takeVals(c.count)
-	for i := range v {
-		v[i] = int32(binary.BigEndian.Uint32(h.ValueBytes()[4*i:]))
-	}
+	h.ReadValues(v)
 	c.exp = max(c.exp, h.Exponent())
 	if c.pieces == nil {
 		if k := len(p.freePieces); k > 0 {

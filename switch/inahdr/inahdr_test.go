@@ -121,3 +121,29 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestReadValues: ReadValues gives Value(i) for every i, for every count
+// from 0 to 40 (the eight-wide part and every tail) and a prefix of the
+// values; it allocates nothing.
+func TestReadValues(t *testing.T) {
+	h := make(Header, Len+4*40)
+	for i := range 40 {
+		h.SetValue(i, int32(i*0x01234567-i*i))
+	}
+	for n := 0; n <= 40; n++ {
+		h.SetCount(n)
+		for _, k := range []int{n, n / 2} {
+			got := make([]int32, k)
+			h.ReadValues(got)
+			for i, g := range got {
+				if g != h.Value(i) {
+					t.Fatalf("count %d, %d read: value %d = %d, want %d", n, k, i, g, h.Value(i))
+				}
+			}
+		}
+	}
+	dst := make([]int32, 40)
+	if a := testing.AllocsPerRun(100, func() { h.ReadValues(dst) }); a != 0 {
+		t.Fatalf("%v allocations", a)
+	}
+}
