@@ -145,8 +145,11 @@ func (c contribution) toPSAndGroup() {
 	c.m.out.act, c.m.out.port = ActForwardMulticast, c.m.from.job.PSPort
 }
 
-// release frees the aggregator of tag if it holds tag's completed result:
-// the PS has acknowledged it.
+// release frees the aggregator of tag when the PS has acknowledged tag: if
+// it holds tag's completed result, or, with Job.ResultToPS (ATP), whatever
+// it holds of tag, a partial sum too (the PS finished the chunk without
+// it). ATP's switch frees it so (in-ATP/ATP p4src, clean_app_id_and_seq);
+// a partial sum left in place would never complete.
 func (s *Switch) release(j *Job, tag Tag) {
 	p := j.Pool
 	head, ok := j.stage.Locate(j, tag)
@@ -154,9 +157,18 @@ func (s *Switch) release(j *Job, tag Tag) {
 		return
 	}
 	r := &s.r
-	if r.owner[head] == tag && (r.state[head] == StateHeld || r.state[head] == StateComplete) {
-		s.setState(head, StateFree)
-		r.owner[head], r.bitmap[head], r.count[head] = 0, 0, 0
-		p.stats.Releases++
+	if r.owner[head] != tag {
+		return
 	}
+	if st := r.state[head]; st == StateHeld || st == StateComplete || st == StateClaimed && j.ResultToPS {
+		s.free(p, head)
+	}
+}
+
+// free empties aggregator h of pool p and counts the release.
+func (s *Switch) free(p *Pool, h int) {
+	r := &s.r
+	s.setState(h, StateFree)
+	r.owner[h], r.bitmap[h], r.count[h] = 0, 0, 0
+	p.stats.Releases++
 }

@@ -38,8 +38,9 @@ type contender interface {
 // are added and absorbed (dropped), a retransmission of a counted one is
 // dropped, and the completing one carries the sum to the job's group, or
 // with Job.ResultToPS to the PS, holding the aggregator until its ACK. A
-// retransmission after completion gets the stored sum back. An aggregator
-// owned by another chunk is settled by rule.
+// retransmission after completion gets the stored sum back; with
+// Job.ResultToPS (ATP), one that finds its chunk partial forces the sum out
+// to the PS. An aggregator owned by another chunk is settled by rule.
 func (c contribution) contend(rule contender) {
 	m, j := c.m, c.m.from.job
 	if m.pkt.hdr.Has(inahdr.FlagOverflow) { // ATP: the host asks for PS aggregation
@@ -53,6 +54,12 @@ func (c contribution) contend(rule contender) {
 	}
 	occ := c.occupant()
 	switch {
+	case occ.Tag == m.from.tag && occ.State == StateClaimed && j.ResultToPS && m.pkt.hdr.Has(inahdr.FlagResend):
+		if !c.counted() {
+			c.add()
+		}
+		c.force()
+		return
 	case occ.Tag == m.from.tag && occ.State == StateClaimed:
 		if c.counted() {
 			c.duplicate()
@@ -114,6 +121,31 @@ func (c contribution) contend(rule contender) {
 	default:
 		c.toGroup()
 	}
+}
+
+// force (ATP, Job.ResultToPS) answers a retransmission that finds its
+// chunk's aggregator still partial: the sum, with the retransmission's
+// values added if they were missing, goes to the job's PS (FlagPartial, or
+// FlagResult if now complete), and the aggregator is freed. The sender is
+// waiting: the PS finishes the chunk from this sum and the other workers'
+// PS-path retransmissions. It is ATP's own rule (in-ATP/ATP p4src,
+// check_app_id_and_seq_resend: "force forward and clean").
+func (c contribution) force() {
+	s, m, j := c.s, c.m, c.m.from.job
+	r, h := &s.r, m.agg.head
+	if m.agg.op == opAdd {
+		m.agg.op = opAddRead
+	} else {
+		m.agg.op = opRead
+	}
+	flags := uint8(inahdr.FlagPartial)
+	if r.bitmap[h] == j.Mask {
+		flags = inahdr.FlagResult
+	}
+	m.out = verdict{act: ActForward, port: j.PSPort, reason: ReasonForced, flags: flags,
+		carry: carried{tag: m.from.tag, bitmap: r.bitmap[h], exp: r.exp[h]}}
+	j.stats.Forced++
+	s.free(j.Pool, h)
 }
 
 // preempt evicts the occupant's partial sum to the occupant's PS (the

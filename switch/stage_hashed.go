@@ -10,8 +10,9 @@ import (
 // Job.Budget B: HashIndex(j, 0, c mod B), ATP's per-application set of B
 // aggregators); claimed by the first packet, released on completion
 // (results multicast by the switch) or, with Job.ResultToPS, by the PS's
-// ACK. A busy aggregator means a collision: the packet is marked and goes
-// to the PS.
+// ACK for its chunk, complete or not, or by a retransmission that forces
+// its partial sum out to the PS. A busy aggregator means a collision: the
+// packet is marked and goes to the PS.
 type Hashed struct{}
 
 func (Hashed) Name() string { return "hashed" }

@@ -27,12 +27,13 @@ const (
 	ReasonStale                // a contribution to an all-reduce or chunk older than the job's window: dropped
 	ReasonBadBitmap            // a contribution whose bitmap is not exactly its worker's bit: dropped
 	ReasonOutOfRange           // a contribution to a chunk beyond its all-reduce's lease: dropped
+	ReasonForced               // a retransmission forced its chunk's partial sum out to the PS (ATP), freeing the aggregator
 	numReasons
 )
 
 var reasonNames = [numReasons]string{"none", "forward", "no-route", "malformed", "foreign", "no-job",
 	"absorbed", "duplicate", "result", "resent", "collision", "preempted", "host-overflow", "ack", "too-long",
-	"bad-icrc", "spoofed-source", "forged-result", "forged-control", "stale", "bad-bitmap", "out-of-range"}
+	"bad-icrc", "spoofed-source", "forged-result", "forged-control", "stale", "bad-bitmap", "out-of-range", "forced"}
 
 // Dropped reports whether the reason is a drop of a frame the switch
 // refused (malformed, foreign, damaged, forged, stale), as opposed to

@@ -1012,6 +1012,40 @@ var scenarios = []scenario{
 		v.c("expect 31 %s $", hexFrame(p.build()))
 		v.ctl(50, inahdr.Ctl{Op: inahdr.CtlAlloc, Job: 20, AllReduce: 2, Chunks: 8}, 0x04, true)
 	}},
+	{"atp_resend_forces_partial", "ATP: a retransmission that finds its chunk's aggregator partial forces the sum out to the PS (FlagPartial, its bitmap) and frees the aggregator; one whose values complete the chunk goes out as a result and frees it too (ATP's check_app_id_and_seq_resend, sw.contribution.force)", func(v *vecB) {
+		a, b := seq(64, func(i int) int32 { return int32(i) + 1 }), seq(64, func(i int) int32 { return -3 * int32(i) })
+		s := slotHashed(8, 1, 3)
+		v.packet(16, gpkt(8, 1, 3, 0, a).build())
+		re := gpkt(8, 1, 3, 0, a)
+		re.meta.Flags = inahdr.FlagResend
+		v.packet(16, re.build())
+		partial := re
+		partial.meta.Flags |= inahdr.FlagPartial
+		partial.meta.Bitmap = 1
+		partial.meta.Slot = uint16(s)
+		v.expect(45, partial.build())
+		v.reg("ina_state", s, uint64(StateFree))
+		v.reg("ina_owner", s, 0)
+		v.reg("ina_bitmap", s, 0)
+		v.packet(16, gpkt(8, 1, 3, 0, a).build())
+		re = gpkt(8, 1, 3, 1, b)
+		re.meta.Flags = inahdr.FlagResend
+		v.packet(17, re.build())
+		v.expect(45, result(re, sumOf(a, b), 3, s, 0, 0).build())
+		v.reg("ina_state", s, uint64(StateFree))
+		v.reg("ina_owner", s, 0)
+	}},
+	{"atp_ack_frees_partial", "ATP: the PS's ACK for a chunk frees the chunk's aggregator while it holds only a partial sum (the PS finished the chunk from other pieces; ATP's clean_app_id_and_seq) and is multicast", func(v *vecB) {
+		a := seq(64, func(i int) int32 { return 7 })
+		s := slotHashed(8, 1, 4)
+		v.packet(17, gpkt(8, 1, 4, 1, a).build())
+		v.reg("ina_state", s, uint64(StateClaimed))
+		ack := gps(8, 1, 4, inahdr.FlagResult, sumOf(a, a))
+		v.packet(45, ack.build())
+		v.expectMcast(8, ack)
+		v.reg("ina_state", s, uint64(StateFree))
+		v.reg("ina_owner", s, 0)
+	}},
 }
 
 // lease installs FreeINA lease (job, ar): aggs aggregators of the pool's

@@ -79,6 +79,7 @@ type JobStats struct {
 	Duplicates  uint64 // retransmissions of counted contributions, dropped
 	Collisions  uint64 // sent to the PS for lack of an aggregator
 	Preempted   uint64 // partial sums of this job evicted to its PS
+	Forced      uint64 // partial sums a retransmission forced out to the PS (ATP), freeing the aggregator
 	Overflows   uint64 // results with the overflow flag
 	Acks        uint64 // PS acknowledgements handled
 	Foreign     uint64 // packets claiming this job from a wrong port/QP/worker

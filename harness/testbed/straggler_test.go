@@ -149,6 +149,15 @@ func timeoutsWithin(d, rto, maxWait time.Duration) int {
 //     d ≈ RTO·2^(MaxBackoff+1), then one per longest wait. (A fixed
 //     timeout resends each chunk d/RTO times: FreeINA 100 per chunk at
 //     1 ms, 114 048 resends in all; SwitchML 20, 32 400.)
+//
+// ATP and ESA are the exception to the first two, by their protocol: a
+// worker's retransmission that finds its chunk's aggregator partial forces
+// the sum out to the PS and frees the aggregator (in-ATP/ATP
+// check_app_id_and_seq_resend; sw.contribution.force), so a peer later
+// than one RTO is handled as a loss and the PS finishes those chunks. For
+// them the test asks for PS-finished chunks wherever the spread exceeds
+// the RTO, and bounds the cost at the ideal plus 4 RTOs per all-reduce
+// (measured: 3.0 RTOs at 1 ms and 2.5 ms late, 0.3 with the jitter).
 func TestStragglers(t *testing.T) {
 	fullSizeWithoutRace(t)
 	t.Parallel() // a long test: it shares the cores with the others (make test)
@@ -167,18 +176,29 @@ func TestStragglers(t *testing.T) {
 					r := runStraggler(t, policy, sc)
 					var ideal time.Duration
 					bound := 0
+					late := false // some spread exceeds the RTO
 					for i := 0; i < stragglerARs; i++ {
 						slowest, d := sc.compute(i)
 						ideal += slowest + perAR[sc.forward]
 						bound += (stragglerWorkers - 1) * r.window * timeoutsWithin(d, r.rto, r.maxWait)
+						late = late || d > r.rto
 					}
-					t.Logf("%-8s %-9s JCT %v, ideal %v (%.3f×); %d resends (bound %d), %d fallbacks, %d peer requests",
-						policy, sc.name, r.jct, ideal, float64(r.jct)/float64(ideal), r.resends, bound, r.fallbacks, r.peers)
-					if lim := ideal * 102 / 100; r.jct > lim {
-						t.Errorf("JCT %v > %v (1.02 × ideal %v)", r.jct, lim, ideal)
+					t.Logf("%-8s %-9s JCT %v, ideal %v (%.3f×, +%.2f RTO per all-reduce); %d resends (bound %d), %d fallbacks, %d peer requests",
+						policy, sc.name, r.jct, ideal, float64(r.jct)/float64(ideal), float64(r.jct-ideal)/float64(r.rto)/stragglerARs,
+						r.resends, bound, r.fallbacks, r.peers)
+					lim, what := ideal*102/100, "1.02 × ideal"
+					forces := policy == "atp" || policy == "esa"
+					if forces {
+						lim, what = ideal*102/100+stragglerARs*4*r.rto, "1.02 × ideal + 4 RTO per all-reduce"
 					}
-					if r.fallbacks != 0 {
+					if r.jct > lim {
+						t.Errorf("JCT %v > %v (%s %v)", r.jct, lim, what, ideal)
+					}
+					switch {
+					case !forces && r.fallbacks != 0:
 						t.Errorf("%d chunks fell back to the PS path", r.fallbacks)
+					case forces && late && r.fallbacks == 0:
+						t.Errorf("no chunk forced to the PS although a peer was more than an RTO late")
 					}
 					if r.resends > bound {
 						t.Errorf("%d resends > %d (window %d, RTO %v)", r.resends, bound, r.window, r.rto)

@@ -4418,17 +4418,27 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                     ina_size.read(vl, head);
 
                     // 0 collide, 1 claim, 2 preempt, 3 add, 4 resend, 5 duplicate
-                    // (dropped, or FreeINA: absorbed), 6 drop
+                    // (dropped, or FreeINA: absorbed), 6 drop, 7 force (ATP)
                     bit<8> verdict = 0;
                     if (meta.is_ps == 1) {
                         verdict = 6;
                         if ((hdr.ina.flags & FLAG_RESULT) == 0) {
                             meta.plain = 1;
                         } else {
-                            // PS result / ATP ACK: release and multicast.
+                            // PS result / ATP ACK: release and multicast. With
+                            // to_ps (ATP) the ACK frees its chunk's aggregator
+                            // whatever it holds, a partial sum too
+                            // (sw.Switch.release; ATP's clean_app_id_and_seq).
                             meta.emit = EM_MCAST;
-                            if ((meta.policy <= POLICY_PREEMPTIVE || (meta.policy == POLICY_FREEINA && meta.lease_hit == 1)) &&
-                                own == meta.tag && (st == ST_HELD || st == ST_COMPLETE)) {
+                            bit<1> rel = 0;
+                            if (meta.policy <= POLICY_PREEMPTIVE || (meta.policy == POLICY_FREEINA && meta.lease_hit == 1)) {
+                                if (st == ST_HELD || st == ST_COMPLETE) {
+                                    rel = 1;
+                                } else if (st == ST_CLAIMED && meta.to_ps == 1) {
+                                    rel = 1;
+                                }
+                            }
+                            if (rel == 1 && own == meta.tag) {
                                 st = ST_FREE;
                                 own = 0;
                                 bm = 0;
@@ -4467,6 +4477,9 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                         meta.out_port = meta.ps_port;
                     } else if (meta.passes > meta.stride || meta.policy > POLICY_PREEMPTIVE) {
                         verdict = 0;
+                    } else if (own == meta.tag && st == ST_CLAIMED && meta.to_ps == 1 && (hdr.ina.flags & FLAG_RESEND) != 0) {
+                        // ATP: a retransmission finds its chunk partial
+                        verdict = 7;
                     } else if (own == meta.tag && st == ST_CLAIMED) {
                         if ((bm & bit_w) != 0) {
                             verdict = 5;
@@ -4536,6 +4549,35 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                             meta.emit = EM_PORT;
                             meta.out_port = meta.ps_port;
                         }
+                    } else if (verdict == 7) {
+                        // sw.contribution.force: the sum, the packet's values
+                        // added if uncounted, to the PS (FLAG_PARTIAL, or a
+                        // result if now complete); the aggregator freed.
+                        // ATP's check_app_id_and_seq_resend.
+                        meta.head = head;
+                        meta.op = OP_READ;
+                        if ((bm & bit_w) == 0) {
+                            meta.op = OP_ADD;
+                            bm = bm | bit_w;
+                            if ((int<8>)hdr.ina.exponent > (int<8>)ex) {
+                                ex = hdr.ina.exponent;
+                            }
+                        }
+                        meta.readout = 1;
+                        meta.emit = EM_PORT;
+                        meta.out_port = meta.ps_port;
+                        if (bm == meta.mask) {
+                            meta.set_result = 1;
+                        } else {
+                            meta.set_flags = FLAG_PARTIAL;
+                        }
+                        meta.out_bitmap = bm;
+                        meta.out_exp = ex;
+                        meta.out_tag = meta.tag;
+                        own = 0;
+                        st = ST_FREE;
+                        bm = 0;
+                        cnt = 0;
                     } else if (verdict == 3) {
                         meta.head = head;
                         meta.op = OP_ADD;
@@ -5293,7 +5335,9 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
                 if (meta.set_result == 1) {
                     hdr.ina.flags = hdr.ina.flags | FLAG_RESULT;
                 }
-                if (meta.set_result == 1 || meta.op == OP_SWAP) {
+                if (meta.out_tag != 0) {
+                    // the packet carries an aggregate out: a result, a
+                    // preempted or forced partial sum
                     hdr.ina.bitmap = meta.out_bitmap;
                     hdr.ina.exponent = meta.out_exp;
                     hdr.ina.job = meta.out_tag[63:48];
