@@ -48,6 +48,12 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 		sp.Latency = -1
 	}
 	sp.ATPWindow, sp.ATPBudget = s.ATP.Window, s.ATP.Budget
+	if fw := s.ATP.FirstWait; fw != nil {
+		sp.ATPFirstWait = fw.D()
+		if sp.ATPFirstWait == 0 {
+			sp.ATPFirstWait = -1 // none: the testbed's zero is its default
+		}
+	}
 	sp.ESAReclaimHeld = s.ESA.ReclaimHeld
 	sp.Scheduler.MinSlots = s.DynaINA.MinSlots
 	if sp.Scheduler.MinSlots == 0 && sp.Aggregators < 64 {

@@ -281,10 +281,15 @@ type PSCPU struct {
 // MAX_AGTR_COUNT = 20000, in-ATP/ATP common/utils.h): chunk c of every
 // all-reduce hashes as (job, c mod Budget), and the window is capped at
 // Budget; 0: none, every chunk hashes as (job, all-reduce, chunk) over the
-// whole pool.
+// whole pool. FirstWait is how long a worker's chunk waits for a result
+// before it times out while the worker has no result of its all-reduce
+// yet (ATP's client waits 50 ms for a tensor's first message, then 200 µs
+// between messages: in-ATP/ATP client/p4ml_manager.cc); absent: 50 ms;
+// 0: the RTO from the start.
 type ATP struct {
-	Window int `yaml:"window,omitempty" json:"window,omitempty"`
-	Budget int `yaml:"budget,omitempty" json:"budget,omitempty"`
+	Window    int       `yaml:"window,omitempty" json:"window,omitempty"`
+	Budget    int       `yaml:"budget,omitempty" json:"budget,omitempty"`
+	FirstWait *Duration `yaml:"first_wait,omitempty" json:"first_wait,omitempty"`
 }
 
 // ESA is the choice ESA's paper leaves open: ReclaimHeld lets any

@@ -182,6 +182,8 @@ func TestScenarioErrors(t *testing.T) {
 		{"stack rate", "topology: {software_stack: {gbps: -1}}\n" + job, "topology.software_stack.gbps: -1: must be in [0, 1600]"},
 		{"atp window", "atp: {window: -3}\n" + job, "x.yaml:1: atp.window: -3: must be 0 (no cap)"},
 		{"atp budget", "atp: {budget: -1}\n" + job, "x.yaml:1: atp.budget: -1: must be 0 (no budget: the whole pool)"},
+		{"atp first wait", "atp: {first_wait: -5ms}\n" + job, "x.yaml:1: atp.first_wait: -5ms: must be in [0, 1h]"},
+		{"atp first wait unit", "atp: {first_wait: 5}\n" + job, "x.yaml:1: atp.first_wait: 5: want a Go duration"},
 		{"atp budget memory", "atp: {budget: 600}\ntopology: {switch: {slots: 2048, values_per_packet: 256}}\n" + job,
 			"x.yaml:1: atp.budget: 600: must be at most the switch's 512 aggregators (topology.switch.slots / 4 slots per aggregator)"},
 		{"esa reclaim_held", "esa: {reclaim_held: sometimes}\n" + job, "x.yaml:1: esa.reclaim_held: sometimes: want"},

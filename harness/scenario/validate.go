@@ -30,6 +30,9 @@ func (s *Scenario) Validate(models Models) error {
 	v.check("policy", s.Policy, known, "must be one of "+strings.Join(testbed.Names(), ", ")+" (or a variant: "+strings.Join(testbed.Variants(), ", ")+")")
 	v.check("atp.window", s.ATP.Window, s.ATP.Window >= 0 && s.ATP.Window <= 1<<20, "must be 0 (no cap) or a window of chunks up to 1048576")
 	v.check("atp.budget", s.ATP.Budget, s.ATP.Budget >= 0, "must be 0 (no budget: the whole pool) or a number of aggregators")
+	if fw := s.ATP.FirstWait; fw != nil {
+		v.check("atp.first_wait", *fw, *fw >= 0 && fw.D() <= time.Hour, "must be in [0, 1h] (0: the RTO from the start)")
+	}
 	v.check("dynaina.min_slots", s.DynaINA.MinSlots, s.DynaINA.MinSlots >= 0, "must be ≥ 1 (0: the default)")
 	v.check("freeina_path", s.FreeINAPath, s.FreeINAPath == "uc" || s.FreeINAPath == "trim", "must be uc or trim")
 	v.check("scaling.tensor_scale", s.Scaling.TensorScale, s.Scaling.TensorScale > 0 && s.Scaling.TensorScale <= 1, "must be in (0, 1]")

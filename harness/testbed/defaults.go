@@ -32,6 +32,11 @@ const (
 	DefaultQueuePackets = 4096
 	// DefaultValues is the int32 values per INA packet (one pipeline pass).
 	DefaultValues = 64
+	// DefaultATPFirstWait is Spec.ATPFirstWait's default: ATP's client
+	// waits 50 ms for a tensor's first message before it resends
+	// (in-ATP/ATP client/p4ml_manager.cc, timeout_value = 0.05; 0.0002
+	// once a message has come).
+	DefaultATPFirstWait = 50 * time.Millisecond
 	// RCHops is the number of links an RC round trip crosses in the star:
 	// requester → switch → responder, then the ACK back.
 	RCHops = 4

@@ -55,7 +55,13 @@ func newHashedBaseline(name string, stage int, kind baseline.INAKind) Policy {
 		if rto == 0 {
 			rto = 100 * time.Microsecond
 		}
-		return baseline.NewINAWorker(inaConfig(t, kind, j, r, win, rto), ts), nil
+		cfg := inaConfig(t, kind, j, r, win, rto)
+		cfg.FirstWait = t.Spec.ATPFirstWait
+		if cfg.FirstWait == 0 {
+			cfg.FirstWait = DefaultATPFirstWait
+		}
+		cfg.FirstWait = max(cfg.FirstWait, 0)
+		return baseline.NewINAWorker(cfg, ts), nil
 	}
 	p.occupancy = func(t *Testbed) []Occupied {
 		// Each job's aggregators claimed, complete or held for the PS's

@@ -124,6 +124,12 @@ type Spec struct {
 	// its 20000 aggregators (AGTR_TO_USE_PER_APPLICATION, MAX_AGTR_COUNT in
 	// in-ATP/ATP common/utils.h) [0: no budget, the whole pool].
 	ATPBudget int
+	// ATPFirstWait is how long an ATP or ESA worker's chunk waits for a
+	// result before it times out while the worker has no result of its
+	// all-reduce yet (baseline.INAConfig.FirstWait; ATP's client: 50 ms
+	// for the first message of a tensor) [DefaultATPFirstWait; < 0: none,
+	// the RTO from the start].
+	ATPFirstWait time.Duration
 	// ESAReclaimHeld lets ESA's contributions reclaim an aggregator held
 	// for another chunk's PS ACK (sw.JobSpec.ReclaimHeld) [false: held
 	// until the ACK, as ATP].

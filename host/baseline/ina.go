@@ -43,9 +43,17 @@ type INAConfig struct {
 	Switch rdma.Endpoint
 	// Window bounds chunks in flight; RTO is the per-chunk retransmission
 	// timeout (backed off: INAWorker.backoff).
-	Window   int
-	RTO      time.Duration
-	Timeline host.Timeline
+	Window int
+	RTO    time.Duration
+	// FirstWait (ATP, ESA) is how long a chunk sent before the worker
+	// has any result of its all-reduce waits before it times out; the
+	// first result brings every wait in to RTO. ATP's client waits 50 ms
+	// for the first message of a tensor and 200 µs between later ones
+	// (in-ATP/ATP client/p4ml_manager.cc: timeout_value = 0.05, then
+	// 0.0002), so a late peer is not taken for a loss. 0: RTO from the
+	// start.
+	FirstWait time.Duration
+	Timeline  host.Timeline
 	// SwitchCtlQPN, if set (SwitchML only), is the QP of the switch's
 	// controller, and the worker is admitted by it (sw.SwitchMLControl):
 	// when its job starts it JOINs, asking for a pool of 2·Window
@@ -74,6 +82,7 @@ type INAWorker struct {
 	sw     rdma.Endpoint
 	window int
 	rto    time.Duration
+	first  time.Duration // INAConfig.FirstWait
 	// bases[i] is the job-wide sequence number of tensor i's chunk 0
 	// (SwitchML: slots are chunk sequence mod 2·window across all-reduces).
 	bases []uint32
@@ -152,7 +161,7 @@ const (
 
 // NewINAWorker returns the client for cfg, all-reducing ts in order.
 func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
-	w := &INAWorker{kind: cfg.Kind, window: cfg.Window, rto: cfg.RTO, addr: cfg.Addr, ucQPN: cfg.UCQPN,
+	w := &INAWorker{kind: cfg.Kind, window: cfg.Window, rto: cfg.RTO, first: cfg.FirstWait, addr: cfg.Addr, ucQPN: cfg.UCQPN,
 		ps: cfg.PS, psQPN: cfg.PSQPN, peers: cfg.Peers, sw: cfg.Switch}
 	if cfg.Kind == SwitchML {
 		w.adm.ctlQPN = cfg.SwitchCtlQPN
@@ -317,7 +326,11 @@ func (w *INAWorker) pump(env *emu.Env) {
 		st.rep.Sent++
 		st.out++
 		st.next++
-		st.dl = append(st.dl, host.Deadline{At: w.now + w.rto, Chunk: c})
+		wait := w.rto
+		if st.nHave == 0 && w.kind != SwitchML {
+			wait = max(wait, w.first)
+		}
+		st.dl = append(st.dl, host.Deadline{At: w.now + wait, Chunk: c})
 	}
 }
 
@@ -383,11 +396,12 @@ func (w *INAWorker) result(env *emu.Env, h inahdr.Header) {
 	st.have[c] = true
 	st.nHave++
 	st.out--
-	if w.kind == SwitchML && st.nHave == 1 && host.Clamp(st.dl, st.dlHead, w.now+w.rto) {
-		// SwitchML's first result: every peer has begun the all-reduce,
-		// so a result still missing RTO from now is lost, however long
-		// its chunk waited for a late peer. (ATP/ESA back off on loss
-		// too: their waits stay.)
+	if st.nHave == 1 && (w.kind == SwitchML || w.first > w.rto) && host.Clamp(st.dl, st.dlHead, w.now+w.rto) {
+		// The first result: every peer has begun the all-reduce, so a
+		// result still missing RTO from now is lost, however long its
+		// chunk waited for a late peer (SwitchML's backed-off waits,
+		// ATP's and ESA's FirstWait). (ATP/ESA back off on loss too:
+		// their waits after a timeout stay.)
 		w.armed = false
 	}
 	if h.Has(inahdr.FlagFromPS) {
