@@ -563,11 +563,7 @@ var scenarios = []scenario{
 		v.packet(17, last.build())
 		v.expect(45, result(last, sumOf(a, b), 3, s, 0, 0).build())
 		v.reg("ina_state", s, uint64(StateHeld))
-		ack := gps(8, 1, 2, inahdr.FlagResult, sumOf(a, b))
-		v.packet(45, ack.build())
-		v.expectMcast(8, ack)
-		v.reg("ina_state", s, uint64(StateFree))
-		v.reg("ina_owner", s, 0)
+		v.ackFrees(8, 1, 2, s, sumOf(a, b))
 	}},
 	{"foreign_job_drop", "a packet claiming job 2 from job 1's port and QP is dropped; job 1's slot is untouched", func(v *vecB) {
 		v.packet(1, gpkt(1, 1, 10, 0, seq(64, func(i int) int32 { return 1 })).build())
@@ -1040,12 +1036,19 @@ var scenarios = []scenario{
 		s := slotHashed(8, 1, 4)
 		v.packet(17, gpkt(8, 1, 4, 1, a).build())
 		v.reg("ina_state", s, uint64(StateClaimed))
-		ack := gps(8, 1, 4, inahdr.FlagResult, sumOf(a, a))
-		v.packet(45, ack.build())
-		v.expectMcast(8, ack)
-		v.reg("ina_state", s, uint64(StateFree))
-		v.reg("ina_owner", s, 0)
+		v.ackFrees(8, 1, 4, s, sumOf(a, a))
 	}},
+}
+
+// ackFrees sends job's PS ACK for (ar, chunk) with vals from the PS's port,
+// expects it multicast to the job's workers, and checks that it freed the
+// chunk's aggregator at slot.
+func (v *vecB) ackFrees(job, ar uint16, chunk uint32, slot int, vals []int32) {
+	ack := gps(job, ar, chunk, inahdr.FlagResult, vals)
+	v.packet(gjobByID(job).ps, ack.build())
+	v.expectMcast(job, ack)
+	v.reg("ina_state", slot, uint64(StateFree))
+	v.reg("ina_owner", slot, 0)
 }
 
 // lease installs FreeINA lease (job, ar): aggs aggregators of the pool's
