@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"github.com/inabox/inabox/harness/scenario"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -163,6 +164,12 @@ func TestErrorPrintedOnce(t *testing.T) {
 		{2, []string{"validate"}, "no scenario file given"},
 		{1, []string{"validate", missing}, "1 of 1 scenario files invalid"},
 		{1, []string{"validate", good, bad}, "1 of 2 scenario files invalid"},
+		{2, []string{"rescale", "--bogus"}, "rescale: flag provided but not defined"},
+		{2, []string{"rescale", good}, "--rate-scale is required"},
+		{2, []string{"rescale", "--rate-scale", "0.1"}, "give one scenario file"},
+		{1, []string{"rescale", "--rate-scale", "2", good}, "rate scale 2: must be in (0, 1]"},
+		{1, []string{"rescale", "--rate-scale", "0.1", missing}, "missing.yaml"},
+		{1, []string{"rescale", "--rate-scale", "0.1", bad}, "bad.yaml:1: policy"},
 		{2, []string{"demo", "--bogus"}, "demo: flag provided but not defined"},
 		{2, []string{"demo", "x"}, "takes no arguments"},
 		{2, []string{"demo", "--messages", "0"}, "--messages = 0"},
@@ -284,5 +291,25 @@ func TestREADMERunOutput(t *testing.T) {
 			}
 			t.Fatalf("README.md's make run output, line %d:\nREADME %q\nrun    %q", k+1, w, g)
 		}
+	}
+}
+
+// TestRescaleCLI: `inabox rescale --rate-scale 1` writes the ablation's
+// duty regime at true scale, memory grown with the window, and says so on
+// stderr; what it writes is a valid scenario.
+func TestRescaleCLI(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := cli([]string{"rescale", "--rate-scale", "1", "../../docs/results/ablation/duty.yaml"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	s, err := scenario.Parse("out.yaml", out.Bytes(), scenario.DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Scaling.RateScale != 1 || s.Topology.Switch.Slots != 290 || s.DynaINA.MinSlots != 41 {
+		t.Errorf("rescaled: %+v, %d slots, min_slots %d; want 1, 290, 41", s.Scaling, s.Topology.Switch.Slots, s.DynaINA.MinSlots)
+	}
+	if !strings.Contains(errb.String(), "a window 7 → 145 aggregators") || !strings.Contains(errb.String(), "topology.switch.slots: 14 → 290") {
+		t.Errorf("stderr: %s", errb.String())
 	}
 }

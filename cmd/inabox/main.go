@@ -55,6 +55,7 @@ func init() {
 			`Prints "FILE: ok" with the scenario's size and cost estimate, or every problem as FILE:LINE: PATH: VALUE: RULE. `+
 			`A valid scenario whose comparisons are suspect (fixed latencies a large share of an all-reduce) gets "FILE: warning: ..." lines.`,
 			validateFlags, cmdValidate),
+		newCommand("rescale", "--rate-scale R FILE", rescaleDoc, rescaleFlags, cmdRescale),
 		newCommand("demo", "", "The RC demo: two RDMA RC hosts through a learning switch over impaired links (loss, duplication, reordering, "+
 			"corruption, a link flap, a switch crash); prints every link, port and queue-pair counter.",
 			demoFlags, cmdDemo),

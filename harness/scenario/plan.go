@@ -229,7 +229,18 @@ func (s *Scenario) coarseWindow(models Models) string {
 		return "" // every job's window fits: no sharing to round
 	}
 	trueW := testbed.PipeSlots(int64(math.Round(t.LinkGbps*1e9)), t.LinkDelay.D(), lat, vpp)
-	return fmt.Sprintf("topology.switch.slots: %d: a window is %d aggregators at rate_scale %g (%d at true scale), so the jobs' shares of the "+
+	msg := fmt.Sprintf("topology.switch.slots: %d: a window is %d aggregators at rate_scale %g (%d at true scale), so the jobs' shares of the "+
 		"switch round coarsely (one aggregator is %.0f %% of a window): contention results can differ from true scale's by as much "+
 		"(docs/results.md, \"Scaling check\")", t.Switch.Slots, w, s.Scaling.RateScale, trueW, 100/float64(w))
+	if s.Scaling.TensorScale == s.Scaling.RateScale {
+		// The coarsest of these scales whose window is not coarse.
+		for _, r := range []float64{0.02, 0.05, 0.1, 0.2, 0.5, 1} {
+			if r > s.Scaling.RateScale && testbed.PipeSlots(int64(math.Round(t.LinkGbps*1e9*r)), t.LinkDelay.D(), lat, vpp) >= CoarseWindow {
+				msg += fmt.Sprintf("; `inabox rescale --rate-scale %g` writes it at a scale with a window of %d or more, its memory kept in windows",
+					r, CoarseWindow)
+				break
+			}
+		}
+	}
+	return msg
 }

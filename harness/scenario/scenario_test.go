@@ -398,6 +398,8 @@ func TestWarnings(t *testing.T) {
 	}{
 		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\n",
 			"topology.switch.slots: 8: a window is 7 aggregators at rate_scale 0.01 (145 at true scale), so the jobs' shares of the switch round coarsely (one aggregator is 14 % of a window)"},
+		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\n",
+			"`inabox rescale --rate-scale 0.5` writes it at a scale with a window of 50 or more"},
 		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 21}}\n", ""},
 		{"topology: {link_delay: 1us, switch: {slots: 8}}\n", ""},
 	} {

@@ -1,0 +1,80 @@
+package scenario
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestRescale: the ablation's duty regime (true 1 µs links, 14 slots,
+// minimum pool 2 at rate_scale 0.01: a window of 7 aggregators) rescaled
+// to 0.1 and 1 gets the memory docs/results.md's runs used (38 and 290
+// slots, pools of 5 and 41), its delay kept; dynaina-contention's
+// stretched 200 µs links become the true 2 µs at 1, its 512 slots grow
+// with the window; the output parses, and rescaling back gives the
+// original's fields.
+func TestRescale(t *testing.T) {
+	duty, err := os.ReadFile("../../docs/results/ablation/duty.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		scale       float64
+		slots, mins int
+		window      int
+	}{{0.1, 38, 5, 19}, {1, 290, 41, 145}} {
+		out, r, err := Rescale("duty.yaml", duty, c.scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse("out.yaml", out, DefaultModels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Scaling.RateScale != c.scale || s.Scaling.TensorScale != c.scale || s.Topology.Switch.Slots != c.slots ||
+			s.DynaINA.MinSlots != c.mins || s.Topology.LinkDelay.D().String() != "1µs" || r.Window != 7 || r.NewWindow != c.window {
+			t.Errorf("duty at %g: scaling %+v, slots %d, min_slots %d, delay %v, windows %d → %d; want slots %d, min_slots %d, window %d",
+				c.scale, s.Scaling, s.Topology.Switch.Slots, s.DynaINA.MinSlots, s.Topology.LinkDelay, r.Window, r.NewWindow, c.slots, c.mins, c.window)
+		}
+		back, _, err := Rescale("out.yaml", out, 0.01)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Parse("back.yaml", back, DefaultModels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Topology.Switch.Slots != 14 || b.DynaINA.MinSlots != 2 || b.Scaling.RateScale != 0.01 {
+			t.Errorf("duty back from %g: slots %d, min_slots %d, rate_scale %g", c.scale, b.Topology.Switch.Slots, b.DynaINA.MinSlots, b.Scaling.RateScale)
+		}
+	}
+	dc, err := os.ReadFile("../../testdata/scenarios/dynaina-contention.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, r, err := Rescale("dc.yaml", dc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse("out.yaml", out, DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topology.LinkDelay.D().String() != "2µs" || r.NewWindow < r.Window || s.Topology.Switch.Slots < 512 {
+		t.Errorf("dynaina-contention at 1: delay %v, windows %d → %d, slots %d", s.Topology.LinkDelay, r.Window, r.NewWindow, s.Topology.Switch.Slots)
+	}
+	t.Logf("dynaina-contention at 1: %s", strings.Join(r.Changes, "; "))
+	for _, bad := range []struct {
+		data  string
+		scale float64
+		want  string
+	}{
+		{"name: x\njobs: [{name: a, model: resnet50, workers: 2, iterations: 1}]\n", 0, "must be in (0, 1]"},
+		{"name: x\nscaling: {tensor_scale: 0.5, rate_scale: 0.1}\njobs: [{name: a, model: resnet50, workers: 2, iterations: 1}]\n", 1, "rescale needs them equal"},
+		{"name: x\njobs: [{name: a, model: nosuch, workers: 2}]\n", 1, "x.yaml"},
+	} {
+		if _, _, err := Rescale("x.yaml", []byte(bad.data), bad.scale); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Rescale(%q, %g) = %v, want an error with %q", bad.data, bad.scale, err, bad.want)
+		}
+	}
+}
