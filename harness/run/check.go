@@ -3,6 +3,7 @@ package run
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/inabox/inabox/harness/scenario"
@@ -20,9 +21,15 @@ func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 		}
 		return fmt.Sprintf("%s: job %s worker %d iteration %d bucket %d", r.s.Name, p.Name, rank, k/len(p.Buckets), k%len(p.Buckets))
 	}
+	gots := r.gots[:0]
+	for _, w := range ws {
+		gots = append(gots, w.Endpoint.Result(k))
+	}
+	r.gots = gots
+	ds := r.gen.compare(i, k, gots)
+	clear(r.gots)
 	for rank, w := range ws {
-		got := w.Endpoint.Result(k)
-		d := r.gen.compare(i, k, got)
+		got, d := w.Endpoint.Result(k), ds[rank]
 		if len(got) != d.n {
 			return fmt.Errorf("%s: result has %d elements, want %d", where(rank), len(got), d.n)
 		}
@@ -183,11 +190,49 @@ var jumpTable = func() (t [8][256]uint64) {
 	return t
 }()
 
-// fill writes values [off, off+len(dst)) into dst.
+// fill writes values [off, off+len(dst)) into dst. Whole blocks go four
+// (or two) at a time, their generators interleaved: each step depends on the one
+// before, so one generator alone leaves the core idle between them.
 func (l *lazyVariant) fill(dst []float32, off int) {
-	x := l.states[off/lazyBlock]
+	b := off / lazyBlock
+	x := l.states[b]
 	for range off % lazyBlock {
 		x, _ = step(x)
+	}
+	head := min(len(dst), (b+1)*lazyBlock-off) // to the next block's start
+	if off%lazyBlock == 0 {
+		head = 0
+	}
+	for i := range dst[:head] {
+		x, dst[i] = step(x)
+	}
+	dst = dst[head:]
+	if head > 0 {
+		b++
+	}
+	for len(dst) >= 4*lazyBlock {
+		d0, d1 := (*[lazyBlock]float32)(dst), (*[lazyBlock]float32)(dst[lazyBlock:])
+		d2, d3 := (*[lazyBlock]float32)(dst[2*lazyBlock:]), (*[lazyBlock]float32)(dst[3*lazyBlock:])
+		x0, x1, x2, x3 := l.states[b], l.states[b+1], l.states[b+2], l.states[b+3]
+		for i := range lazyBlock {
+			x0, d0[i] = step(x0)
+			x1, d1[i] = step(x1)
+			x2, d2[i] = step(x2)
+			x3, d3[i] = step(x3)
+		}
+		dst, b = dst[4*lazyBlock:], b+4
+	}
+	if len(dst) >= 2*lazyBlock {
+		d0, d1 := (*[lazyBlock]float32)(dst), (*[lazyBlock]float32)(dst[lazyBlock:])
+		x0, x1 := l.states[b], l.states[b+1]
+		for i := range lazyBlock {
+			x0, d0[i] = step(x0)
+			x1, d1[i] = step(x1)
+		}
+		dst, b = dst[2*lazyBlock:], b+2
+	}
+	if len(dst) > 0 {
+		x = l.states[b]
 	}
 	for i := range dst {
 		x, dst[i] = step(x)
@@ -230,52 +275,71 @@ type diff struct {
 	want          int32
 }
 
-// compare compares got, job's all-reduce k's result, with the reference
-// sum, element by element (a result of the wrong length: every element
-// wrong).
-func (g *tensorGen) compare(job, k int, got []int32) diff {
+// compare compares each of gots, results of job's all-reduce k, with the
+// reference sum, element by element (a result of the wrong length: every
+// element wrong), and returns a diff per result. A lazy job's sum is made
+// once for all of them.
+func (g *tensorGen) compare(job, k int, gots [][]int32) []diff {
 	p := g.plans[job]
 	nb := len(p.Buckets)
 	b := p.Buckets[k%nb]
 	v := (k / nb) % 2
-	d := diff{n: int(b.Elements), first: -1}
-	if len(got) != d.n {
-		d.bad = d.n
-		return d
+	ds := make([]diff, len(gots))
+	var todo []int // the results of the right length
+	for r, got := range gots {
+		ds[r] = diff{n: int(b.Elements), first: -1}
+		if len(got) != ds[r].n {
+			ds[r].bad = ds[r].n
+			continue
+		}
+		todo = append(todo, r)
 	}
-	note := func(e int, want int32) {
-		if got[e] != want {
-			if d.bad == 0 {
-				d.first, d.want = e, want
+	if len(todo) == 0 {
+		return ds
+	}
+	// match compares want, the reference's elements from lo on, with every
+	// result.
+	match := func(lo int, want []int32) {
+		for _, r := range todo {
+			got, d := gots[r][lo:lo+len(want)], &ds[r]
+			if slices.Equal(got, want) {
+				continue
 			}
-			d.bad++
+			for e, w := range want {
+				if got[e] != w {
+					if d.bad == 0 {
+						d.first, d.want = lo+e, w
+					}
+					d.bad++
+				}
+			}
 		}
 	}
 	if !g.isLazy(job) {
-		for e, want := range g.reference(job, k) {
-			note(e, want)
-		}
-		return d
+		match(0, g.reference(job, k))
+		return ds
 	}
 	// The sum a block at a time, from every worker's lazy variant.
 	const block = 1 << 16
+	n := int(b.Elements)
 	q := host.Quantizer{Workers: p.Workers}
 	vals, buf, sum := make([]float32, block), make([]int32, block), make([]int64, block)
-	for lo := 0; lo < d.n; lo += block {
-		n := min(block, d.n-lo)
-		clear(sum[:n])
+	for lo := 0; lo < n; lo += block {
+		m := min(block, n-lo)
+		clear(sum[:m])
 		for rank := 0; rank < p.Workers; rank++ {
-			g.lazyVariant(job, rank, v).fill(vals[:n], int(b.Offset)+lo)
-			q.Quantize(buf[:n], vals[:n], 0)
-			for i, x := range buf[:n] {
+			g.lazyVariant(job, rank, v).fill(vals[:m], int(b.Offset)+lo)
+			q.Quantize(buf[:m], vals[:m], 0)
+			for i, x := range buf[:m] {
 				sum[i] += int64(x)
 			}
 		}
-		for i, x := range sum[:n] {
-			note(lo+i, int32(x))
+		for i, x := range sum[:m] {
+			buf[i] = int32(x)
 		}
+		match(lo, buf[:m])
 	}
-	return d
+	return ds
 }
 
 // reference is the sum job's all-reduce k must give, held (a job that is

@@ -15,6 +15,8 @@ import (
 func TestLazyVariant(t *testing.T) {
 	s := tiny(t, "")
 	plans := s.Plan(scenario.DefaultModels())
+	// and a job of 50,000 values, for reads of many blocks at once
+	plans = append(plans, scenario.JobPlan{Elements: 50_000, Workers: 2})
 	g := newTensorGen(7, s, plans)
 	for job := range plans {
 		held := g.variant(job, 1, 1)
@@ -22,7 +24,8 @@ func TestLazyVariant(t *testing.T) {
 		if l.n != len(held) {
 			t.Fatalf("job %d: %d lazy values, %d held", job, l.n, len(held))
 		}
-		for _, c := range [][2]int{{0, 1}, {0, lazyBlock}, {lazyBlock - 1, 2}, {lazyBlock, 1}, {3*lazyBlock + 5, 4000}, {len(held) - 3, 3}} {
+		for _, c := range [][2]int{{0, 1}, {0, lazyBlock}, {lazyBlock - 1, 2}, {lazyBlock, 1}, {3*lazyBlock + 5, 4000}, {len(held) - 3, 3},
+			{0, 4 * lazyBlock}, {lazyBlock, 9*lazyBlock + 7}, {lazyBlock - 2, 8*lazyBlock + 4}, {7, len(held)}} {
 			off, n := c[0], min(c[1], len(held)-c[0])
 			got := make([]float32, n)
 			l.fill(got, off)

@@ -258,7 +258,7 @@ func (p *Prepared) CheckWorker(job, rank int) []IterationCheck {
 // sum, element by element (the span is left for the caller). It computes
 // and caches the reference: call it from one goroutine at a time.
 func (p *Prepared) Check(job, k int, got []int32) IterationCheck {
-	d := p.r.gen.compare(job, k, got)
+	d := p.r.gen.compare(job, k, [][]int32{got})[0]
 	c := IterationCheck{Iteration: k, Elements: int64(d.n), Mismatches: d.bad}
 	c.Exact = c.Mismatches == 0
 	return c

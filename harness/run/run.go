@@ -188,6 +188,7 @@ type runner struct {
 	swFed   []int64
 	sampled []bool
 	occ     map[occKey]int
+	gots    [][]int32 // check's scratch: a job's results of one all-reduce
 }
 
 // occKey is a (pool, job) pair of the switch's occupancy.

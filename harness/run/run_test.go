@@ -226,6 +226,18 @@ func testRunChecksSums(t *testing.T) {
 	if err := r.check(1, 0, ranks(fakeRank{res: good}, fakeRank{res: bad})); err == nil || !strings.Contains(err.Error(), "wrong all-reduce sum") {
 		t.Fatalf("wrong sum accepted: %v", err)
 	}
+	// the first wrong element of the first wrong worker is named
+	bad[len(bad)-1]--
+	bad2 := append([]int32(nil), ref...)
+	bad2[3] += 7
+	want := fmt.Sprintf("worker 1 iteration 0: element %d = %d, want %d", len(bad)/2, bad[len(bad)/2], ref[len(bad)/2])
+	if err := r.check(1, 0, ranks(fakeRank{res: good}, fakeRank{res: bad}, fakeRank{res: bad2})); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error with %q", err, want)
+	}
+	d := r.gen.compare(1, 0, [][]int32{good, bad, bad2, good[:3]})
+	if d[0].bad != 0 || d[1].bad != 2 || d[1].first != len(bad)/2 || d[2].bad != 1 || d[2].first != 3 || d[2].want != ref[3] || d[3].bad != len(ref) {
+		t.Fatalf("diffs %+v", d)
+	}
 	if err := r.check(1, 0, ranks(fakeRank{res: good[:3]}, fakeRank{res: good})); err == nil {
 		t.Fatal("short result accepted")
 	}
