@@ -61,11 +61,24 @@ type nodeState struct {
 	node   Node
 	rng    *rand.Rand
 	ports  []portState
-	timers map[uint64]uint32
+	timers map[uint64]timerState // the armed timers, by key
 	gen    uint32
 	up     bool
 	// deferOK: the node takes deferred frames as they are (DeferAware)
 	deferOK bool
+}
+
+// timerState is an armed timer: its expiry (at, seq: the place it fires
+// in) and the one event of the queue that stands for it (gen, at evAt ≤
+// at). Re-arming a timer to a later expiry, as a retransmission timer is on
+// every packet, changes at and seq and leaves the event where it is; when
+// that event comes due it moves on to the timer's expiry (dispatch). So a
+// timer puts one event in the queue however often it is re-armed, and
+// fires exactly where an event queued at each re-arming would have.
+type timerState struct {
+	at, evAt int64
+	seq      uint64
+	gen      uint32
 }
 
 // Network is a set of nodes joined by links, and the scheduler that runs
@@ -90,10 +103,14 @@ type Network struct {
 	aBlocks blockPool[arrival]
 	waiting int // arrivals in the directions' in-order deques
 	seq     uint64
-	now     int64
-	started bool
-	env     Env
-	batch   []*Packet
+	// timersTo is the latest expiry any timer was ever armed for: until
+	// then the run is not over (RunUntil), as if every arming had queued
+	// an event of its own.
+	timersTo int64
+	now      int64
+	started  bool
+	env      Env
+	batch    []*Packet
 
 	// Events counts the events processed so far.
 	Events uint64
@@ -159,7 +176,7 @@ func (n *Network) AddNode(name string, ports int, node Node) error {
 	ns := &nodeState{
 		name: name, idx: len(n.nodes), nports: ports, node: node,
 		rng: n.rngFor("node:" + name), ports: make([]portState, ports),
-		timers: map[uint64]uint32{}, up: true,
+		timers: map[uint64]timerState{}, up: true,
 	}
 	if d, ok := node.(DeferAware); ok {
 		ns.deferOK = d.AcceptsDeferred()
@@ -361,9 +378,17 @@ func (n *Network) finishEnv(ns *nodeState) {
 			delete(ns.timers, t.key)
 			continue
 		}
+		at := int64(t.at)
+		n.seq++
+		n.timersTo = max(n.timersTo, at)
+		if st, ok := ns.timers[t.key]; ok && st.evAt <= at { // its event comes first and moves on
+			st.at, st.seq = at, n.seq
+			ns.timers[t.key] = st
+			continue
+		}
 		ns.gen++
-		ns.timers[t.key] = ns.gen
-		n.schedule(event{at: int64(t.at), kind: evTimer, idx: int32(ns.idx), key: t.key, gen: ns.gen})
+		ns.timers[t.key] = timerState{at: at, evAt: at, seq: n.seq, gen: ns.gen}
+		n.events.push(event{at: at, seq: n.seq, kind: evTimer, idx: int32(ns.idx), key: t.key, gen: ns.gen})
 	}
 	e.node = nil
 }
@@ -550,7 +575,14 @@ func (n *Network) dispatch(e *event) {
 		clear(n.batch)
 	case evTimer:
 		ns := n.nodes[e.idx]
-		if !ns.up || ns.timers[e.key] != e.gen {
+		st, ok := ns.timers[e.key]
+		if !ns.up || !ok || st.gen != e.gen {
+			return // stopped, fired, or re-armed earlier (by another event)
+		}
+		if st.at != e.at || st.seq != e.seq { // re-armed later: on to its expiry
+			st.evAt = st.at
+			ns.timers[e.key] = st
+			n.events.push(event{at: st.at, seq: st.seq, kind: evTimer, idx: e.idx, key: e.key, gen: e.gen})
 			return
 		}
 		delete(ns.timers, e.key)
@@ -618,8 +650,14 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 	if n.stop.Load() {
 		return n.Now(), ErrInterrupted
 	}
-	if n.events.Len() > 0 && dl > n.now {
+	// A timer armed and then stopped or re-armed still keeps the run going
+	// until its expiry (timersTo), as it did when every arming queued an
+	// event.
+	switch {
+	case (n.events.Len() > 0 || n.timersTo > dl) && dl > n.now:
 		n.now = dl
+	case n.events.Len() == 0 && n.timersTo <= dl && n.timersTo > n.now:
+		n.now = n.timersTo
 	}
 	for _, ns := range n.nodes {
 		for _, ps := range ns.ports {
