@@ -94,34 +94,45 @@ func (q Quantizer) Quantize(dst []int32, src []float32, e int8) (clipped int) {
 	return clipped
 }
 
-// roundMagic is 1.5·2^52 (see quantizeWire).
-const roundMagic = 0x1.8p52
+// roundMagic is 1.5·2^52 (see quantizeWire), and roundMagicBits its bits.
+const (
+	roundMagic     = 0x1.8p52
+	roundMagicBits = 0x4338000000000000
+)
 
 // quantizeWire is Quantize writing each value big-endian into dst (4
 // bytes a value), as the INA header's values are sent.
+//
+// A value y = x·scale with |y| < 2^51, added to 1.5·2^52, is rounded to the
+// nearest integer, ties to even, and lands in [2^52, 2^53), where the
+// float64's bits are those of 1.5·2^52 plus that integer: the bits less
+// roundMagicBits are round(y). Anything else (|y| ≥ 2^51, infinities,
+// NaN) gives a difference far outside ±Limit, so one unsigned comparison
+// a value sends it to quantizeSlow with the values that need clipping.
 func (q Quantizer) quantizeWire(dst []byte, src []float32, e int8) (clipped int) {
 	scale := math.Ldexp(1, q.Shift(e))
-	lim := float64(q.Limit())
+	lim := int64(q.Limit())
+	span := uint64(2 * lim)
 	dst = dst[:4*len(src)]
 	// Four at a time, bounds checks hoisted; a group with a value out of
 	// range (rare) goes through quantizeSlow.
 	for len(src) >= 4 {
 		s, d := (*[4]float32)(src), (*[16]byte)(dst)
-		v0 := (float64(s[0])*scale + roundMagic) - roundMagic
-		v1 := (float64(s[1])*scale + roundMagic) - roundMagic
-		v2 := (float64(s[2])*scale + roundMagic) - roundMagic
-		v3 := (float64(s[3])*scale + roundMagic) - roundMagic
-		if math.Abs(v0) <= lim && math.Abs(v1) <= lim && math.Abs(v2) <= lim && math.Abs(v3) <= lim {
-			binary.BigEndian.PutUint32(d[0:], uint32(int32(v0)))
-			binary.BigEndian.PutUint32(d[4:], uint32(int32(v1)))
-			binary.BigEndian.PutUint32(d[8:], uint32(int32(v2)))
-			binary.BigEndian.PutUint32(d[12:], uint32(int32(v3)))
+		v0 := int64(math.Float64bits(float64(s[0])*scale+roundMagic)) - roundMagicBits
+		v1 := int64(math.Float64bits(float64(s[1])*scale+roundMagic)) - roundMagicBits
+		v2 := int64(math.Float64bits(float64(s[2])*scale+roundMagic)) - roundMagicBits
+		v3 := int64(math.Float64bits(float64(s[3])*scale+roundMagic)) - roundMagicBits
+		if uint64(v0+lim) <= span && uint64(v1+lim) <= span && uint64(v2+lim) <= span && uint64(v3+lim) <= span {
+			binary.BigEndian.PutUint32(d[0:], uint32(v0))
+			binary.BigEndian.PutUint32(d[4:], uint32(v1))
+			binary.BigEndian.PutUint32(d[8:], uint32(v2))
+			binary.BigEndian.PutUint32(d[12:], uint32(v3))
 		} else {
-			clipped += quantizeSlow(d[:], s[:], scale, lim)
+			clipped += quantizeSlow(d[:], s[:], scale, float64(lim))
 		}
 		src, dst = src[4:], dst[16:]
 	}
-	return clipped + quantizeSlow(dst, src, scale, lim)
+	return clipped + quantizeSlow(dst, src, scale, float64(lim))
 }
 
 // quantizeSlow is quantizeWire a value at a time, scaled by scale and
