@@ -78,3 +78,40 @@ func TestRescale(t *testing.T) {
 		}
 	}
 }
+
+// TestAblationAtTenth: docs/results/ablation-0.1/REGIME.yaml is exactly
+// `inabox rescale --rate-scale 0.1` of docs/results/ablation/REGIME.yaml,
+// for every regime, so the two tables of docs/results.md run the same
+// regimes.
+func TestAblationAtTenth(t *testing.T) {
+	const dir, tenth = "../../docs/results/ablation/", "../../docs/results/ablation-0.1/"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		src, err := os.ReadFile(dir + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := Rescale(dir+e.Name(), src, 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(tenth + e.Name())
+		if err != nil {
+			t.Fatalf("%v (make it with: inabox rescale --rate-scale 0.1 %s%s > %s%s)", err, dir[6:], e.Name(), tenth[6:], e.Name())
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s%s is not %s%s rescaled to 0.1: rewrite it with inabox rescale --rate-scale 0.1", tenth[6:], e.Name(), dir[6:], e.Name())
+		}
+		n++
+	}
+	if n < 8 {
+		t.Fatalf("%d regimes, want the ablation's 8", n)
+	}
+}
