@@ -22,7 +22,7 @@ import (
 func TestSteadyStateAllocs(t *testing.T) {
 	small := 1 << 15
 	if raceEnabled {
-		small = 1 << 13
+		small = 1 << 14
 	}
 	type tcase struct {
 		name, policy string
