@@ -114,3 +114,35 @@ func TestQuantizeWire(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeGroups: Quantize, four values at a time, gives what its
+// one-at-a-time loop (quantizeClip) gives, clipped counts included, for the
+// values of TestQuantizeWire at every alignment.
+func TestQuantizeGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	q := Quantizer{Mode: QuantExponent, Workers: 8}
+	lim := float64(q.Limit())
+	for e := int8(-70); e <= 70; e += 7 {
+		s := q.Shift(e)
+		var src []float32
+		for range 500 {
+			src = append(src, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*math.Ldexp(1, -s+20)))
+		}
+		for _, m := range []float64{0.5, 1.5, 2.5, -0.5, -1.5, lim, lim + 0.5, lim + 1, -lim, -lim - 1, 1 << 52, math.Inf(1), math.NaN()} {
+			src = append(src, float32(math.Ldexp(m, -s)))
+		}
+		for _, cut := range []int{0, 1, 2, 3} {
+			src := src[cut:]
+			want, got := make([]int32, len(src)), make([]int32, len(src))
+			wcl := quantizeClip(want, src, math.Ldexp(1, s), lim)
+			if cl := q.Quantize(got, src, e); cl != wcl || wcl == 0 {
+				t.Fatalf("exponent %d, from %d: %d clipped, want %d (> 0)", e, cut, cl, wcl)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("exponent %d: %g → %d, want %d", e, src[i], got[i], want[i])
+				}
+			}
+		}
+	}
+}

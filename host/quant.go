@@ -76,6 +76,27 @@ func (q Quantizer) Shift(e int8) int {
 func (q Quantizer) Quantize(dst []int32, src []float32, e int8) (clipped int) {
 	scale := math.Ldexp(1, q.Shift(e))
 	lim := float64(q.Limit())
+	dst = dst[:len(src)]
+	// Four at a time, bounds checks hoisted; a group with a value out of
+	// range (NaN is) goes through quantizeClip.
+	for len(src) >= 4 {
+		s, d := (*[4]float32)(src), (*[4]int32)(dst)
+		v0, v1 := math.RoundToEven(float64(s[0])*scale), math.RoundToEven(float64(s[1])*scale)
+		v2, v3 := math.RoundToEven(float64(s[2])*scale), math.RoundToEven(float64(s[3])*scale)
+		if math.Abs(v0) <= lim && math.Abs(v1) <= lim && math.Abs(v2) <= lim && math.Abs(v3) <= lim {
+			d[0], d[1], d[2], d[3] = int32(v0), int32(v1), int32(v2), int32(v3)
+		} else {
+			clipped += quantizeClip(d[:], s[:], scale, lim)
+		}
+		src, dst = src[4:], dst[4:]
+	}
+	return clipped + quantizeClip(dst, src, scale, lim)
+}
+
+// quantizeClip is Quantize a value at a time, scaled by scale and clipped
+// to ±lim.
+func quantizeClip(dst []int32, src []float32, scale, lim float64) (clipped int) {
+	dst = dst[:len(src)]
 	for i, x := range src {
 		v := math.RoundToEven(float64(x) * scale)
 		switch {

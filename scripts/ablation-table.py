@@ -5,8 +5,8 @@ writes.
 
     scripts/ablation-table.py [DIR]    default DIR: docs/results/ablation
 
-One block of rows per regime directory DIR/REGIME/compare.json, in the
-order below (regimes not run are left out): JCT mean and p95 in seconds
+One block of rows per regime directory DIR/REGIME/compare.json (of any
+number of seeds), in the order below (regimes not run are left out): JCT mean and p95 in seconds
 (mean ± 95 % half-width where the seeds differ, the best in bold), and
 the mean share of the switch reserved, the share of that in use, and the
 PS-path fraction.
@@ -43,6 +43,10 @@ def main():
         with open(path) as f:
             d = json.load(f)
         rows = {r["metric"]: r["values"] for r in d["rows"]}
+        for vals in rows.values():  # one seed: plain values
+            for p, v in vals.items():
+                if not isinstance(v, dict):
+                    vals[p] = {"mean": v, "ci95": 0}
         for i, (metric, label, kind) in enumerate(ROWS):
             vals = rows[metric]
             spread = any(v.get("ci95", 0) > 0 for v in vals.values())  # none without jitter
