@@ -2,6 +2,7 @@ package sw
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/inabox/inabox/switch/dynaina"
@@ -57,6 +58,7 @@ type DynaINAControl struct {
 	idle   leaseTimer
 
 	jobs     map[uint16]*dynState
+	states   []*dynState        // jobs' values, for the per-callback scan (a map's range draws a random start)
 	pending  []dynaina.Decision // decisions made outside a callback, applied at the next one
 	out      []Lease            // GRANTs to send
 	stats    DynaINAStats
@@ -110,7 +112,9 @@ func (d *DynaINAControl) Register(now time.Duration, p dynaina.JobProfile, allRe
 		d.fail(err)
 		return err
 	}
-	d.jobs[p.ID] = &dynState{allReduces: allReduces}
+	st := &dynState{allReduces: allReduces}
+	d.jobs[p.ID] = st
+	d.states = append(d.states, st)
 	d.stats.Registered++
 	return nil
 }
@@ -193,7 +197,7 @@ func (d *DynaINAControl) events(c *CtlEnv) {
 		d.grants.send(c, l)
 	}
 	queued := false
-	for _, st := range d.jobs {
+	for _, st := range d.states {
 		queued = queued || st.queued
 	}
 	if !queued {
@@ -375,6 +379,7 @@ func (d *DynaINAControl) endAt(now time.Duration, job, ar uint16) []dynaina.Deci
 		}
 		out = append(out, more...)
 		delete(d.jobs, job)
+		d.states = slices.DeleteFunc(d.states, func(x *dynState) bool { return x == st })
 		d.stats.Unregistered++
 	}
 	return out
