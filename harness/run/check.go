@@ -191,8 +191,8 @@ var jumpTable = func() (t [8][256]uint64) {
 }()
 
 // fill writes values [off, off+len(dst)) into dst. Whole blocks go four
-// (or two) at a time, their generators interleaved: each step depends on the one
-// before, so one generator alone leaves the core idle between them.
+// (or two) at a time, their generators interleaved: each step depends on
+// the one before, so one generator alone leaves the core idle between them.
 func (l *lazyVariant) fill(dst []float32, off int) {
 	b := off / lazyBlock
 	x := l.states[b]
