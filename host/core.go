@@ -169,6 +169,30 @@ type Core struct {
 	rx      RxStats
 	lost    bool
 	observe func(Step)
+	// sink takes the results instead of results (SetResultSink); scratch
+	// holds a chunk's values on their way to it.
+	sink    ResultSink
+	scratch []int32
+}
+
+// ResultSink takes an endpoint's results chunk by chunk as they arrive,
+// instead of the endpoint keeping them: a runner that checks each chunk
+// then holds no result (at true scale the results are most of a run's
+// memory).
+type ResultSink interface {
+	// ResultChunk is chunk k of all-reduce i's int32 sum, the values from
+	// element k×Values on, with its exponent; an endpoint passes each chunk
+	// once per Begin of the all-reduce. vals belongs to the endpoint: it is
+	// valid only during the call.
+	ResultChunk(i int, k uint32, vals []int32, exp int8)
+}
+
+// SetResultSink makes the endpoint pass its results to s instead of
+// keeping them: Result and ResultExps are then nil, Dequantized empty.
+// Call it before the first all-reduce begins.
+func (c *Core) SetResultSink(s ResultSink) {
+	c.sink = s
+	c.scratch = make([]int32, c.values)
 }
 
 // Step is one step of an endpoint's all-reduces, as an observer (a fault
@@ -283,6 +307,9 @@ func (c *Core) Exp(i int, k uint32) int8 {
 // Begin allocates tensor i's result and returns its report, started now.
 func (c *Core) Begin(i int, now time.Duration) Report {
 	n := c.Chunks(i)
+	if c.sink != nil {
+		return c.begun(i, n, now)
+	}
 	m := c.tensors[i].Len()
 	best := -1
 	for j, b := range c.spares {
@@ -298,6 +325,11 @@ func (c *Core) Begin(i int, now time.Duration) Report {
 		c.results[i] = hugemem.Make[int32](m)
 	}
 	c.rexp[i] = make([]int8, n)
+	return c.begun(i, n, now)
+}
+
+// begun reports the begin of all-reduce i of n chunks.
+func (c *Core) begun(i int, n uint32, now time.Duration) Report {
 	if c.observe != nil {
 		c.observe(Step{Kind: StepBegin, Index: i, Chunks: n})
 	}
@@ -386,14 +418,22 @@ func (c *Core) fillBlock(i int, k uint32) {
 // Store copies the values of h, the result of chunk k of tensor i; it
 // reports false if h does not fit the chunk.
 func (c *Core) Store(i int, k uint32, h inahdr.Header) bool {
-	res := c.results[i]
+	res, n := c.results[i], len(c.results[i])
+	if c.sink != nil {
+		res, n = c.scratch, c.tensors[i].Len()
+	}
 	lo := int(k) * c.values
-	hi := min(lo+c.values, len(res))
-	if lo >= len(res) || h.Count() != hi-lo || len(h) < h.Size() {
+	hi := min(lo+c.values, n)
+	if lo >= n || h.Count() != hi-lo || len(h) < h.Size() {
 		return false
 	}
-	h.ReadValues(res[lo:hi])
-	c.rexp[i][k] = h.Exponent()
+	if c.sink != nil {
+		h.ReadValues(res[:hi-lo])
+		c.sink.ResultChunk(i, k, res[:hi-lo], h.Exponent())
+	} else {
+		h.ReadValues(res[lo:hi])
+		c.rexp[i][k] = h.Exponent()
+	}
 	if c.observe != nil {
 		c.observeChunk(i, k)
 	}
@@ -403,8 +443,12 @@ func (c *Core) Store(i int, k uint32, h inahdr.Header) bool {
 // StoreValues copies vals, the int32 sum of chunk k of tensor i, with
 // exponent e (results computed on the host, e.g. by a ring).
 func (c *Core) StoreValues(i int, k uint32, vals []int32, e int8) {
-	copy(c.results[i][int(k)*c.values:], vals)
-	c.rexp[i][k] = e
+	if c.sink != nil {
+		c.sink.ResultChunk(i, k, vals, e)
+	} else {
+		copy(c.results[i][int(k)*c.values:], vals)
+		c.rexp[i][k] = e
+	}
 	if c.observe != nil {
 		c.observeChunk(i, k)
 	}

@@ -80,7 +80,7 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 		tasks[i] = &runTask{label: fmt.Sprintf("%s/%s", s.Name, p), load: func() (*scenario.Scenario, error) { return loadScenario(file) },
 			opts: run.Options{Seed: o.seed, Policy: p}}
 	}
-	par, why := parallelRuns(o.parallel, len(tasks), runMemory(s))
+	par, why := parallelRuns(o.parallel, len(tasks), runMemory(s, want))
 	if par > 1 {
 		fmt.Fprintf(stderr, "compare: %d runs, %d at a time (%s)\n", len(tasks), par, why)
 	}
@@ -150,7 +150,7 @@ func compareSeeds(ctx context.Context, s *scenario.Scenario, file string, base u
 				opts: run.Options{Seed: seeds[i], Policy: pol}})
 		}
 	}
-	par, why := parallelRuns(o.parallel, len(tasks), runMemory(s))
+	par, why := parallelRuns(o.parallel, len(tasks), runMemory(s, want))
 	if par > 1 {
 		fmt.Fprintf(stderr, "compare: %d runs, %d at a time (%s)\n", len(tasks), par, why)
 	}

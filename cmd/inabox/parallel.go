@@ -126,19 +126,40 @@ func parallelRuns(want, n int, per int64) (int, string) {
 	return par, why
 }
 
-// runMemory is a rough upper bound on one run's peak memory in bytes:
-// 256 MiB, plus twice every worker's gradient after tensor_scale (its
-// result and what is in flight or held for checks, 4 bytes an element)
-// over every job of the scenario, as if all ran at once. Measured peaks
-// at true scale: one VGG-11 job of 4 workers 2.49 GB, where this gives
-// 4.5 GB; three such jobs 8.8–9.0 GB, where it gives 13 GB
-// (docs/emulator.md).
-func runMemory(s *scenario.Scenario) int64 {
-	m := int64(256 << 20)
-	for _, p := range s.Plan(scenario.DefaultModels()) {
-		m += 2 * 4 * p.Elements * int64(p.Workers)
+// runMemory is a rough upper bound on the peak memory in bytes of one run
+// of scenario s under any of policies: 256 MiB, plus, over every job (as
+// if all ran at once), the gradients and reference sums the runner holds
+// for a small job (4 bytes an element after tensor_scale, 2 per worker and
+// 2), and what the policy holds per element for any job: the ring
+// (none) a quantized gradient per worker and its messages, a parameter
+// server the results of its chunks (ATP, ESA; FreeINA and DynaINA on the
+// PS path), SwitchML nothing. Results are checked as they arrive and not
+// kept (harness/run). Measured peaks at true scale (docs/emulator.md),
+// with what this gives in brackets: one VGG-11 job of 4 workers 0.35 GB
+// under FreeINA and DynaINA (1.86), 1.12 GB under ATP and ESA (1.86), 3.78
+// GB under none (8.77), 0.07 GB under SwitchML (0.27); three ResNet-50
+// jobs of 2 workers 0.29 / 0.92 / 1.80 / 0.04 GB under FreeINA / ESA /
+// none / SwitchML (1.19, 1.19, 2.72, 0.27).
+func runMemory(s *scenario.Scenario, policies []string) int64 {
+	var most int64
+	plans := s.Plan(scenario.DefaultModels())
+	for _, pol := range policies {
+		m := int64(256 << 20)
+		for _, p := range plans {
+			if held := 4 * p.Elements * int64(2*p.Workers+2); held <= scenario.LazyGradientBytes {
+				m += held
+			}
+			switch pol {
+			case "none":
+				m += 16 * p.Elements * int64(p.Workers)
+			case "switchml":
+			default:
+				m += 12 * p.Elements
+			}
+		}
+		most = max(most, m)
 	}
-	return m
+	return most
 }
 
 // memAvailable is the memory the system can give new work without

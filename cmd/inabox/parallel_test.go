@@ -117,3 +117,49 @@ func TestParallelRuns(t *testing.T) {
 		t.Log("no /proc/meminfo MemAvailable here: the default ignores memory")
 	}
 }
+
+// TestRunMemory: the estimate follows what each policy holds per element
+// (SwitchML nothing, a PS its results, the ring a gradient per worker),
+// takes the largest of the policies compared, and counts a small job's
+// held gradients, not a large one's (made on demand).
+func TestRunMemory(t *testing.T) {
+	big, err := scenario.Parse("big.yaml", []byte(`
+name: big
+seed: 1
+scaling: {tensor_scale: 1, rate_scale: 1}
+jobs:
+  - {name: a, model: resnet50, workers: 2, iterations: 1}
+`), scenario.DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base, elems = 256 << 20, 25559040 // resnet50, one bucket
+	for _, c := range []struct {
+		policies []string
+		want     int64
+	}{
+		{[]string{"switchml"}, base},
+		{[]string{"freeina"}, base + 12*elems},
+		{[]string{"atp", "switchml"}, base + 12*elems},
+		{[]string{"none"}, base + 16*2*elems},
+		{[]string{"switchml", "none", "esa"}, base + 16*2*elems},
+	} {
+		if got := runMemory(big, c.policies); got != c.want {
+			t.Errorf("%v: %d bytes, want %d", c.policies, got, c.want)
+		}
+	}
+	small, err := scenario.Parse("small.yaml", []byte(`
+name: small
+seed: 1
+scaling: {tensor_scale: 0.01, rate_scale: 0.01}
+jobs:
+  - {name: a, model: resnet50, workers: 2, iterations: 1}
+`), scenario.DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := small.Plan(scenario.DefaultModels())[0].Elements
+	if got, want := runMemory(small, []string{"switchml"}), base+4*n*6; got != want {
+		t.Errorf("a small job: %d bytes, want %d (its gradients and sums held)", got, want)
+	}
+}

@@ -130,7 +130,7 @@ func cmdSweep(o *sweepOpts, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("sweep: %s=%s: %w", field, v, err)
 		}
 		scens, datas = append(scens, s), append(datas, data)
-		per = max(per, runMemory(s))
+		per = max(per, runMemory(s, policies))
 	}
 	ctx, stop := interruptContext()
 	defer stop()

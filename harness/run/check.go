@@ -21,6 +21,17 @@ func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 		}
 		return fmt.Sprintf("%s: job %s worker %d iteration %d bucket %d", r.s.Name, p.Name, rank, k/len(p.Buckets), k%len(p.Buckets))
 	}
+	if r.checks != nil {
+		ds, gots, stored, chunks := r.checks[i].end(k)
+		for rank := range ws {
+			if d := ds[rank]; stored[rank] != chunks {
+				return fmt.Errorf("%s: result has %d of its %d chunks", where(rank), stored[rank], chunks)
+			} else if d.bad > 0 {
+				return fmt.Errorf("%s: element %d = %d, want %d (wrong all-reduce sum)", where(rank), d.first, gots[rank], d.want)
+			}
+		}
+		return nil
+	}
 	gots := r.gots[:0]
 	for _, w := range ws {
 		gots = append(gots, w.Endpoint.Result(k))
@@ -39,6 +50,24 @@ func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 		w.Endpoint.DropResult(k)
 	}
 	return nil
+}
+
+// checkAsStored makes every worker pass its results to its job's
+// resultCheck as they arrive instead of keeping them (a run in virtual
+// time; a process of inabox up keeps its worker's results and checks them
+// on another goroutine).
+func (r *runner) checkAsStored() {
+	r.checks = make([]*resultCheck, len(r.plans))
+	for i, ws := range r.tb.Workers {
+		if len(ws) == 0 {
+			continue
+		}
+		c := newResultCheck(r.gen, i, ws[0].Endpoint.Values())
+		r.checks[i] = c
+		for rank, w := range ws {
+			w.Endpoint.SetResultSink(rankSink{c: c, rank: rank})
+		}
+	}
 }
 
 // span returns worker w's all-reduce i's start and end.
@@ -74,9 +103,10 @@ func newTensorGen(seed uint64, s *scenario.Scenario, plans []scenario.JobPlan) *
 }
 
 // checkRing refuses to run the ring (policy none) where it would hold more
-// than scenario.MaxRunGradientBytes: for a lazy job, whose bound counts a
-// result per worker, the ring also holds each worker's whole gradient
-// quantized (measured: dynaina-contention at true scale passed 24 GB).
+// than scenario.MaxRunGradientBytes: for a lazy job the ring holds each
+// worker's whole gradient quantized and the messages queued to send it
+// (measured: dynaina-contention at true scale passed 24 GB; three
+// ResNet-50 jobs of 2 workers 1.8 GB, 12 B per worker element).
 func (g *tensorGen) checkRing(s *scenario.Scenario, policy string) error {
 	if policy != "none" {
 		return nil
@@ -84,13 +114,13 @@ func (g *tensorGen) checkRing(s *scenario.Scenario, policy string) error {
 	var held int64
 	for j, p := range g.plans {
 		if g.isLazy(j) {
-			held += 8 * int64(p.Elements) * int64(p.Workers) // a result and a quantized copy per worker
+			held += 8 * int64(p.Elements) * int64(p.Workers) // a quantized copy per worker and its messages
 		} else {
 			held += 4 * int64(p.Elements) * int64(2*p.Workers+2)
 		}
 	}
 	if held > scenario.MaxRunGradientBytes {
-		return fmt.Errorf("%s: policy none: the ring would hold %.2f GiB (a result and its quantized gradient per worker, 4 B per element each): at most %.2f GiB; lower scaling.tensor_scale or the workers",
+		return fmt.Errorf("%s: policy none: the ring would hold %.2f GiB (a quantized gradient per worker and the messages queued to send it, 4 B per element each): at most %.2f GiB; lower scaling.tensor_scale or the workers",
 			s.Name, float64(held)/(1<<30), float64(scenario.MaxRunGradientBytes)/(1<<30))
 	}
 	return nil
@@ -283,7 +313,6 @@ func (g *tensorGen) compare(job, k int, gots [][]int32) []diff {
 	p := g.plans[job]
 	nb := len(p.Buckets)
 	b := p.Buckets[k%nb]
-	v := (k / nb) % 2
 	ds := make([]diff, len(gots))
 	var todo []int // the results of the right length
 	for r, got := range gots {
@@ -322,24 +351,52 @@ func (g *tensorGen) compare(job, k int, gots [][]int32) []diff {
 	// The sum a block at a time, from every worker's lazy variant.
 	const block = 1 << 16
 	n := int(b.Elements)
-	q := host.Quantizer{Workers: p.Workers}
-	vals, buf, sum := make([]float32, block), make([]int32, block), make([]int64, block)
+	buf := make([]int32, min(block, n))
+	var sc refScratch
 	for lo := 0; lo < n; lo += block {
 		m := min(block, n-lo)
-		clear(sum[:m])
-		for rank := 0; rank < p.Workers; rank++ {
-			g.lazyVariant(job, rank, v).fill(vals[:m], int(b.Offset)+lo)
-			q.Quantize(buf[:m], vals[:m], 0)
-			for i, x := range buf[:m] {
-				sum[i] += int64(x)
-			}
-		}
-		for i, x := range sum[:m] {
-			buf[i] = int32(x)
-		}
+		g.refInto(job, k, lo, buf[:m], &sc)
 		match(lo, buf[:m])
 	}
 	return ds
+}
+
+// refScratch is refInto's working memory, kept by its caller.
+type refScratch struct {
+	vals []float32
+	q    []int32
+	sum  []int64
+}
+
+// refInto writes elements [lo, lo+len(dst)) of the sum job's all-reduce k
+// must give into dst: from the held reference, or, for a lazy job, made
+// from every worker's lazy variant (sc: working memory it grows).
+func (g *tensorGen) refInto(job, k, lo int, dst []int32, sc *refScratch) {
+	if !g.isLazy(job) {
+		copy(dst, g.reference(job, k)[lo:])
+		return
+	}
+	p := g.plans[job]
+	nb := len(p.Buckets)
+	b := p.Buckets[k%nb]
+	v := (k / nb) % 2
+	m := len(dst)
+	if cap(sc.vals) < m {
+		sc.vals, sc.q, sc.sum = make([]float32, m), make([]int32, m), make([]int64, m)
+	}
+	vals, q, sum := sc.vals[:m], sc.q[:m], sc.sum[:m]
+	clear(sum)
+	quant := host.Quantizer{Workers: p.Workers}
+	for rank := 0; rank < p.Workers; rank++ {
+		g.lazyVariant(job, rank, v).fill(vals, int(b.Offset)+lo)
+		quant.Quantize(q, vals, 0)
+		for i, x := range q {
+			sum[i] += int64(x)
+		}
+	}
+	for i, x := range sum {
+		dst[i] = int32(x)
+	}
 }
 
 // reference is the sum job's all-reduce k must give, held (a job that is

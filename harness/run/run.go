@@ -58,6 +58,7 @@ func Run(s *scenario.Scenario, opts Options) (*report.Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.checkAsStored()
 	if err := r.faults(); err != nil {
 		return nil, err
 	}
@@ -189,6 +190,9 @@ type runner struct {
 	sampled []bool
 	occ     map[occKey]int
 	gots    [][]int32 // check's scratch: a job's results of one all-reduce
+	// checks, per job, check results as they arrive (checkAsStored), or
+	// are nil: results are kept and checked whole.
+	checks []*resultCheck
 }
 
 // occKey is a (pool, job) pair of the switch's occupancy.

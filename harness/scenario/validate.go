@@ -206,8 +206,10 @@ func (v *validator) fail(p string, val any, rule string) {
 // MaxRunGradientBytes of gradients, reference sums and results (each job
 // 4 B per element after tensor_scale, 2 copies per worker and 2 sums, or,
 // above LazyGradientBytes, whose gradients and sums are made on demand, a
-// result per worker; the heap of such a run peaks near twice this, the
-// ring's, which quantizes a whole tensor, too), and MaxWorkerAllReduces all-reduces
+// result per worker, which inabox up's worker processes keep; a run in
+// virtual time checks results as they arrive and keeps none, but the ring
+// holds as much in its quantized gradients and queued messages), and
+// MaxWorkerAllReduces all-reduces
 // over all the workers of all jobs (each one's tensor and report exist
 // from the start). They keep a valid scenario within the memory of the
 // machines the emulator runs on (vgg16 at full scale fits 6 workers), and
@@ -220,7 +222,9 @@ const (
 // LazyGradientBytes is the size of a job's gradients and reference sums
 // (4 B per element, 2 variants per worker and 2 sums) above which the
 // runner makes them on demand instead of holding them (harness/run); such
-// a job holds a result per worker (4 B per element) as it all-reduces.
+// a job's workers hold a result each (4 B per element) as they all-reduce
+// in inabox up's processes (in virtual time results are checked as they
+// arrive).
 const LazyGradientBytes = 256 << 20
 
 // checkRunSize refuses a scenario whose run would exceed

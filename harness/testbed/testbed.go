@@ -170,6 +170,11 @@ type Worker interface {
 	Dequantized(i int) []float64
 	// Observe calls fn at each step of the worker's all-reduces (host.Core).
 	Observe(fn func(host.Step))
+	// SetResultSink passes the worker's results to s as they arrive
+	// instead of keeping them (host.Core).
+	SetResultSink(s host.ResultSink)
+	// Values is the int32 values per chunk.
+	Values() int
 }
 
 // WorkerHandle is one worker of the testbed.
