@@ -54,6 +54,7 @@ func runTasks(ctx context.Context, tasks []*runTask, par int, stderr io.Writer, 
 		}
 		o := t.opts
 		o.Progress, o.Context = prog, ctx
+		o.ChecksInline = par > 1 // the runs side by side keep the CPUs busy
 		t.r, t.err = run.Run(s, o)
 	}
 	if par <= 1 {

@@ -22,6 +22,9 @@ func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 		return fmt.Sprintf("%s: job %s worker %d iteration %d bucket %d", r.s.Name, p.Name, rank, k/len(p.Buckets), k%len(p.Buckets))
 	}
 	if r.checks != nil {
+		if r.async != nil && r.gen.isLazy(i) {
+			r.async.sync()
+		}
 		ds, gots, stored, chunks := r.checks[i].end(k)
 		for rank := range ws {
 			if d := ds[rank]; stored[rank] != chunks {
@@ -55,8 +58,9 @@ func (r *runner) check(i, k int, ws []testbed.WorkerHandle) error {
 // checkAsStored makes every worker pass its results to its job's
 // resultCheck as they arrive instead of keeping them (a run in virtual
 // time; a process of inabox up keeps its worker's results and checks them
-// on another goroutine).
-func (r *runner) checkAsStored() {
+// on another goroutine). Lazy jobs' checks run on a goroutine of their own
+// if aside: call stopChecks when the run is over.
+func (r *runner) checkAsStored(aside bool) {
 	r.checks = make([]*resultCheck, len(r.plans))
 	for i, ws := range r.tb.Workers {
 		if len(ws) == 0 {
@@ -64,9 +68,28 @@ func (r *runner) checkAsStored() {
 		}
 		c := newResultCheck(r.gen, i, ws[0].Endpoint.Values())
 		r.checks[i] = c
-		for rank, w := range ws {
-			w.Endpoint.SetResultSink(rankSink{c: c, rank: rank})
+		if aside && r.gen.isLazy(i) && r.async == nil {
+			r.async = startAsyncChecks()
 		}
+		for rank, w := range ws {
+			w.Endpoint.SetResultSink(r.sink(i, rank))
+		}
+	}
+}
+
+// sink is the result sink of worker rank of job i (checkAsStored).
+func (r *runner) sink(i, rank int) host.ResultSink {
+	if r.async != nil && r.gen.isLazy(i) {
+		return asyncSink{a: r.async, c: r.checks[i], rank: rank}
+	}
+	return rankSink{c: r.checks[i], rank: rank}
+}
+
+// stopChecks ends the goroutine of the lazy jobs' checks, if there is one.
+func (r *runner) stopChecks() {
+	if r.async != nil {
+		r.async.stop()
+		r.async = nil
 	}
 }
 

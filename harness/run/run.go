@@ -40,6 +40,10 @@ type Options struct {
 	// Context, if set, stops the run when it is done (Ctrl-C): Run then
 	// returns the results so far and an error wrapping ErrInterrupted.
 	Context context.Context
+	// ChecksInline checks a large job's results on the run's own goroutine
+	// even where another CPU could take them (runs going side by side
+	// already keep every CPU busy). Results do not depend on it.
+	ChecksInline bool
 }
 
 // ErrUnfinished is returned, with the results so far, when a job has not
@@ -58,7 +62,8 @@ func Run(s *scenario.Scenario, opts Options) (*report.Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.checkAsStored()
+	r.checkAsStored(asyncCheck && !opts.ChecksInline)
+	defer r.stopChecks()
 	if err := r.faults(); err != nil {
 		return nil, err
 	}
@@ -193,6 +198,7 @@ type runner struct {
 	// checks, per job, check results as they arrive (checkAsStored), or
 	// are nil: results are kept and checked whole.
 	checks []*resultCheck
+	async  *asyncChecks // runs lazy jobs' checks, or nil
 }
 
 // occKey is a (pool, job) pair of the switch's occupancy.

@@ -1,5 +1,7 @@
 package run
 
+import "runtime"
+
 // resultCheck checks a job's results chunk by chunk as its workers store
 // them (each worker's host.ResultSink is a rankSink), so that no worker
 // keeps a result: at true scale the results were nearly all of a run's
@@ -184,4 +186,118 @@ func (c *resultCheck) end(k int) (ds []diff, gots []int32, stored []int, chunks 
 		stored[r] = rc.stored
 	}
 	return ds, gots, stored, a.chunks
+}
+
+// asyncChecks runs the result checks of a run's lazy jobs on a goroutine of
+// their own, beside the emulator's: making their reference sums is a fifth
+// of a true-scale run's CPU, and a pure function of the seed. Chunks go to
+// it in batches, in the order they were stored, so each resultCheck sees
+// what it would have seen on the emulator's goroutine; sync waits until it
+// has checked every chunk sent, and only then does the run read a verdict
+// (resultCheck.end). No output depends on it (TestRunCheckAsStored).
+type asyncChecks struct {
+	work   chan *chunkBatch // batches to check; nil asks for a sync
+	free   chan *chunkBatch // checked batches, emptied
+	synced chan struct{}
+	done   chan struct{}
+	cur    *chunkBatch // being filled
+}
+
+// chunkBatch is chunks stored one after the other, their values back to
+// back in vals.
+type chunkBatch struct {
+	chunks []batchedChunk
+	vals   []int32
+}
+
+type batchedChunk struct {
+	c       *resultCheck
+	rank, i int
+	k       uint32
+	n       int // values
+}
+
+// asyncBatchValues is how many values fill a batch (1 MiB). A variable for
+// tests.
+var asyncBatchValues = 1 << 18
+
+// asyncBatches is how many batches exist: one filling, the others queued
+// or being checked.
+const asyncBatches = 3
+
+// asyncCheck says whether runs check lazy jobs' results on a goroutine of
+// their own (unless Options.ChecksInline): where there is a second CPU to
+// run it. A variable for tests.
+var asyncCheck = runtime.GOMAXPROCS(0) > 1
+
+func startAsyncChecks() *asyncChecks {
+	a := &asyncChecks{work: make(chan *chunkBatch, asyncBatches), free: make(chan *chunkBatch, asyncBatches),
+		synced: make(chan struct{}), done: make(chan struct{}), cur: &chunkBatch{}}
+	for range asyncBatches - 1 {
+		a.free <- &chunkBatch{}
+	}
+	go a.loop()
+	return a
+}
+
+func (a *asyncChecks) loop() {
+	defer close(a.done)
+	for b := range a.work {
+		if b == nil {
+			a.synced <- struct{}{}
+			continue
+		}
+		off := 0
+		for _, ch := range b.chunks {
+			ch.c.chunk(ch.rank, ch.i, ch.k, b.vals[off:off+ch.n])
+			off += ch.n
+		}
+		b.chunks, b.vals = b.chunks[:0], b.vals[:0]
+		a.free <- b
+	}
+}
+
+// add queues chunk k of worker rank's result of all-reduce i for c, a copy
+// of vals.
+func (a *asyncChecks) add(c *resultCheck, rank, i int, k uint32, vals []int32) {
+	b := a.cur
+	b.chunks = append(b.chunks, batchedChunk{c: c, rank: rank, i: i, k: k, n: len(vals)})
+	b.vals = append(b.vals, vals...)
+	if len(b.vals) >= asyncBatchValues {
+		a.flush()
+	}
+}
+
+// flush sends the batch being filled, if any.
+func (a *asyncChecks) flush() {
+	if len(a.cur.chunks) == 0 {
+		return
+	}
+	a.work <- a.cur
+	a.cur = <-a.free
+}
+
+// sync returns once every chunk added so far has been checked.
+func (a *asyncChecks) sync() {
+	a.flush()
+	a.work <- nil
+	<-a.synced
+}
+
+// stop ends the goroutine (the run is over).
+func (a *asyncChecks) stop() {
+	close(a.work)
+	<-a.done
+}
+
+// asyncSink is worker rank's host.ResultSink when its job's checks run on
+// the asyncChecks goroutine.
+type asyncSink struct {
+	a    *asyncChecks
+	c    *resultCheck
+	rank int
+}
+
+func (s asyncSink) ResultChunk(i int, k uint32, vals []int32, _ int8) {
+	s.a.add(s.c, s.rank, i, k, vals)
 }

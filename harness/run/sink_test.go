@@ -101,21 +101,32 @@ func testResultCheck(t *testing.T) {
 }
 
 // TestRunCheckAsStored: a run checks each chunk its workers store, and a
-// wrong one fails the run, naming the worker, the element and both values.
+// wrong one fails the run, naming the worker, the element and both values,
+// whether a lazy job's checks run on the emulator's goroutine or on their
+// own; a good run's results are the same either way.
 func TestRunCheckAsStored(t *testing.T) {
-	for _, lazy := range []bool{false, true} {
-		t.Run(fmt.Sprint("lazy=", lazy), func(t *testing.T) {
-			if lazy {
+	for _, c := range []struct {
+		lazy, async bool
+	}{{false, false}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("lazy=%v,async=%v", c.lazy, c.async), func(t *testing.T) {
+			if c.lazy {
 				lazyGradients(t)
 			}
+			old, oldValues := asyncCheck, asyncBatchValues
+			asyncCheck, asyncBatchValues = c.async, 300 // a batch every few chunks
+			t.Cleanup(func() { asyncCheck, asyncBatchValues = old, oldValues })
 			s := tiny(t, "")
 			r, err := prepare(s, Options{Policy: "freeina"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.checkAsStored()
+			r.checkAsStored(asyncCheck)
+			defer r.stopChecks()
+			if (r.async != nil) != c.async {
+				t.Fatalf("checks on a goroutine of their own: %v, want %v", r.async != nil, c.async)
+			}
 			w := r.tb.Workers[1][1].Endpoint
-			w.SetResultSink(flipSink{rankSink{r.checks[1], 1}, 2, 3})
+			w.SetResultSink(flipSink{r.sink(1, 1), 2, 3})
 			r.ctx = t.Context()
 			_, err = r.run(r.step, noProgress{})
 			ref := make([]int32, 3*w.Values())
@@ -126,6 +137,18 @@ func TestRunCheckAsStored(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, want)
 			}
 		})
+	}
+	var outs []string
+	for _, async := range []bool{false, true} {
+		lazyGradients(t)
+		old, oldValues := asyncCheck, asyncBatchValues
+		asyncCheck, asyncBatchValues = async, 300
+		_, b := runJSON(t, tiny(t, ""), Options{Policy: "atp"})
+		asyncCheck, asyncBatchValues = old, oldValues
+		outs = append(outs, string(b))
+	}
+	if outs[0] != outs[1] {
+		t.Fatal("results.json differs with the checks on a goroutine of their own")
 	}
 }
 
