@@ -85,12 +85,14 @@ func (r *runner) sink(i, rank int) host.ResultSink {
 	return rankSink{c: r.checks[i], rank: rank}
 }
 
-// stopChecks ends the goroutine of the lazy jobs' checks, if there is one.
+// stopChecks ends the goroutines of the lazy jobs' checks and of their
+// gradients made ahead, if there are any.
 func (r *runner) stopChecks() {
 	if r.async != nil {
 		r.async.stop()
 		r.async = nil
 	}
+	r.gen.ahead.stop()
 }
 
 // span returns worker w's all-reduce i's start and end.
@@ -114,6 +116,8 @@ type tensorGen struct {
 	data  map[[3]int][]float32    // job, rank, variant
 	lazy  map[[3]int]*lazyVariant // job, rank, variant
 	ref   map[[2]int][]int32      // job, variant
+	// ahead, if set, makes lazy gradients ahead of their senders.
+	ahead *prefetcher
 }
 
 // LazyGradientBytes is the size above which a job's gradients and
@@ -313,7 +317,12 @@ func (g *tensorGen) tensors(ji, rank int) []host.Tensor {
 		v := (k / nb) % 2
 		ts[k] = host.Tensor{AllReduce: uint16(k%0xFFFF + 1)}
 		if g.isLazy(ji) {
-			ts[k].Source = lazySlice{g.lazyVariant(ji, rank, v), int(b.Offset), int(b.Elements)}
+			src := lazySlice{g.lazyVariant(ji, rank, v), int(b.Offset), int(b.Elements)}
+			if g.ahead != nil {
+				ts[k].Source = &aheadSlice{lazySlice: src, pf: g.ahead}
+			} else {
+				ts[k].Source = src
+			}
 		} else {
 			ts[k].Data = g.variant(ji, rank, v)[b.Offset : b.Offset+b.Elements]
 		}

@@ -38,7 +38,7 @@ func TestRunCoLocated(t *testing.T) {
 			t.Fatalf("%s: %+v, faults %+v", p, r.Summary, r.Faults)
 		}
 	}
-	pr, err := prepare(s, Options{Policy: "atp"})
+	pr, err := prepare(s, Options{Policy: "atp"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@
 // gradient. Every all-reduce result of every worker is checked exactly
 // against a reference sum computed here: a wrong sum is an error, never a
 // result. Results are checked chunk by chunk as the workers store them and
-// not kept; a large job's checks go on a goroutine of their own where a
-// second CPU can run them (they change no output). A harness/report Collector gets the arrivals and finishes,
+// not kept; a large job's checks, and its gradients made ahead of its
+// senders, go on goroutines of their own where a second CPU can run them
+// (they change no output). A harness/report Collector gets the arrivals and finishes,
 // iteration and all-reduce times, switch memory occupancy sampled from the
 // allocator, collisions, switch/PS-path chunks and retransmissions, and
 // gives the [report.Results] Run returns. [Options] override the seed or

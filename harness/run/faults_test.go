@@ -17,7 +17,7 @@ import (
 func faultRun(t *testing.T, extra string) (*runner, *report.Results, error) {
 	t.Helper()
 	s := tiny(t, extra)
-	r, err := prepare(s, Options{Policy: "freeina"})
+	r, err := prepare(s, Options{Policy: "freeina"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestRingTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // 4.13 GiB of results: within the bound
 	}
-	_, err = prepare(s, Options{Policy: "none"})
+	_, err = prepare(s, Options{Policy: "none"}, false)
 	if err == nil || err.Error() != "big: policy none: the ring would hold 8.25 GiB (a quantized gradient per worker and the messages queued to send it, 4 B per element each): at most 8.00 GiB; lower scaling.tensor_scale or the workers" {
 		t.Fatalf("ring: %v", err)
 	}

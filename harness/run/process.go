@@ -92,7 +92,7 @@ func (p *Prepared) Inside(pe Peer) []Inner {
 // impairments applied, for running node by node. opts.PcapDir, Progress and
 // Step do not apply.
 func Prepare(s *scenario.Scenario, opts Options) (*Prepared, error) {
-	r, err := prepare(s, opts)
+	r, err := prepare(s, opts, false)
 	if err != nil {
 		return nil, err
 	}

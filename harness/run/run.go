@@ -58,11 +58,12 @@ var ErrInterrupted = errors.New("interrupted")
 // finished by the time limit it returns the results so far and an error
 // wrapping ErrUnfinished.
 func Run(s *scenario.Scenario, opts Options) (*report.Results, error) {
-	r, err := prepare(s, opts)
+	aside := asyncCheck && !opts.ChecksInline
+	r, err := prepare(s, opts, aside)
 	if err != nil {
 		return nil, err
 	}
-	r.checkAsStored(asyncCheck && !opts.ChecksInline)
+	r.checkAsStored(aside)
 	defer r.stopChecks()
 	if err := r.faults(); err != nil {
 		return nil, err
@@ -84,8 +85,10 @@ func Run(s *scenario.Scenario, opts Options) (*report.Results, error) {
 }
 
 // prepare builds scenario s's testbed for the policy of opts (or s) with
-// the impairments applied: everything up to the fault schedule.
-func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
+// the impairments applied: everything up to the fault schedule. If aside,
+// large jobs' gradients are made ahead of their senders on a goroutine of
+// their own (prefetcher; the runner's stopChecks ends it).
+func prepare(s *scenario.Scenario, opts Options, aside bool) (r *runner, err error) {
 	policy := s.Policy
 	if opts.Policy != "" {
 		policy = opts.Policy
@@ -117,11 +120,19 @@ func prepare(s *scenario.Scenario, opts Options) (*runner, error) {
 	if err := gen.checkRing(s, policy); err != nil {
 		return nil, err
 	}
+	if aside {
+		gen.ahead = &prefetcher{}
+		defer func() {
+			if err != nil {
+				gen.ahead.stop()
+			}
+		}()
+	}
 	tb, err := testbed.Build(testbedSpec(s, policy, seed, plans, opts.Realtime), policy, gen.tensors)
 	if err != nil {
 		return nil, fmt.Errorf("%s: policy %s: %w", s.Name, policy, err)
 	}
-	r := &runner{s: s, tb: tb, plans: plans, gen: gen, policy: policy, seed: seed, step: step,
+	r = &runner{s: s, tb: tb, plans: plans, gen: gen, policy: policy, seed: seed, step: step,
 		hostLinks: map[string][]*emu.Link{}, hostNodes: map[string][]string{}}
 	e, _ := testbed.Lookup(policy)
 	slots := s.Topology.Switch.Slots

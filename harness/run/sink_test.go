@@ -116,7 +116,7 @@ func TestRunCheckAsStored(t *testing.T) {
 			asyncCheck, asyncBatchValues = c.async, 300 // a batch every few chunks
 			t.Cleanup(func() { asyncCheck, asyncBatchValues = old, oldValues })
 			s := tiny(t, "")
-			r, err := prepare(s, Options{Policy: "freeina"})
+			r, err := prepare(s, Options{Policy: "freeina"}, c.async)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func TestBucketTimeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := prepare(s, Options{Policy: policy})
+			r, err := prepare(s, Options{Policy: policy}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
