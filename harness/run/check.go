@@ -113,9 +113,12 @@ func span(w testbed.Worker, i int) (start, end time.Duration) {
 type tensorGen struct {
 	seed  uint64
 	plans []scenario.JobPlan
-	data  map[[3]int][]float32    // job, rank, variant
-	lazy  map[[3]int]*lazyVariant // job, rank, variant
-	ref   map[[2]int][]int32      // job, variant
+	data  map[[3]int][]float32 // job, rank, variant
+	// lazy is complete once the testbed is built (tensors makes every
+	// variant an all-reduce uses); afterwards it is only read, also by the
+	// checks' goroutine (asyncChecks).
+	lazy map[[3]int]*lazyVariant // job, rank, variant
+	ref  map[[2]int][]int32      // job, variant
 	// ahead, if set, makes lazy gradients ahead of their senders.
 	ahead *prefetcher
 }
