@@ -123,16 +123,16 @@ func TestParallelRuns(t *testing.T) {
 // takes the largest of the policies compared, and counts a small job's
 // held gradients, not a large one's (made on demand).
 func TestRunMemory(t *testing.T) {
-	big, err := scenario.Parse("big.yaml", []byte(`
-name: big
-seed: 1
-scaling: {tensor_scale: 1, rate_scale: 1}
-jobs:
-  - {name: a, model: resnet50, workers: 2, iterations: 1}
-`), scenario.DefaultModels())
-	if err != nil {
-		t.Fatal(err)
+	// resnet50 × 2 workers at scale
+	at := func(scale string) *scenario.Scenario {
+		s, err := scenario.Parse("s.yaml", []byte("name: s\nseed: 1\nscaling: {tensor_scale: "+scale+", rate_scale: "+scale+"}\n"+
+			"jobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n"), scenario.DefaultModels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
+	big := at("1")
 	const base, elems = 256 << 20, 25559040 // resnet50, one bucket
 	for _, c := range []struct {
 		policies []string
@@ -148,16 +148,7 @@ jobs:
 			t.Errorf("%v: %d bytes, want %d", c.policies, got, c.want)
 		}
 	}
-	small, err := scenario.Parse("small.yaml", []byte(`
-name: small
-seed: 1
-scaling: {tensor_scale: 0.01, rate_scale: 0.01}
-jobs:
-  - {name: a, model: resnet50, workers: 2, iterations: 1}
-`), scenario.DefaultModels())
-	if err != nil {
-		t.Fatal(err)
-	}
+	small := at("0.01")
 	n := small.Plan(scenario.DefaultModels())[0].Elements
 	if got, want := runMemory(small, []string{"switchml"}), base+4*n*6; got != want {
 		t.Errorf("a small job: %d bytes, want %d (its gradients and sums held)", got, want)
