@@ -169,8 +169,8 @@ type Core struct {
 	rx      RxStats
 	lost    bool
 	observe func(Step)
-	// sink takes the results instead of results (SetResultSink); scratch
-	// holds a chunk's values on their way to it.
+	// sink, if set, takes the results in place of results
+	// (SetResultSink); scratch holds a chunk's values on their way to it.
 	sink    ResultSink
 	scratch []int32
 }
@@ -304,7 +304,8 @@ func (c *Core) Exp(i int, k uint32) int8 {
 	return 0
 }
 
-// Begin allocates tensor i's result and returns its report, started now.
+// Begin allocates tensor i's result (unless a ResultSink takes it) and
+// returns its report, started now.
 func (c *Core) Begin(i int, now time.Duration) Report {
 	n := c.Chunks(i)
 	if c.sink != nil {
