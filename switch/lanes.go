@@ -13,7 +13,9 @@ import "encoding/binary"
 // lane collects the overflow of a whole block, in its bits 32 and up. The
 // loops take 16 lanes (64 bytes) per iteration through fixed-size array
 // pointers (no bounds checks) and decode two big-endian lanes per 64-bit
-// load.
+// load. Where the CPU has AVX2 (lanes_amd64.go, wide), each block's whole
+// groups of 16 lanes go through the same operations on 256-bit vectors
+// first, and these loops take the rest.
 
 // regBias maps an int32 value to its register form and back.
 const regBias = 0x80000000
@@ -27,8 +29,27 @@ func regOf(v int32) uint32 { return uint32(v) ^ regBias }
 // valueOf is the value of register r.
 func valueOf(r uint32) int32 { return int32(r ^ regBias) }
 
+// wideLanes is how many of n lanes the wide kernels take: whole groups of
+// 16, where there are wide kernels.
+func wideLanes(n int) int {
+	if !wide {
+		return 0
+	}
+	return n &^ 15
+}
+
 // writeBlock: reg = pkt.
 func writeBlock(reg []uint32, pkt []byte) {
+	pkt = pkt[:4*len(reg)]
+	if n := wideLanes(len(reg)); n > 0 {
+		writeWide(reg[:n], pkt[:4*n])
+		reg, pkt = reg[n:], pkt[4*n:]
+	}
+	writeLanes(reg, pkt)
+}
+
+// writeLanes is writeBlock's portable loop.
+func writeLanes(reg []uint32, pkt []byte) {
 	pkt = pkt[:4*len(reg)]
 	for len(reg) >= 16 {
 		r, p := (*[16]uint32)(reg), (*[64]byte)(pkt)
@@ -58,6 +79,16 @@ func writeBlock(reg []uint32, pkt []byte) {
 // readBlock: pkt = reg.
 func readBlock(reg []uint32, pkt []byte) {
 	pkt = pkt[:4*len(reg)]
+	if n := wideLanes(len(reg)); n > 0 {
+		readWide(reg[:n], pkt[:4*n])
+		reg, pkt = reg[n:], pkt[4*n:]
+	}
+	readLanes(reg, pkt)
+}
+
+// readLanes is readBlock's portable loop.
+func readLanes(reg []uint32, pkt []byte) {
+	pkt = pkt[:4*len(reg)]
 	for len(reg) >= 16 {
 		r, p := (*[16]uint32)(reg), (*[64]byte)(pkt)
 		binary.BigEndian.PutUint64(p[0:], (uint64(r[0])<<32|uint64(r[1]))^pairBias)
@@ -77,6 +108,16 @@ func readBlock(reg []uint32, pkt []byte) {
 
 // swapBlock: reg = pkt and pkt = the old reg, at once.
 func swapBlock(reg []uint32, pkt []byte) {
+	pkt = pkt[:4*len(reg)]
+	if n := wideLanes(len(reg)); n > 0 {
+		swapWide(reg[:n], pkt[:4*n])
+		reg, pkt = reg[n:], pkt[4*n:]
+	}
+	swapLanes(reg, pkt)
+}
+
+// swapLanes is swapBlock's portable loop.
+func swapLanes(reg []uint32, pkt []byte) {
 	pkt = pkt[:4*len(reg)]
 	for len(reg) >= 16 {
 		r, p := (*[16]uint32)(reg), (*[64]byte)(pkt)
@@ -125,6 +166,17 @@ func addBlock(reg []uint32, pkt []byte) bool {
 
 // addWrap: reg += pkt, wrapping; it reports whether a lane overflowed.
 func addWrap(reg []uint32, pkt []byte) bool {
+	var o bool
+	if n := wideLanes(len(reg)); n > 0 {
+		o = addWrapWide(reg[:n], pkt[:4*n])
+		reg, pkt = reg[n:], pkt[4*n:]
+	}
+	return addWrapLanes(reg, pkt) || o
+}
+
+// addWrapLanes is addWrap's portable loop.
+func addWrapLanes(reg []uint32, pkt []byte) bool {
+	pkt = pkt[:4*len(reg)]
 	var o0, o1 uint64
 	for len(reg) >= 16 {
 		r, p := (*[16]uint32)(reg), (*[64]byte)(pkt)

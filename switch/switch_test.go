@@ -3,6 +3,7 @@ package sw
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -619,8 +620,88 @@ func TestPermCache(t *testing.T) {
 	}
 }
 
+// TestLaneKernels checks the lane kernels against int64 arithmetic, with
+// the wide (AVX2) kernels and without them, for blocks of every length up
+// to 300 lanes: random lanes, edge values, and a block with one lane that
+// overflows, at each position in turn.
 func TestLaneKernels(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
+	edge := []int32{math.MaxInt32, math.MinInt32, -1, 0, 1, math.MaxInt32 - 1, math.MinInt32 + 1}
+	for _, w := range laneModes(t) {
+		t.Run(fmt.Sprintf("wide=%v", w), func(t *testing.T) {
+			defer setWide(w)()
+			r := rand.New(rand.NewPCG(5, 6))
+			for n := 0; n < 300; n++ {
+				reg, in := make([]int32, n), make([]int32, n)
+				for i := range reg {
+					reg[i], in[i] = int32(r.Uint32()), int32(r.Uint32())
+					switch {
+					case i%3 == 0:
+						in[i] >>= 8 // mostly non-overflowing lanes, too
+					case i%7 == 1:
+						reg[i], in[i] = edge[r.IntN(len(edge))], edge[r.IntN(len(edge))]
+					}
+				}
+				checkLanes(t, reg, in)
+			}
+			for _, n := range []int{16, 64, 77, 256} {
+				for at := range n {
+					reg, in := make([]int32, n), make([]int32, n)
+					for i := range reg {
+						reg[i], in[i] = int32(r.Uint32())>>2, int32(r.Uint32())>>2
+					}
+					reg[at], in[at] = edge[r.IntN(2)], edge[r.IntN(2)]
+					if r.IntN(2) == 0 {
+						reg[at], in[at] = math.MaxInt32-5, 6
+					}
+					checkLanes(t, reg, in)
+				}
+			}
+		})
+	}
+}
+
+// FuzzLaneKernels checks the lane kernels, wide and portable, against
+// int64 arithmetic on registers and packet values from the fuzzer's bytes.
+func FuzzLaneKernels(f *testing.F) {
+	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1})
+	f.Add(make([]byte, 8*40))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := len(b) / 8
+		reg, in := make([]int32, n), make([]int32, n)
+		for i := range n {
+			reg[i] = int32(binary.LittleEndian.Uint32(b[8*i:]))
+			in[i] = int32(binary.LittleEndian.Uint32(b[8*i+4:]))
+		}
+		for _, w := range laneModes(t) {
+			restore := setWide(w)
+			checkLanes(t, reg, in)
+			restore()
+		}
+	})
+}
+
+// laneModes are the values of wide to test: false, and true where the
+// build has wide kernels and the CPU runs them.
+func laneModes(t testing.TB) []bool {
+	if !wide {
+		t.Logf("no wide lane kernels here (build or CPU): the portable loops only")
+		return []bool{false}
+	}
+	return []bool{false, true}
+}
+
+// setWide sets wide to w and returns what puts it back.
+func setWide(w bool) func() {
+	was := wide
+	wide = w
+	return func() { wide = was }
+}
+
+// checkLanes runs every lane kernel on registers reg and packet values in
+// and compares each result with int64 arithmetic.
+func checkLanes(t *testing.T, reg, in []int32) {
+	t.Helper()
+	n := len(reg)
 	regs := func(v []int32) []uint32 {
 		out := make([]uint32, len(v))
 		for i, x := range v {
@@ -628,62 +709,49 @@ func TestLaneKernels(t *testing.T) {
 		}
 		return out
 	}
-	edge := []int32{math.MaxInt32, math.MinInt32, -1, 0, 1, math.MaxInt32 - 1, math.MinInt32 + 1}
-	for n := 0; n < 70; n++ {
-		reg, in := make([]int32, n), make([]int32, n)
-		for i := range reg {
-			reg[i], in[i] = int32(r.Uint32()), int32(r.Uint32())
-			switch {
-			case i%3 == 0:
-				in[i] >>= 8 // mostly non-overflowing lanes, too
-			case i%7 == 1:
-				reg[i], in[i] = edge[r.IntN(len(edge))], edge[r.IntN(len(edge))]
-			}
+	pkt := make([]byte, 4*n)
+	for i, v := range in {
+		binary.BigEndian.PutUint32(pkt[4*i:], uint32(v))
+	}
+	want := make([]int32, n)
+	anyOvf := false
+	for i := range want {
+		s := int64(reg[i]) + int64(in[i])
+		if s > math.MaxInt32 || s < math.MinInt32 {
+			anyOvf = true
 		}
-		pkt := make([]byte, 4*n)
-		for i, v := range in {
-			binary.BigEndian.PutUint32(pkt[4*i:], uint32(v))
+		want[i] = int32(max(math.MinInt32, min(math.MaxInt32, s)))
+	}
+	got := regs(reg)
+	p := append([]byte(nil), pkt...)
+	if o := addReadBlock(got, p); o != anyOvf {
+		t.Fatalf("n=%d overflow %v want %v", n, o, anyOvf)
+	}
+	for i := range want {
+		if valueOf(got[i]) != want[i] || int32(binary.BigEndian.Uint32(p[4*i:])) != want[i] {
+			t.Fatalf("n=%d lane %d: %d want %d", n, i, valueOf(got[i]), want[i])
 		}
-		want := make([]int32, n)
-		anyOvf := false
-		for i := range want {
-			s := int64(reg[i]) + int64(in[i])
-			if s > math.MaxInt32 || s < math.MinInt32 {
-				anyOvf = true
-			}
-			want[i] = int32(max(math.MinInt32, min(math.MaxInt32, s)))
+	}
+	got = regs(reg)
+	if o := addBlock(got, pkt); o != anyOvf {
+		t.Fatalf("n=%d addBlock overflow %v want %v", n, o, anyOvf)
+	}
+	for i := range want {
+		if valueOf(got[i]) != want[i] {
+			t.Fatalf("n=%d addBlock lane %d: %d want %d", n, i, valueOf(got[i]), want[i])
 		}
-		got := regs(reg)
-		p := append([]byte(nil), pkt...)
-		if o := addReadBlock(got, p); o != anyOvf {
-			t.Fatalf("n=%d overflow %v want %v", n, o, anyOvf)
-		}
-		for i := range want {
-			if valueOf(got[i]) != want[i] || int32(binary.BigEndian.Uint32(p[4*i:])) != want[i] {
-				t.Fatalf("n=%d lane %d: %d want %d", n, i, valueOf(got[i]), want[i])
-			}
-		}
-		got = regs(reg)
-		if o := addBlock(got, pkt); o != anyOvf {
-			t.Fatalf("n=%d addBlock overflow %v want %v", n, o, anyOvf)
-		}
-		for i := range want {
-			if valueOf(got[i]) != want[i] {
-				t.Fatalf("n=%d addBlock lane %d: %d want %d", n, i, valueOf(got[i]), want[i])
-			}
-		}
-		w := make([]uint32, n)
-		writeBlock(w, pkt)
-		rd := make([]byte, 4*n)
-		readBlock(regs(in), rd)
-		sw := regs(reg)
-		sp := append([]byte(nil), pkt...)
-		swapBlock(sw, sp)
-		for i := range in {
-			if valueOf(w[i]) != in[i] || valueOf(sw[i]) != in[i] || int32(binary.BigEndian.Uint32(sp[4*i:])) != reg[i] ||
-				int32(binary.BigEndian.Uint32(rd[4*i:])) != in[i] {
-				t.Fatalf("n=%d write/read/swap lane %d", n, i)
-			}
+	}
+	w := make([]uint32, n)
+	writeBlock(w, pkt)
+	rd := make([]byte, 4*n)
+	readBlock(regs(in), rd)
+	sw := regs(reg)
+	sp := append([]byte(nil), pkt...)
+	swapBlock(sw, sp)
+	for i := range in {
+		if valueOf(w[i]) != in[i] || valueOf(sw[i]) != in[i] || int32(binary.BigEndian.Uint32(sp[4*i:])) != reg[i] ||
+			int32(binary.BigEndian.Uint32(rd[4*i:])) != in[i] {
+			t.Fatalf("n=%d write/read/swap lane %d", n, i)
 		}
 	}
 }
