@@ -88,7 +88,7 @@ func (n *Node) sendGroup(env *emu.Env, group uint16, m inahdr.Ctl, ps *McastMemb
 	n.members = n.s.ctlMembers(n.members[:0], group, ps)
 	for _, mm := range n.members {
 		r := env.Clone(proto)
-		n.egressUC(r, mm)
+		egressUC(r, n.s.replicaFor(mm, r.Len()))
 		env.Send(mm.Port, r)
 	}
 	env.Free(proto)

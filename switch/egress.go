@@ -57,11 +57,48 @@ func finishICRC(frame []byte, hp *rdma.HeaderPatch, mode icrcMode) {
 	}
 }
 
+// replica is a member of a multicast group and its egress rewrite: what
+// finishing its replica takes without the switch's lock.
+type replica struct {
+	m  McastMember
+	rw *Rewrite
+}
+
+// appendReplicas appends the members of group g, each with its rewrite, to
+// dst and counts a frame of n bytes sent on each member's port, all under
+// one hold of the lock: the Node's egress of a whole group.
+func (s *Switch) appendReplicas(dst []replica, g uint16, n int) []replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(g) < len(s.t.members) {
+		for _, m := range s.t.members[g] {
+			dst = append(dst, replica{m, s.rewrite(m.RID)})
+			s.countTx(m.Port, n)
+		}
+	}
+	return dst
+}
+
+// replicaFor is member m with its rewrite, counting a frame of n bytes sent
+// on its port.
+func (s *Switch) replicaFor(m McastMember, n int) replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countTx(m.Port, n)
+	return replica{m, s.rewrite(m.RID)}
+}
+
 func (s *Switch) egress(frame []byte, m McastMember, mode icrcMode) {
 	s.mu.Lock()
 	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
 	s.mu.Unlock()
+	finishReplica(frame, rw, mode)
+}
+
+// finishReplica is Egress's work on the frame once its rewrite rw (or nil)
+// is known.
+func finishReplica(frame []byte, rw *Rewrite, mode icrcMode) {
 	var hp rdma.HeaderPatch
 	if mode == icrcPatch {
 		hp.Save(frame)
@@ -93,6 +130,12 @@ func (s *Switch) egressUC(frame []byte, m McastMember, mode icrcMode) {
 	rw := s.rewrite(m.RID)
 	s.countTx(m.Port, len(frame))
 	s.mu.Unlock()
+	finishReplicaUC(frame, rw, mode)
+}
+
+// finishReplicaUC is EgressUC's work on the frame once its rewrite rw (or
+// nil) is known.
+func finishReplicaUC(frame []byte, rw *Rewrite, mode icrcMode) {
 	if len(frame) < minRoCE {
 		return
 	}

@@ -70,6 +70,7 @@ type Node struct {
 
 	frames  []Frame
 	members []McastMember
+	reps    []replica // a multicast group's replicas, reused
 	keep    []*emu.Packet
 
 	busyUntil time.Duration // pipeline occupied until this run time
@@ -255,8 +256,7 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 	for i, p := range pkts {
 		fr[i] = Frame{Data: p.Bytes(), InPort: port, Sealed: p.Sealed}
 	}
-	n.s.SetNow(env.Now())
-	n.s.Process(fr)
+	n.s.processAt(env.Now(), fr)
 	timed := n.timed()
 	for i, p := range pkts {
 		f := &fr[i]
@@ -276,8 +276,8 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 		case ActForward:
 			n.out(env, timed, at, f.OutPort, p)
 		case ActMulticast:
-			n.members = n.s.AppendMembers(n.members[:0], f.Group)
-			if len(n.members) == 0 {
+			n.reps = n.s.appendReplicas(n.reps[:0], f.Group, p.Len())
+			if len(n.reps) == 0 {
 				env.Free(p)
 				break
 			}
@@ -290,19 +290,19 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 			} else {
 				p.Sealed = rdma.SetICRC(p.Bytes()) == nil
 			}
-			for _, m := range n.members[1:] {
+			for _, r := range n.reps[1:] {
 				c := env.Clone(p)
-				n.egress(c, m)
-				n.out(env, timed, at, m.Port, c)
+				egress(c, r)
+				n.out(env, timed, at, r.m.Port, c)
 			}
-			n.egress(p, n.members[0])
-			n.out(env, timed, at, n.members[0].Port, p)
+			egress(p, n.reps[0])
+			n.out(env, timed, at, n.reps[0].m.Port, p)
 		case ActForwardMulticast:
-			n.members = n.s.AppendMembers(n.members[:0], f.Group)
-			for _, m := range n.members {
+			n.reps = n.s.appendReplicas(n.reps[:0], f.Group, p.Len())
+			for _, r := range n.reps {
 				c := env.Clone(p)
-				n.egressUC(c, m)
-				n.out(env, timed, at, m.Port, c)
+				egressUC(c, r)
+				n.out(env, timed, at, r.m.Port, c)
 			}
 			n.out(env, timed, at, f.OutPort, p)
 		default:
@@ -315,33 +315,33 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 	}
 }
 
-// egress and egressUC finish replica p for member m (Switch.Egress,
-// EgressUC), updating a sealed replica's ICRC for its rewritten headers
-// instead of recomputing it; p is sealed afterwards.
+// egress and egressUC finish replica p for r (Switch.Egress, EgressUC;
+// appendReplicas counted it), updating a sealed replica's ICRC for its
+// rewritten headers instead of recomputing it; p is sealed afterwards.
 // A deferred replica (emu.Packet.Defer) stays deferred, its ICRC written
 // where it is seen.
-func (n *Node) egress(p *emu.Packet, m McastMember) {
+func egress(p *emu.Packet, r replica) {
 	switch {
 	case p.Deferred():
-		n.s.EgressDeferred(p.Bytes(), m)
+		finishReplica(p.Bytes(), r.rw, icrcDeferred)
 		return
 	case p.Sealed:
-		n.s.EgressSealed(p.Bytes(), m)
+		finishReplica(p.Bytes(), r.rw, icrcPatch)
 	default:
-		n.s.Egress(p.Bytes(), m)
+		finishReplica(p.Bytes(), r.rw, icrcFull)
 	}
 	p.Sealed = rdma.CheckSealed(p.Bytes(), true) // a RoCE frame: its ICRC was written
 }
 
-func (n *Node) egressUC(p *emu.Packet, m McastMember) {
+func egressUC(p *emu.Packet, r replica) {
 	switch {
 	case p.Deferred():
-		n.s.EgressUCDeferred(p.Bytes(), m)
+		finishReplicaUC(p.Bytes(), r.rw, icrcDeferred)
 		return
 	case p.Sealed:
-		n.s.EgressUCSealed(p.Bytes(), m)
+		finishReplicaUC(p.Bytes(), r.rw, icrcPatch)
 	default:
-		n.s.EgressUC(p.Bytes(), m)
+		finishReplicaUC(p.Bytes(), r.rw, icrcFull)
 	}
 	p.Sealed = rdma.CheckSealed(p.Bytes(), true)
 }

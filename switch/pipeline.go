@@ -1,6 +1,8 @@
 package sw
 
 import (
+	"time"
+
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -84,6 +86,19 @@ type carried struct {
 func (s *Switch) Process(batch []Frame) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.process(batch)
+}
+
+// processAt is SetNow(now) and Process(batch) under one hold of the lock.
+func (s *Switch) processAt(now time.Duration, batch []Frame) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = max(s.now, now)
+	s.process(batch)
+}
+
+// process is Process with the lock held.
+func (s *Switch) process(batch []Frame) {
 	if cap(s.meta) < len(batch) {
 		s.meta = make([]pmeta, len(batch))
 	}
