@@ -38,14 +38,20 @@ func wideLanes(n int) int {
 	return n &^ 15
 }
 
-// writeBlock: reg = pkt.
-func writeBlock(reg []uint32, pkt []byte) {
+// bothWays runs wideFn on the whole groups of 16 lanes of reg (where there
+// are wide kernels) and laneFn on the rest, each with its share of pkt.
+func bothWays(reg []uint32, pkt []byte, wideFn, laneFn func([]uint32, []byte)) {
 	pkt = pkt[:4*len(reg)]
 	if n := wideLanes(len(reg)); n > 0 {
-		writeWide(reg[:n], pkt[:4*n])
+		wideFn(reg[:n], pkt[:4*n])
 		reg, pkt = reg[n:], pkt[4*n:]
 	}
-	writeLanes(reg, pkt)
+	laneFn(reg, pkt)
+}
+
+// writeBlock: reg = pkt.
+func writeBlock(reg []uint32, pkt []byte) {
+	bothWays(reg, pkt, writeWide, writeLanes)
 }
 
 // writeLanes is writeBlock's portable loop.
@@ -78,12 +84,7 @@ func writeLanes(reg []uint32, pkt []byte) {
 
 // readBlock: pkt = reg.
 func readBlock(reg []uint32, pkt []byte) {
-	pkt = pkt[:4*len(reg)]
-	if n := wideLanes(len(reg)); n > 0 {
-		readWide(reg[:n], pkt[:4*n])
-		reg, pkt = reg[n:], pkt[4*n:]
-	}
-	readLanes(reg, pkt)
+	bothWays(reg, pkt, readWide, readLanes)
 }
 
 // readLanes is readBlock's portable loop.
@@ -108,12 +109,7 @@ func readLanes(reg []uint32, pkt []byte) {
 
 // swapBlock: reg = pkt and pkt = the old reg, at once.
 func swapBlock(reg []uint32, pkt []byte) {
-	pkt = pkt[:4*len(reg)]
-	if n := wideLanes(len(reg)); n > 0 {
-		swapWide(reg[:n], pkt[:4*n])
-		reg, pkt = reg[n:], pkt[4*n:]
-	}
-	swapLanes(reg, pkt)
+	bothWays(reg, pkt, swapWide, swapLanes)
 }
 
 // swapLanes is swapBlock's portable loop.

@@ -27,7 +27,7 @@ func readAVX2(reg *uint32, pkt *byte, n int)
 func swapAVX2(reg *uint32, pkt *byte, n int)
 
 //go:noescape
-func addAnchorAVX2(acc *int32, pkt *byte, n int)
+func addAnchorAVX2(reg *int32, pkt *byte, n int)
 
 // The wide kernels take len(reg) lanes, a multiple of 16, and 4·len(reg)
 // bytes of pkt (their callers slice both).

@@ -14,19 +14,36 @@ DATA bswap32<>+0x10(SB)/8, $0x0405060700010203
 DATA bswap32<>+0x18(SB)/8, $0x0c0d0e0f08090a0b
 GLOBL bswap32<>(SB), RODATA|NOPTR, $32
 
+// LANES loads the arguments (reg or acc in DI, pkt in SI, n/16 in CX) and
+// the byte-swap mask (Y15), and jumps to done if there is no group of 16.
+#define LANES(done) \
+	MOVQ    reg+0(FP), DI; \
+	MOVQ    pkt+8(FP), SI; \
+	MOVQ    n+16(FP), CX; \
+	VMOVDQU bswap32<>(SB), Y15; \
+	SHRQ    $4, CX; \
+	JZ      done
+
+// BIAS puts regBias in every lane of Y14.
+#define BIAS \
+	VPCMPEQD Y14, Y14, Y14; \
+	VPSLLD   $31, Y14, Y14
+
+// NEXT steps both pointers a group on and loops while groups are left.
+#define NEXT(loop) \
+	ADDQ $64, SI; \
+	ADDQ $64, DI; \
+	DECQ CX; \
+	JNZ  loop
+
 // func addWrapAVX2(reg *uint32, pkt *byte, n int) uint32
 //
 // reg += pkt, wrapping. In offset binary the register sum is r' = r + b,
 // and the int32 sum overflowed where the sign bit of (r ^ r') &^ (b ^ r')
 // is set; the result is the sign bits of those lanes ORed together.
 TEXT ·addWrapAVX2(SB), NOSPLIT, $0-28
-	MOVQ    reg+0(FP), DI
-	MOVQ    pkt+8(FP), SI
-	MOVQ    n+16(FP), CX
-	VMOVDQU bswap32<>(SB), Y15
-	VPXOR   Y14, Y14, Y14
-	SHRQ    $4, CX
-	JZ      addDone
+	VPXOR Y14, Y14, Y14
+	LANES(addDone)
 
 addLoop:
 	VMOVDQU (SI), Y0
@@ -47,10 +64,7 @@ addLoop:
 	VPANDN  Y3, Y1, Y1
 	VPOR    Y0, Y14, Y14
 	VPOR    Y1, Y14, Y14
-	ADDQ    $64, SI
-	ADDQ    $64, DI
-	DECQ    CX
-	JNZ     addLoop
+	NEXT(addLoop)
 
 addDone:
 	VMOVMSKPS Y14, AX
@@ -62,14 +76,8 @@ addDone:
 //
 // reg = pkt.
 TEXT ·writeAVX2(SB), NOSPLIT, $0-24
-	MOVQ     reg+0(FP), DI
-	MOVQ     pkt+8(FP), SI
-	MOVQ     n+16(FP), CX
-	VMOVDQU  bswap32<>(SB), Y15
-	VPCMPEQD Y14, Y14, Y14
-	VPSLLD   $31, Y14, Y14
-	SHRQ     $4, CX
-	JZ       writeDone
+	BIAS
+	LANES(writeDone)
 
 writeLoop:
 	VMOVDQU (SI), Y0
@@ -80,10 +88,7 @@ writeLoop:
 	VPXOR   Y14, Y1, Y1
 	VMOVDQU Y0, (DI)
 	VMOVDQU Y1, 32(DI)
-	ADDQ    $64, SI
-	ADDQ    $64, DI
-	DECQ    CX
-	JNZ     writeLoop
+	NEXT(writeLoop)
 
 writeDone:
 	VZEROUPPER
@@ -93,14 +98,8 @@ writeDone:
 //
 // pkt = reg.
 TEXT ·readAVX2(SB), NOSPLIT, $0-24
-	MOVQ     reg+0(FP), DI
-	MOVQ     pkt+8(FP), SI
-	MOVQ     n+16(FP), CX
-	VMOVDQU  bswap32<>(SB), Y15
-	VPCMPEQD Y14, Y14, Y14
-	VPSLLD   $31, Y14, Y14
-	SHRQ     $4, CX
-	JZ       readDone
+	BIAS
+	LANES(readDone)
 
 readLoop:
 	VMOVDQU (DI), Y0
@@ -111,10 +110,7 @@ readLoop:
 	VPSHUFB Y15, Y1, Y1
 	VMOVDQU Y0, (SI)
 	VMOVDQU Y1, 32(SI)
-	ADDQ    $64, SI
-	ADDQ    $64, DI
-	DECQ    CX
-	JNZ     readLoop
+	NEXT(readLoop)
 
 readDone:
 	VZEROUPPER
@@ -124,14 +120,8 @@ readDone:
 //
 // reg = pkt and pkt = the old reg.
 TEXT ·swapAVX2(SB), NOSPLIT, $0-24
-	MOVQ     reg+0(FP), DI
-	MOVQ     pkt+8(FP), SI
-	MOVQ     n+16(FP), CX
-	VMOVDQU  bswap32<>(SB), Y15
-	VPCMPEQD Y14, Y14, Y14
-	VPSLLD   $31, Y14, Y14
-	SHRQ     $4, CX
-	JZ       swapDone
+	BIAS
+	LANES(swapDone)
 
 swapLoop:
 	VMOVDQU (SI), Y0
@@ -150,26 +140,18 @@ swapLoop:
 	VMOVDQU Y1, 32(DI)
 	VMOVDQU Y2, (SI)
 	VMOVDQU Y3, 32(SI)
-	ADDQ    $64, SI
-	ADDQ    $64, DI
-	DECQ    CX
-	JNZ     swapLoop
+	NEXT(swapLoop)
 
 swapDone:
 	VZEROUPPER
 	RET
 
-// func addAnchorAVX2(acc *int32, pkt *byte, n int)
+// func addAnchorAVX2(reg *int32, pkt *byte, n int)
 //
-// acc += pkt, wrapping, with no overflow check: the benchmark's SIMD
+// reg += pkt (int32 lanes, not offset binary), wrapping, with no overflow check: the benchmark's SIMD
 // anchor (the machine's rate for this add), not used by the switch.
 TEXT ·addAnchorAVX2(SB), NOSPLIT, $0-24
-	MOVQ    acc+0(FP), DI
-	MOVQ    pkt+8(FP), SI
-	MOVQ    n+16(FP), CX
-	VMOVDQU bswap32<>(SB), Y15
-	SHRQ    $4, CX
-	JZ      anchorDone
+	LANES(anchorDone)
 
 anchorLoop:
 	VMOVDQU (SI), Y0
@@ -180,10 +162,7 @@ anchorLoop:
 	VPADDD  32(DI), Y1, Y1
 	VMOVDQU Y0, (DI)
 	VMOVDQU Y1, 32(DI)
-	ADDQ    $64, SI
-	ADDQ    $64, DI
-	DECQ    CX
-	JNZ     anchorLoop
+	NEXT(anchorLoop)
 
 anchorDone:
 	VZEROUPPER
