@@ -31,6 +31,46 @@ type Source interface {
 	Fill(dst []float32, off int)
 }
 
+// WireSource is a Source that can also hand out its chunks in their wire
+// form, quantized as the worker sends them, made ahead of the call (on
+// another goroutine, say: WirePlan.Quantize is a pure function). NewCore
+// calls PlanWire once, with how the worker quantizes the tensor's chunks.
+// FillWire writes the wire form of chunks [k, k+len(clip)) into wire
+// (4 bytes a value; the tensor's last chunk may be short) and each one's
+// clipped count into clip, or reports false and writes nothing (the worker
+// then quantizes Fill's values itself). wire and clip stay the caller's.
+type WireSource interface {
+	Source
+	PlanWire(WirePlan)
+	FillWire(wire []byte, clip []int32, k uint32) bool
+}
+
+// WirePlan is how a worker quantizes a tensor's chunks for the wire.
+type WirePlan struct {
+	Quant  Quantizer
+	Values int    // values a chunk
+	Exps   []int8 // chunk k's exponent under QuantExponent (0 past the end)
+}
+
+// Exp returns chunk k's exponent.
+func (p *WirePlan) Exp(k uint32) int8 {
+	if p.Quant.Mode == QuantExponent && int(k) < len(p.Exps) {
+		return p.Exps[k]
+	}
+	return 0
+}
+
+// Quantize writes the wire form of chunks k, k+1, … into wire (4 bytes a
+// value) and each one's clipped count into clip: vals are the values from
+// chunk k's first on, a whole number of chunks but for a short last one.
+func (p *WirePlan) Quantize(wire []byte, clip []int32, vals []float32, k uint32) {
+	for j := 0; j*p.Values < len(vals); j++ {
+		lo := j * p.Values
+		hi := min(lo+p.Values, len(vals))
+		clip[j] = int32(p.Quant.quantizeWire(wire[4*lo:], vals[lo:hi], p.Exp(k+uint32(j))))
+	}
+}
+
 // Len is the number of values of t.
 func (t *Tensor) Len() int {
 	if t.Data == nil && t.Source != nil {
@@ -261,8 +301,14 @@ func NewCore(job uint16, rank, workers, values int, q Quantizer, tensors []Tenso
 	if q.Workers == 0 {
 		q.Workers = workers
 	}
-	return Core{job: job, rank: rank, workers: workers, values: values, quant: q, tensors: tensors,
+	c := Core{job: job, rank: rank, workers: workers, values: values, quant: q, tensors: tensors,
 		results: make([][]int32, len(tensors)), rexp: make([][]int8, len(tensors)), qb: quantBlock{ti: -1}}
+	for i, t := range tensors {
+		if ws, ok := t.Source.(WireSource); ok && t.Data == nil {
+			ws.PlanWire(c.plan(i))
+		}
+	}
+	return c
 }
 
 // Job, Rank, Workers and Values return the core's identity and chunk size.
@@ -302,6 +348,11 @@ func (c *Core) Exp(i int, k uint32) int8 {
 		return t.Exps[k]
 	}
 	return 0
+}
+
+// plan is how tensor i's chunks are quantized.
+func (c *Core) plan(i int) WirePlan {
+	return WirePlan{Quant: c.quant, Values: c.values, Exps: c.tensors[i].Exps}
 }
 
 // Begin allocates tensor i's result (unless a ResultSink takes it) and
@@ -407,13 +458,13 @@ func (c *Core) fillBlock(i int, k uint32) {
 	t := &c.tensors[i]
 	n := min(uint32(per), max(c.Chunks(i), k)-k)
 	first := int(k) * c.values
-	data := t.Values(b.src, first, min(first+int(n)*c.values, t.Len())) // one Fill for the block
-	for j := range n {
-		lo := int(j) * c.values
-		hi := min(lo+c.values, len(data))
-		b.clip[j] = int32(c.quant.quantizeWire(b.wire[4*lo:], data[lo:hi], c.Exp(i, k+j)))
-	}
+	end := min(first+int(n)*c.values, t.Len())
 	b.ti, b.first, b.end = i, k, k+n
+	if ws, ok := t.Source.(WireSource); ok && t.Data == nil && ws.FillWire(b.wire[:4*(end-first)], b.clip[:n], k) {
+		return // made ahead
+	}
+	p := c.plan(i)
+	p.Quantize(b.wire, b.clip, t.Values(b.src, first, end), k) // one Fill for the block
 }
 
 // Store copies the values of h, the result of chunk k of tensor i; it

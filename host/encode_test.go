@@ -24,11 +24,46 @@ func refEncode(q Quantizer, data []float32, values int, k uint32, e int8) ([]byt
 	return out, cl
 }
 
+// wireSource is a WireSource over data that makes the wire form with
+// refEncode (Quantize, chunk by chunk) from the plan it was given, and
+// refuses one call in four.
+type wireSource struct {
+	data    []float32
+	plan    WirePlan
+	planned int
+	rng     *rand.Rand
+	served  int
+}
+
+func (w *wireSource) Len() int                    { return len(w.data) }
+func (w *wireSource) Fill(dst []float32, off int) { copy(dst, w.data[off:]) }
+func (w *wireSource) PlanWire(p WirePlan)         { w.plan = p; w.planned++ }
+func (w *wireSource) FillWire(wire []byte, clip []int32, k uint32) bool {
+	if w.rng.IntN(4) == 0 {
+		return false
+	}
+	for j := range clip {
+		b, cl := refEncode(w.plan.Quant, w.data, w.plan.Values, k+uint32(j), w.plan.Exp(k+uint32(j)))
+		copy(wire[4*j*w.plan.Values:], b)
+		clip[j] = int32(cl)
+	}
+	w.served++
+	return true
+}
+
 // TestEncodeChunkBlocks: chunks encoded in any order — in order, resent,
 // skipped ahead, from another tensor — carry the values and the clipped
 // counts Quantize gives each one alone, for both modes and chunk sizes
-// that do and do not divide the block or the tensor.
+// that do and do not divide the block or the tensor, from held values and
+// from a WireSource (which gets the worker's plan once, and whose wire form
+// the worker sends where it gives one).
 func TestEncodeChunkBlocks(t *testing.T) {
+	for _, src := range []bool{false, true} {
+		t.Run(map[bool]string{false: "data", true: "wire-source"}[src], func(t *testing.T) { encodeChunkBlocks(t, src) })
+	}
+}
+
+func encodeChunkBlocks(t *testing.T, fromSource bool) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
 		1e30, -1e30, 0.5, -0.5, 1.5, 2.5, -2.5, math.SmallestNonzeroFloat32}
@@ -36,6 +71,8 @@ func TestEncodeChunkBlocks(t *testing.T) {
 		for _, values := range []int{1, 7, 64, 256, 5000} {
 			q := Quantizer{Mode: mode, Workers: 8}
 			var ts []Tensor
+			var data [][]float32
+			var ws []*wireSource
 			for a := range 2 {
 				n := values*150 + rng.IntN(values)
 				d := make([]float32, n)
@@ -50,9 +87,20 @@ func TestEncodeChunkBlocks(t *testing.T) {
 				if mode == QuantExponent {
 					tn.Exps = ExponentsFrom(d, values, 1)
 				}
+				data = append(data, d)
+				if fromSource {
+					w := &wireSource{data: d, rng: rng}
+					tn.Data, tn.Source = nil, w
+					ws = append(ws, w)
+				}
 				ts = append(ts, tn)
 			}
 			c := NewCore(1, 2, 8, values, q, ts)
+			for a, w := range ws {
+				if w.planned != 1 || w.plan.Values != values || w.plan.Quant != (Quantizer{Mode: mode, Workers: 8}) || len(w.plan.Exps) != len(ts[a].Exps) {
+					t.Fatalf("mode %d values %d tensor %d: PlanWire called %d times with %+v", mode, values, a, w.planned, w.plan)
+				}
+			}
 			buf := make([]byte, inahdr.Len+4*values)
 			var rep Report
 			want := 0
@@ -64,7 +112,7 @@ func TestEncodeChunkBlocks(t *testing.T) {
 					want++
 				}
 				n := c.EncodeChunk(buf, i, k, k, 0, &rep)
-				ref, cl := refEncode(q, ts[i].Data, values, k, c.Exp(i, k))
+				ref, cl := refEncode(q, data[i], values, k, c.Exp(i, k))
 				if n != inahdr.Len+len(ref) || !bytes.Equal(buf[inahdr.Len:n], ref) {
 					t.Fatalf("mode %d values %d tensor %d chunk %d: values differ from Quantize's", mode, values, i, k)
 				}
@@ -72,6 +120,11 @@ func TestEncodeChunkBlocks(t *testing.T) {
 				c.EncodeChunk(buf, i, k, k, 0, &rep)
 				if rep.Clipped-before != cl {
 					t.Fatalf("mode %d values %d tensor %d chunk %d: %d clipped, want %d", mode, values, i, k, rep.Clipped-before, cl)
+				}
+			}
+			for a, w := range ws {
+				if w.served == 0 {
+					t.Fatalf("mode %d values %d tensor %d: no chunk came from the WireSource", mode, values, a)
 				}
 			}
 		}

@@ -1,5 +1,7 @@
 package run
 
+import "github.com/inabox/inabox/host"
+
 // aheadSpan is how many values of a large job's gradient a sender's
 // prefetch makes at a time (256 KiB of float32). A variable for tests.
 var aheadSpan = 1 << 16
@@ -7,21 +9,38 @@ var aheadSpan = 1 << 16
 // prefetcher makes the gradient values of a run's large (lazy) jobs ahead
 // of their senders, on a goroutine of its own: the senders then copy
 // values instead of generating them on the emulator's goroutine (a tenth
-// of a true-scale run's CPU). The values are the same (the generator's,
-// a pure function of the seed), so no output depends on it. The goroutine
+// of a true-scale run's CPU), and, once a sender has asked for them
+// (host.WireSource), the values' wire form too, quantized as its worker
+// plans (another tenth). The values and bytes are the same (the
+// generator's, a pure function of the seed, and host.WirePlan.Quantize, a
+// pure function of them), so no output depends on it. The goroutine
 // starts with the first request; stop ends it.
 type prefetcher struct {
-	reqs    chan aheadReq
-	done    chan struct{}
-	started bool
-	free    [][]float32 // spans no slice holds
+	reqs     chan aheadReq
+	done     chan struct{}
+	started  bool
+	free     [][]float32 // spans no slice holds
+	freeWire [][]byte    // wire spans no slice holds
+	freeClip [][]int32   // and their clipped counts
 }
 
-// aheadReq asks for values [off, off+len(buf)) of s into buf.
+// aheadReq asks for values [off, off+len(buf)) of s into buf and, if wire
+// is not nil, their wire form into wire and clip (off is a chunk's first).
 type aheadReq struct {
-	s   *aheadSlice
-	buf []float32
-	off int
+	s    *aheadSlice
+	buf  []float32
+	off  int
+	wire []byte
+	clip []int32
+}
+
+// madeSpan is a part of a slice's values made ahead: values [off,
+// off+len(vals)), and their wire form if wire is not nil.
+type madeSpan struct {
+	vals []float32
+	off  int
+	wire []byte
+	clip []int32 // a clipped count per chunk
 }
 
 func (p *prefetcher) request(s *aheadSlice, off int) {
@@ -37,17 +56,44 @@ func (p *prefetcher) request(s *aheadSlice, off int) {
 	if n := len(p.free); n > 0 {
 		buf, p.free = p.free[n-1], p.free[:n-1]
 	} else {
-		buf = make([]float32, aheadSpan)
+		buf = make([]float32, s.spanLen())
 	}
-	s.next, s.nextOff, s.pending = buf[:min(aheadSpan, s.n-off)], off, true
-	p.reqs <- aheadReq{s: s, buf: s.next, off: off}
+	n := min(s.spanLen(), s.n-off)
+	sp := madeSpan{vals: buf[:n], off: off}
+	if s.wire {
+		V := s.plan.Values
+		var w []byte
+		var c []int32
+		if k := len(p.freeWire); k > 0 {
+			w, p.freeWire = p.freeWire[k-1], p.freeWire[:k-1]
+			c, p.freeClip = p.freeClip[k-1], p.freeClip[:k-1]
+		} else {
+			w, c = make([]byte, 4*s.spanLen()), make([]int32, s.spanLen()/V)
+		}
+		sp.wire, sp.clip = w[:4*n], c[:(n+V-1)/V]
+	}
+	s.next, s.pending = sp, true
+	p.reqs <- aheadReq{s: s, buf: sp.vals, off: off, wire: sp.wire, clip: sp.clip}
 }
 
 func (p *prefetcher) loop() {
 	defer close(p.done)
 	for r := range p.reqs {
 		r.s.l.fill(r.buf, r.s.off+r.off)
+		if r.wire != nil {
+			r.s.plan.Quantize(r.wire, r.clip, r.buf, uint32(r.off/r.s.plan.Values))
+		}
 		r.s.done <- struct{}{}
+	}
+}
+
+// give takes back the buffers of sp.
+func (p *prefetcher) give(sp madeSpan) {
+	if sp.vals != nil {
+		p.free = append(p.free, sp.vals[:cap(sp.vals)])
+	}
+	if sp.wire != nil {
+		p.freeWire, p.freeClip = append(p.freeWire, sp.wire[:cap(sp.wire)]), append(p.freeClip, sp.clip[:cap(sp.clip)])
 	}
 }
 
@@ -65,15 +111,46 @@ func (p *prefetcher) stop() {
 // asks for the next span when it moves into it. A Fill behind the furthest
 // value filled so far (a chunk sent again) makes its values itself; one
 // the spans do not cover starts the prefetch again from its end.
+//
+// It is a host.WireSource: FillWire does the same with the values' wire
+// form, which the spans carry from the first FillWire on (that one reports
+// false: the worker quantizes; a span made before without it is quantized
+// on the sender's goroutine as it is used).
 type aheadSlice struct {
 	lazySlice
-	pf                *prefetcher
-	ready, next       []float32 // values [readyOff, …) and [nextOff, …)
-	readyOff, nextOff int
-	pending           bool // next is being made
-	done              chan struct{}
-	hi                int // the end of the furthest Fill
-	inline            int // values made on the sender's goroutine
+	pf            *prefetcher
+	ready, next   madeSpan
+	pending       bool // next is being made
+	done          chan struct{}
+	hi            int // the end of the furthest Fill or FillWire
+	inline        int // values made on the sender's goroutine
+	inlineWire    int // values quantized on the sender's goroutine
+	plan          host.WirePlan
+	planned, wire bool // PlanWire was called; spans carry the wire form
+	scratch       []float32
+}
+
+// spanLen is how many values a span holds: aheadSpan, rounded down to whole
+// chunks once the worker planned them (at least one).
+func (s *aheadSlice) spanLen() int {
+	if !s.planned {
+		return aheadSpan
+	}
+	return max(aheadSpan/s.plan.Values, 1) * s.plan.Values
+}
+
+// PlanWire implements host.WireSource.
+func (s *aheadSlice) PlanWire(p host.WirePlan) { s.plan, s.planned = p, true }
+
+// advance makes next, once made, the ready span and asks for the one after.
+func (s *aheadSlice) advance() {
+	<-s.done
+	s.pending = false
+	s.pf.give(s.ready)
+	s.ready, s.next = s.next, madeSpan{}
+	if end := s.ready.off + len(s.ready.vals); end < s.n {
+		s.pf.request(s, end)
+	}
 }
 
 func (s *aheadSlice) Fill(dst []float32, off int) {
@@ -85,19 +162,11 @@ func (s *aheadSlice) Fill(dst []float32, off int) {
 	s.hi = off + len(dst)
 	for len(dst) > 0 {
 		switch {
-		case s.ready != nil && off >= s.readyOff && off < s.readyOff+len(s.ready):
-			n := copy(dst, s.ready[off-s.readyOff:])
+		case s.ready.vals != nil && off >= s.ready.off && off < s.ready.off+len(s.ready.vals):
+			n := copy(dst, s.ready.vals[off-s.ready.off:])
 			dst, off = dst[n:], off+n
-		case s.pending && off >= s.nextOff && off < s.nextOff+len(s.next):
-			<-s.done
-			s.pending = false
-			if s.ready != nil {
-				s.pf.free = append(s.pf.free, s.ready[:cap(s.ready)])
-			}
-			s.ready, s.readyOff, s.next = s.next, s.nextOff, nil
-			if end := s.readyOff + len(s.ready); end < s.n {
-				s.pf.request(s, end)
-			}
+		case s.pending && off >= s.next.off && off < s.next.off+len(s.next.vals):
+			s.advance()
 		default: // not made ahead: from here on
 			s.drop()
 			s.lazySlice.Fill(dst, off)
@@ -113,15 +182,65 @@ func (s *aheadSlice) Fill(dst []float32, off int) {
 	}
 }
 
+// FillWire implements host.WireSource.
+func (s *aheadSlice) FillWire(wire []byte, clip []int32, k uint32) bool {
+	if !s.planned || len(wire) == 0 {
+		return false
+	}
+	V := s.plan.Values
+	off := int(k) * V
+	if !s.wire { // the first call: spans carry the wire form from now on
+		s.wire = true
+		return false
+	}
+	if off < s.hi || off+len(wire)/4 > s.n {
+		return false
+	}
+	s.hi = off + len(wire)/4
+	for len(wire) > 0 {
+		switch r := &s.ready; {
+		case r.vals != nil && off >= r.off && off < r.off+len(r.vals):
+			i := off - r.off
+			n := min(len(wire)/4, len(r.vals)-i)
+			if r.wire != nil {
+				copy(wire, r.wire[4*i:4*(i+n)])
+				copy(clip, r.clip[i/V:(i+n+V-1)/V])
+			} else { // made before the wire was asked for
+				s.plan.Quantize(wire, clip, r.vals[i:i+n], uint32(off/V))
+				s.inlineWire += n
+			}
+			wire, clip, off = wire[4*n:], clip[(n+V-1)/V:], off+n
+		case s.pending && off >= s.next.off && off < s.next.off+len(s.next.vals):
+			s.advance()
+		default: // not made ahead: from here on
+			s.drop()
+			n := len(wire) / 4
+			if cap(s.scratch) < n {
+				s.scratch = make([]float32, n)
+			}
+			s.lazySlice.Fill(s.scratch[:n], off)
+			s.plan.Quantize(wire, clip, s.scratch[:n], uint32(off/V))
+			s.inline += n
+			s.inlineWire += n
+			if end := off + n; end < s.n {
+				s.pf.request(s, end)
+			}
+			wire = nil
+		}
+	}
+	if s.hi == s.n {
+		s.drop()
+	}
+	return true
+}
+
 // drop waits for the span being made, if any, and gives both back.
 func (s *aheadSlice) drop() {
 	if s.pending {
 		<-s.done
 		s.pending = false
-		s.pf.free = append(s.pf.free, s.next[:cap(s.next)])
+		s.pf.give(s.next)
 	}
-	if s.ready != nil {
-		s.pf.free = append(s.pf.free, s.ready[:cap(s.ready)])
-	}
-	s.ready, s.next = nil, nil
+	s.pf.give(s.ready)
+	s.ready, s.next = madeSpan{}, madeSpan{}
 }

@@ -62,7 +62,9 @@ func TestJump(t *testing.T) {
 
 // TestLazyGradients: every policy gives byte-identical results.json and
 // pcaps whether the gradients and reference sums are held or made on
-// demand, with loss on every link (retransmitted chunks are made again).
+// demand, with loss on every link (retransmitted chunks are made again),
+// and with values and wire forms made ahead in spans of the default size
+// and of 200 values (many spans a tensor) where the run makes them ahead.
 func TestLazyGradients(t *testing.T) {
 	s := tiny(t, "impairments:\n  - {link: all, loss: 0.002}\n")
 	for _, p := range testbed.Names() {
@@ -70,6 +72,15 @@ func TestLazyGradients(t *testing.T) {
 		_, held := runJSON(t, s, Options{Policy: p, PcapDir: heldDir})
 		restore := lazyGradients(t)
 		_, lazy := runJSON(t, s, Options{Policy: p, PcapDir: lazyDir})
+		if asyncCheck {
+			old := aheadSpan
+			aheadSpan = 200
+			_, small := runJSON(t, s, Options{Policy: p})
+			aheadSpan = old
+			if !bytes.Equal(held, small) {
+				t.Errorf("%s: results.json differs with lazy gradients made ahead in spans of 200 values", p)
+			}
+		}
 		restore()
 		if !bytes.Equal(held, lazy) {
 			t.Errorf("%s: results.json differs with lazy gradients", p)
