@@ -52,13 +52,16 @@ func (p *prefetcher) request(s *aheadSlice, off int) {
 	if s.done == nil {
 		s.done = make(chan struct{}, 1)
 	}
+	// The pools' buffers are those of earlier spans, whose length may
+	// differ (it follows each slice's chunks): one too short is dropped.
+	n := min(s.spanLen(), s.n-off)
 	var buf []float32
-	if n := len(p.free); n > 0 {
-		buf, p.free = p.free[n-1], p.free[:n-1]
-	} else {
+	if k := len(p.free); k > 0 {
+		buf, p.free = p.free[k-1], p.free[:k-1]
+	}
+	if cap(buf) < n {
 		buf = make([]float32, s.spanLen())
 	}
-	n := min(s.spanLen(), s.n-off)
 	sp := madeSpan{vals: buf[:n], off: off}
 	if s.wire {
 		V := s.plan.Values
@@ -67,8 +70,9 @@ func (p *prefetcher) request(s *aheadSlice, off int) {
 		if k := len(p.freeWire); k > 0 {
 			w, p.freeWire = p.freeWire[k-1], p.freeWire[:k-1]
 			c, p.freeClip = p.freeClip[k-1], p.freeClip[:k-1]
-		} else {
-			w, c = make([]byte, 4*s.spanLen()), make([]int32, s.spanLen()/V)
+		}
+		if cap(w) < 4*n || cap(c) < (n+V-1)/V {
+			w, c = make([]byte, 4*s.spanLen()), make([]int32, (s.spanLen()+V-1)/V)
 		}
 		sp.wire, sp.clip = w[:4*n], c[:(n+V-1)/V]
 	}

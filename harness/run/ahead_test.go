@@ -185,3 +185,52 @@ func TestAheadSliceWire(t *testing.T) {
 		t.Errorf("in order, %d values quantized by the slice and %d made on the sender's goroutine, want 0 and %d (the first chunk, which the worker quantizes)", a.inlineWire, a.inline, V)
 	}
 }
+
+// TestAheadMixedSpans: slices whose spans differ in length share one
+// prefetcher's buffers: one with chunks of 64 values (spans of 192), then
+// one with none planned and one with chunks of 100 (spans of 200 values
+// and 800 wire bytes) start on the buffers the first left; each gets spans
+// long enough, and its values and wire form are right.
+func TestAheadMixedSpans(t *testing.T) {
+	old := aheadSpan
+	aheadSpan = 200
+	t.Cleanup(func() { aheadSpan = old })
+	s := tiny(t, "")
+	g := newTensorGen(1, s, s.Plan(scenario.DefaultModels()))
+	pf := &prefetcher{}
+	defer pf.stop()
+	const n = 2000
+	for i, v := range []int{64, 0, 100} {
+		a := &aheadSlice{lazySlice: lazySlice{g.lazyVariant(1, i%2, 0), 13 * i, n}, pf: pf}
+		want := make([]float32, n)
+		a.lazySlice.Fill(want, 0)
+		if v == 0 {
+			for off := 0; off < n; off += 200 {
+				got := make([]float32, 200)
+				a.Fill(got, off)
+				if !slices.Equal(got, want[off:off+200]) {
+					t.Fatalf("slice %d: values [%d, %d) differ", i, off, off+200)
+				}
+			}
+			continue
+		}
+		p := host.WirePlan{Quant: host.Quantizer{Workers: 4, Frac: 30}, Values: v}
+		a.PlanWire(p)
+		for off := 0; off < n; off += v {
+			k, end := off/v, min(off+v, n)
+			wire, clip := make([]byte, 4*(end-off)), make([]int32, 1)
+			if !a.FillWire(wire, clip, uint32(k)) {
+				a.Fill(make([]float32, end-off), off) // as the worker does
+				continue
+			}
+			ww, wc := make([]byte, len(wire)), make([]int32, 1)
+			p.Quantize(ww, wc, want[off:end], uint32(k))
+			if !slices.Equal(wire, ww) || clip[0] != wc[0] {
+				t.Fatalf("slice %d: wire form of chunk %d differs", i, k)
+			}
+		}
+		if a.ready.vals != nil || a.pending {
+			t.Fatalf("slice %d: spans held after the last value", i)
+		}
+	}
+}
