@@ -1,11 +1,11 @@
 package run
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/inabox/inabox/harness/scenario"
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 // checkedProbe is docs/emulator.md's probe scenario: one VGG-11 job of 4
@@ -47,13 +47,15 @@ func BenchmarkCheckedRun(b *testing.B) {
 			var wall, cpu time.Duration
 			var virtual float64
 			for b.Loop() {
-				c0, w0 := processCPU(), time.Now()
+				c0, _ := testenv.ProcessCPU()
+				w0 := time.Now()
 				res, err := Run(s, Options{Policy: policy})
 				if err != nil {
 					b.Fatal(err)
 				}
 				wall += time.Since(w0)
-				cpu += processCPU() - c0
+				c1, _ := testenv.ProcessCPU()
+				cpu += c1 - c0
 				virtual += float64(res.Summary.Makespan)
 			}
 			b.ReportMetric(cpu.Seconds()/virtual, "cpu/virtual")
@@ -61,13 +63,4 @@ func BenchmarkCheckedRun(b *testing.B) {
 			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu/wall")
 		})
 	}
-}
-
-// processCPU is the process's user + system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

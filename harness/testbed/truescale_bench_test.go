@@ -2,12 +2,12 @@ package testbed
 
 import (
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/inabox/inabox/emu"
 	"github.com/inabox/inabox/host"
+	"github.com/inabox/inabox/internal/testenv"
 )
 
 // ResNet50Elements is the float32 values of a ResNet50 gradient
@@ -26,16 +26,6 @@ type trueScaleRun struct {
 	tb        *Testbed
 }
 
-// cpuTime is the process's user + system CPU time so far, and its minor
-// page faults.
-func cpuTime() (time.Duration, int64) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Minflt)
-}
-
 // runTrueScale builds and runs one all-reduce of inputs (one tensor per
 // rank) under policy, measuring it.
 func runTrueScale(policy string, inputs [][]float32) (trueScaleRun, error) {
@@ -44,7 +34,7 @@ func runTrueScale(policy string, inputs [][]float32) (trueScaleRun, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
-	c0, f0 := cpuTime()
+	c0, f0 := testenv.ProcessCPU()
 	w0 := time.Now()
 	c, err := Build(Spec{Seed: 1, Jobs: jobSpecs([]int{len(inputs)})}, policy,
 		func(job, rank int) []host.Tensor { return []host.Tensor{{AllReduce: 1, Data: inputs[rank]}} })
@@ -54,7 +44,7 @@ func runTrueScale(policy string, inputs [][]float32) (trueScaleRun, error) {
 	if r.end, err = c.Run(60*time.Second, time.Millisecond); err != nil {
 		return r, err
 	}
-	c1, f1 := cpuTime()
+	c1, f1 := testenv.ProcessCPU()
 	r.wall, r.cpu, r.faults = time.Since(w0), c1-c0, f1-f0
 	runtime.ReadMemStats(&ms)
 	r.mallocs = ms.Mallocs - m0
