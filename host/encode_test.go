@@ -133,8 +133,41 @@ func encodeChunkBlocks(t *testing.T, fromSource bool) {
 
 // TestQuantizeWire: quantizeWire writes Quantize's values and clips the
 // same ones for random values at every scale, half-integers, values at
-// and around the limit, and the special ones.
+// and around the limit, and the special ones; with the AVX2 kernel
+// (where the CPU has one) and with the Go loop alone.
 func TestQuantizeWire(t *testing.T) {
+	for _, w := range wideModes() {
+		t.Run(w.name, func(t *testing.T) {
+			defer setWideQuant(w.on)()
+			testQuantizeWire(t)
+		})
+	}
+}
+
+// wideMode is one setting of wideQuant for a test.
+type wideMode struct {
+	name string
+	on   bool
+}
+
+// wideModes returns the settings of wideQuant this build and CPU have:
+// the Go loop alone, and the AVX2 kernel where there is one.
+func wideModes() []wideMode {
+	m := []wideMode{{"go", false}}
+	if wideQuant {
+		m = append(m, wideMode{"avx2", true})
+	}
+	return m
+}
+
+// setWideQuant sets wideQuant and returns what puts it back.
+func setWideQuant(on bool) func() {
+	was := wideQuant
+	wideQuant = on
+	return func() { wideQuant = was }
+}
+
+func testQuantizeWire(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	q := Quantizer{Mode: QuantExponent, Workers: 8}
 	lim := float64(q.Limit())
@@ -144,14 +177,20 @@ func TestQuantizeWire(t *testing.T) {
 		for range 2000 {
 			src = append(src, math.Float32frombits(rng.Uint32()))
 		}
+		// Runs of values in range (whole groups for the kernel), some
+		// at the limit's magnitude.
+		for range 2000 {
+			src = append(src, float32(rng.NormFloat64()*math.Ldexp(lim, -s-3)))
+		}
 		for _, m := range []float64{0.5, 1.5, 2.5, -0.5, -1.5, 3.5, lim, lim + 0.5, lim + 1, -lim, -lim - 0.5, -lim - 1, 1 << 51, 1 << 52, 1 << 53, 3 << 51} {
 			for _, d := range []float64{-1, 0, 1} {
 				x := float32(math.Ldexp(m, -s))
 				src = append(src, math.Nextafter32(x, float32(d*math.Inf(1))), x)
 			}
 		}
-		// Every alignment of the four-value groups, and a short tail.
-		for _, cut := range []int{0, 1, 2, 3} {
+		// Every alignment of the four- and eight-value groups, and a
+		// short tail.
+		for _, cut := range []int{0, 1, 2, 3, 4, 5, 6, 7} {
 			src := src[cut:]
 			want := make([]int32, len(src))
 			wcl := q.Quantize(want, src, e)

@@ -135,6 +135,16 @@ func (q Quantizer) quantizeWire(dst []byte, src []float32, e int8) (clipped int)
 	lim := int64(q.Limit())
 	span := uint64(2 * lim)
 	dst = dst[:4*len(src)]
+	// Eight at a time with AVX2 where there is a kernel; a group of eight
+	// with a value out of range goes through the loop below.
+	for wideQuant && len(src) >= 8 {
+		k := quantizeWireWide(dst, src, scale, lim)
+		src, dst = src[k:], dst[4*k:]
+		if len(src) >= 8 {
+			clipped += quantizeSlow(dst[:32], src[:8], scale, float64(lim))
+			src, dst = src[8:], dst[32:]
+		}
+	}
 	// Four at a time, bounds checks hoisted; a group with a value out of
 	// range (rare) goes through quantizeSlow.
 	for len(src) >= 4 {
