@@ -51,16 +51,19 @@ type eventHeap struct {
 func (h *eventHeap) Len() int { return len(h.ev) }
 
 func (h *eventHeap) push(e event) {
-	h.ev = append(h.ev, e)
+	h.ev = append(h.ev, event{})
 	i := len(h.ev) - 1
+	// The parents later than e move down into the hole; e goes where
+	// the hole stops (the same places as swapping e up).
 	for i > 0 {
 		p := (i - 1) / 4
-		if !h.ev[i].less(&h.ev[p]) {
+		if !e.less(&h.ev[p]) {
 			break
 		}
-		h.ev[i], h.ev[p] = h.ev[p], h.ev[i]
+		h.ev[i] = h.ev[p]
 		i = p
 	}
+	h.ev[i] = e
 }
 
 // peek returns the earliest event; the heap must not be empty.
@@ -69,10 +72,12 @@ func (h *eventHeap) peek() *event { return &h.ev[0] }
 func (h *eventHeap) pop() event {
 	top := h.ev[0]
 	n := len(h.ev) - 1
-	h.ev[0] = h.ev[n]
+	last := h.ev[n]
 	h.ev[n] = event{} // drop references for the GC
 	h.ev = h.ev[:n]
-	h.down(0)
+	if n > 0 {
+		h.down(last)
+	}
 	return top
 }
 
@@ -80,33 +85,34 @@ func (h *eventHeap) pop() event {
 // a push in one pass down the heap.
 func (h *eventHeap) replaceTop(e event) event {
 	top := h.ev[0]
-	h.ev[0] = e
-	h.down(0)
+	h.down(e)
 	return top
 }
 
-// down moves the event at i down to its place.
-func (h *eventHeap) down(i int) {
+// down puts e at the top of the heap, in place of the event there, and
+// moves it down to its place: the earliest children move up into the hole
+// it leaves, and e goes where the hole stops (the same places as swapping
+// e down).
+func (h *eventHeap) down(e event) {
 	n := len(h.ev)
+	i := 0
 	for {
 		first := 4*i + 1
 		if first >= n {
 			break
 		}
 		m := first
-		last := first + 4
-		if last > n {
-			last = n
-		}
+		last := min(first+4, n)
 		for c := first + 1; c < last; c++ {
 			if h.ev[c].less(&h.ev[m]) {
 				m = c
 			}
 		}
-		if !h.ev[m].less(&h.ev[i]) {
+		if !h.ev[m].less(&e) {
 			break
 		}
-		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
+		h.ev[i] = h.ev[m]
 		i = m
 	}
+	h.ev[i] = e
 }
