@@ -236,7 +236,8 @@ func (s *Scenario) coarseWindow(models Models) string {
 		// The coarsest of these scales whose window is not coarse.
 		for _, r := range []float64{0.02, 0.05, 0.1, 0.2, 0.5, 1} {
 			if r > s.Scaling.RateScale && testbed.PipeSlots(int64(math.Round(t.LinkGbps*1e9*r)), t.LinkDelay.D(), lat, vpp) >= CoarseWindow {
-				msg += fmt.Sprintf("; `inabox rescale --rate-scale %g` writes it at a scale with a window of %d or more, its memory kept in windows",
+				msg += fmt.Sprintf("; `inabox rescale --rate-scale %g` writes it at a scale with a window of %d or more, its memory kept in windows, "+
+					"at which the ablation's regimes kept their true-scale results (docs/results.md, \"A window of 75 aggregators\")",
 					r, CoarseWindow)
 				break
 			}
