@@ -14,12 +14,7 @@ import (
 // chunks sent again behind them, jumps past them; and the spans go back
 // once the last value is out.
 func TestAheadSlice(t *testing.T) {
-	old := aheadSpan
-	aheadSpan = 100
-	t.Cleanup(func() { aheadSpan = old })
-	s := tiny(t, "")
-	g := newTensorGen(1, s, s.Plan(scenario.DefaultModels()))
-	pf := &prefetcher{}
+	g, pf := aheadFixture(t, 100)
 	defer pf.stop()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for trial := range 20 {
@@ -80,12 +75,7 @@ func TestAheadSlice(t *testing.T) {
 // and spans made before the first FillWire; and only that first call and
 // the spans made before it are quantized on the sender's goroutine.
 func TestAheadSliceWire(t *testing.T) {
-	old := aheadSpan
-	aheadSpan = 200 // 3 chunks of 64 a span
-	t.Cleanup(func() { aheadSpan = old })
-	s := tiny(t, "")
-	g := newTensorGen(1, s, s.Plan(scenario.DefaultModels()))
-	pf := &prefetcher{}
+	g, pf := aheadFixture(t, 200) // 3 chunks of 64 a span
 	defer pf.stop()
 	rng := rand.New(rand.NewPCG(5, 6))
 	const V, n = 64, 3000 // 46 chunks and one of 56 values
@@ -192,12 +182,7 @@ func TestAheadSliceWire(t *testing.T) {
 // and 800 wire bytes) start on the buffers the first left; each gets spans
 // long enough, and its values and wire form are right.
 func TestAheadMixedSpans(t *testing.T) {
-	old := aheadSpan
-	aheadSpan = 200
-	t.Cleanup(func() { aheadSpan = old })
-	s := tiny(t, "")
-	g := newTensorGen(1, s, s.Plan(scenario.DefaultModels()))
-	pf := &prefetcher{}
+	g, pf := aheadFixture(t, 200)
 	defer pf.stop()
 	const n = 2000
 	for i, v := range []int{64, 0, 100} {
@@ -233,4 +218,15 @@ func TestAheadMixedSpans(t *testing.T) {
 			t.Fatalf("slice %d: spans held after the last value", i)
 		}
 	}
+}
+
+// aheadFixture sets aheadSpan to span for the test, and returns the tiny
+// scenario's tensor generator and a prefetcher (the caller stops it).
+func aheadFixture(t *testing.T, span int) (*tensorGen, *prefetcher) {
+	t.Helper()
+	old := aheadSpan
+	aheadSpan = span
+	t.Cleanup(func() { aheadSpan = old })
+	s := tiny(t, "")
+	return newTensorGen(1, s, s.Plan(scenario.DefaultModels())), &prefetcher{}
 }
