@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +78,18 @@ func cmdValidate(printScenario *bool, args []string, stdout, stderr io.Writer) e
 		}
 		for _, w := range s.Warnings(models) {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
+		}
+		var se *scenario.Error
+		if errors.As(s.CheckProcesses(models), &se) {
+			for _, fe := range se.Errs { // inabox run takes it; inabox up does not
+				w := *fe
+				w.File, w.Line = "", 0
+				at := file
+				if fe.Line > 0 {
+					at += ":" + strconv.Itoa(fe.Line)
+				}
+				fmt.Fprintf(stderr, "%s: warning%s\n", at, w.Error())
+			}
 		}
 		if *printScenario {
 			out, err := yaml.Marshal(s)

@@ -14,6 +14,8 @@ func TestValidate(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(good, []byte("jobs:\n  - {name: a, model: vgg16, workers: 4, iterations: 2}\n"), 0o644)
+	big := filepath.Join(dir, "big.yaml") // fits a run in virtual time, not inabox up's processes
+	os.WriteFile(big, []byte("jobs:\n  - {name: a, model: vgg16, workers: 16, iterations: 1}\n"), 0o644)
 	os.WriteFile(bad, []byte("policy: nope\njobs:\n  - {name: a, model: vgg16, workers: 0, iterations: 2, gpus: 1}\n"), 0o644)
 	cases := []struct {
 		name       string
@@ -28,6 +30,8 @@ func TestValidate(t *testing.T) {
 			// the scaled default stretches 2 µs links to 1 ms
 			[]string{"default.yaml: warning: topology.link_delay: 1ms: 8 link traversals (8ms) are 75 % of job resnet50's ideal all-reduce", "0.15 % there"}, false},
 		{"defaults printed", []string{"--print", good}, true, []string{"good.yaml: ok: good, policy dynaina", "seed: 1", "link_delay: 1µs", "slots: 16384", "time_limit: 1h0m0s"}, nil, false},
+		{"too large for inabox up", []string{big}, true, []string{"big.yaml: ok: big"},
+			[]string{`big.yaml:2: warning: jobs[0]: "vgg16 × 16 workers": inabox up's processes would hold 9.80 GiB`}, false},
 		{"invalid", []string{good, bad}, false, []string{"good.yaml: ok"}, []string{"bad.yaml:3: jobs[0].gpus: unknown field"}, false},
 		{"invalid fields", []string{bad + "x"}, false, nil, []string{"no such file"}, false},
 		{"shipped invalid", []string{"../../testdata/scenarios/invalid/bad-workers.yaml"}, false, nil, []string{"bad-workers.yaml:7: jobs[1].workers: 0: must be between 1 and 32"}, false},

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -231,12 +232,12 @@ func TestScenarioErrors(t *testing.T) {
 		{"empty", "", "x.yaml: empty file"},
 		{"syntax", "jobs: [\n", "x.yaml: yaml: line"},
 		{"not a mapping", "- a\n", "x.yaml:1: want a mapping"},
-		// vgg16 made on demand (a result per worker) and five small jobs held
-		// (2 copies per worker + 2).
-		{"run gradients", "models: [{name: small, gradient_mib: 10, compute_ms: 1}]\njobs:\n  - {name: big, model: vgg16, workers: 14, iterations: 1}\n  - {name: s0, model: small, workers: 8, iterations: 1}\n  - {name: s1, model: small, workers: 8, iterations: 1}\n  - {name: s2, model: small, workers: 8, iterations: 1}\n  - {name: s3, model: small, workers: 8, iterations: 1}\n  - {name: s4, model: small, workers: 8, iterations: 1}\n",
-			`x.yaml:3: jobs[0]: "vgg16 × 14 workers": the run would hold 8.10 GiB of gradients, reference sums and results, 7.22 GiB of them this job's`},
-		{"run gradients lazily", "jobs:\n  - {name: a, model: vgg16, workers: 16, iterations: 1}\n",
-			`x.yaml:2: jobs[0]: "vgg16 × 16 workers": the run would hold 8.25 GiB of gradients, reference sums and results, 8.25 GiB of them this job's (4 B per element after tensor_scale 1: 2 copies per worker + 2, or a result per worker for a job over 256 MiB, whose gradients are made on demand): at most 8.00 GiB`},
+		// five vgg16 jobs made on demand (their PSs' results) and two small
+		// jobs held (2 copies per worker + 2).
+		{"run gradients", "models: [{name: small, gradient_mib: 10, compute_ms: 1}]\njobs:\n" + vggJobs(5) + "  - {name: s0, model: small, workers: 8, iterations: 1}\n  - {name: s1, model: small, workers: 8, iterations: 1}\n",
+			`x.yaml:3: jobs[0]: "vgg16 × 1 workers": the run would hold 8.09 GiB of gradients, reference sums and results, 1.55 GiB of them this job's`},
+		{"run gradients lazily", "jobs:\n" + vggJobs(6),
+			`x.yaml:2: jobs[0]: "vgg16 × 1 workers": the run would hold 9.28 GiB of gradients, reference sums and results, 1.55 GiB of them this job's (after tensor_scale 1: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element): at most 8.00 GiB`},
 		{"worker all-reduces", "scaling: {tensor_scale: 0.001}\njobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 4, iterations: 1000000}\n",
 			"x.yaml:4: jobs[1].iterations: 1000000: × 4 workers × 1 all-reduces per iteration = 4000000 all-reduces (all jobs: 4000002): at most 4000000 over all workers"},
 		{"bucket count", "models: [{name: flat, gradient_mib: 1048576, compute_ms: 1}]\nscaling: {tensor_scale: 0.0001}\njobs:\n  - {name: a, model: flat, workers: 1, iterations: 1, bucket_mib: 0.000001}\n",
@@ -454,5 +455,36 @@ func TestScenarioDocComplete(t *testing.T) {
 		if !strings.Contains(string(doc), "| `"+p+"` |") {
 			t.Errorf("docs/scenarios.md has no row for %s", p)
 		}
+	}
+}
+
+// vggJobs is n jobs of one vgg16 worker each, as YAML list items.
+func vggJobs(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: v%d, model: vgg16, workers: 1, iterations: 1}\n", i)
+	}
+	return b.String()
+}
+
+// TestCheckProcesses: a job made on demand holds a result per worker in
+// inabox up's processes, which a run in virtual time does not keep.
+func TestCheckProcesses(t *testing.T) {
+	s, err := Parse("x.yaml", []byte("jobs:\n  - {name: a, model: vgg16, workers: 16, iterations: 1}\n"), DefaultModels())
+	if err != nil {
+		t.Fatalf("a run in virtual time: %v", err)
+	}
+	err = s.CheckProcesses(DefaultModels())
+	want := `x.yaml:2: jobs[0]: "vgg16 × 16 workers": inabox up's processes would hold 9.80 GiB of gradients, reference sums and results, 9.80 GiB of them this job's (after tensor_scale 1: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element, and a result per worker, 4 B per element, kept by its process): at most 8.00 GiB`
+	var se *Error
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &se) {
+		t.Errorf("CheckProcesses:\n%v\nwant (a *Error) containing:\n%s", err, want)
+	}
+	s, err = Parse("x.yaml", []byte("jobs:\n  - {name: a, model: vgg16, workers: 8, iterations: 1}\n"), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckProcesses(DefaultModels()); err != nil {
+		t.Errorf("8 workers (5.7 GiB): %v", err)
 	}
 }

@@ -150,8 +150,25 @@ func (s *Scenario) Validate(models Models) error {
 	linkRule := "must name a link by its host: h0..h" + strconv.Itoa(s.NumHosts()-1) + " or ps0..ps" + strconv.Itoa(t.PS.Count-1)
 	v.validateFaults(links, linkRule, models)
 	if len(v.errs) == 0 {
-		v.checkRunSize(models)
+		v.checkRunSize(models, false)
 	}
+	return v.err()
+}
+
+// CheckProcesses refuses a valid scenario whose run as inabox up's
+// processes on one machine would hold more than MaxRunGradientBytes: the
+// processes hold what a run in virtual time holds and, for a job whose
+// gradients are made on demand, also a result per worker (4 B per element
+// after tensor_scale, each in its worker's process). The error has
+// Validate's form.
+func (s *Scenario) CheckProcesses(models Models) error {
+	v := validator{s: s}
+	v.checkRunSize(s.withOwn(models), true)
+	return v.err()
+}
+
+// err is v's errors in file order, or nil.
+func (v *validator) err() error {
 	if len(v.errs) == 0 {
 		return nil
 	}
@@ -203,21 +220,34 @@ func (v *validator) fail(p string, val any, rule string) {
 }
 
 // The most a run may hold and do before its first step:
-// MaxRunGradientBytes of gradients, reference sums and results (each job
-// 4 B per element after tensor_scale, 2 copies per worker and 2 sums, or,
-// above LazyGradientBytes, whose gradients and sums are made on demand, a
-// result per worker, which inabox up's worker processes keep; a run in
-// virtual time checks results as they arrive and keeps none, but the ring
-// holds as much in its quantized gradients and queued messages), and
-// MaxWorkerAllReduces all-reduces
-// over all the workers of all jobs (each one's tensor and report exist
-// from the start). They keep a valid scenario within the memory of the
-// machines the emulator runs on (vgg16 at full scale fits 6 workers), and
-// the preparation a run does before it can be interrupted within seconds.
+// MaxRunGradientBytes of gradients, reference sums and results, and
+// MaxWorkerAllReduces all-reduces over all the workers of all jobs (each
+// one's tensor and report exist from the start). A job's share of the
+// bytes (runBytes) is 4 B per element after tensor_scale, 2 copies per
+// worker and 2 sums; above LazyGradientBytes, whose gradients and sums are
+// made on demand and whose results a run in virtual time checks as they
+// arrive and keeps none, what its parameter server holds:
+// PSResultBytesPerElement. The ring holds more (each worker's gradient
+// quantized and its queued messages): the runner checks it against the
+// same bound when the policy is known (harness/run), and inabox up's
+// worker processes, which keep a result each, are checked by
+// CheckProcesses. They keep a valid scenario within the memory of the
+// machines the emulator runs on, and the preparation a run does before it
+// can be interrupted within seconds.
 const (
 	MaxRunGradientBytes = 8 << 30
 	MaxWorkerAllReduces = 4_000_000
 )
+
+// PSResultBytesPerElement bounds what a run holds per element of a job
+// whose gradients are made on demand: chiefly its parameter server's sums
+// of the chunks aggregated there, kept until every worker has moved past
+// their all-reduce (ATP and ESA, and FreeINA's and DynaINA's PS path).
+// Measured as the growth of peak RSS per element, the collector's headroom
+// included (vgg16, 2 iterations, 32 slots, tensor_scale 0.1 against 0.3 at
+// rate_scale 0.1): ATP 9.8, 12.2 and 9.7 B with 4, 16 and 32 workers,
+// FreeINA 10.4 B with 16.
+const PSResultBytesPerElement = 12
 
 // LazyGradientBytes is the size of a job's gradients and reference sums
 // (4 B per element, 2 variants per worker and 2 sums) above which the
@@ -227,9 +257,20 @@ const (
 // arrive).
 const LazyGradientBytes = 256 << 20
 
+// runBytes is what a run in virtual time holds for a job of elems
+// elements (Plan's, buckets rounded up) and workers workers, and whether
+// its gradients are made on demand.
+func runBytes(elems int64, workers int) (int64, bool) {
+	if b := 4 * elems * int64(2*workers+2); b <= LazyGradientBytes {
+		return b, false
+	}
+	return PSResultBytesPerElement * elems, true
+}
+
 // checkRunSize refuses a scenario whose run would exceed
-// MaxRunGradientBytes or MaxWorkerAllReduces, naming its largest job.
-func (v *validator) checkRunSize(models Models) {
+// MaxRunGradientBytes or MaxWorkerAllReduces, naming its largest job; as
+// inabox up's processes if processes is set (CheckProcesses).
+func (v *validator) checkRunSize(models Models, processes bool) {
 	s := v.s
 	var bytes, allReduces, maxBytes, maxAllReduces int64
 	bigB, bigA := 0, 0
@@ -241,9 +282,9 @@ func (v *validator) checkRunSize(models Models) {
 		}
 		// Plan's elements: each bucket rounds up to at least one
 		elems := int64(math.Ceil(float64(m.Elements())*s.Scaling.TensorScale)) + nb
-		b := 4 * elems * int64(2*j.Workers+2)
-		if b > LazyGradientBytes {
-			b = 4 * elems * int64(j.Workers) // made on demand: a result per worker
+		b, lazy := runBytes(elems, j.Workers)
+		if lazy && processes {
+			b += 4 * elems * int64(j.Workers) // and a result per worker process
 		}
 		a := int64(j.Workers) * int64(j.Iterations) * nb
 		bytes += b
@@ -264,8 +305,14 @@ func (v *validator) checkRunSize(models Models) {
 	gib := func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', 2, 64) + " GiB" }
 	if bytes > MaxRunGradientBytes {
 		j := s.Jobs[bigB]
+		if processes {
+			v.fail(job(bigB), fmt.Sprintf("%s × %d workers", j.Model, j.Workers), fmt.Sprintf(
+				"inabox up's processes would hold %s of gradients, reference sums and results, %s of them this job's (after tensor_scale %g: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element, and a result per worker, 4 B per element, kept by its process): at most %s; lower scaling.tensor_scale or the workers, or run it in virtual time (inabox run)",
+				gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(MaxRunGradientBytes)))
+			return
+		}
 		v.fail(job(bigB), fmt.Sprintf("%s × %d workers", j.Model, j.Workers), fmt.Sprintf(
-			"the run would hold %s of gradients, reference sums and results, %s of them this job's (4 B per element after tensor_scale %g: 2 copies per worker + 2, or a result per worker for a job over 256 MiB, whose gradients are made on demand): at most %s; lower scaling.tensor_scale or the workers",
+			"the run would hold %s of gradients, reference sums and results, %s of them this job's (after tensor_scale %g: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element): at most %s; lower scaling.tensor_scale or the workers",
 			gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(MaxRunGradientBytes)))
 	}
 	if allReduces > MaxWorkerAllReduces {

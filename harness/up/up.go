@@ -341,6 +341,11 @@ func Up(ctx context.Context, cfg Config, stdout, stderr io.Writer) (res Result, 
 	if err != nil {
 		return res, err
 	}
+	// Every process runs on this machine (a deployment spreads them:
+	// EmitK8s).
+	if err := prep.Scenario().CheckProcesses(scenario.DefaultModels()); err != nil {
+		return res, fmt.Errorf("up: %w", err)
+	}
 	if cfg.Scenario != "" {
 		if cfg.Scenario, err = filepath.Abs(cfg.Scenario); err != nil {
 			return res, err

@@ -280,6 +280,10 @@ func TestCleanStale(t *testing.T) {
 // is created, with an error naming the problem.
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml") // fits a run in virtual time, not the processes
+	if err := os.WriteFile(big, []byte("jobs:\n  - {name: a, model: vgg16, workers: 16, iterations: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -288,6 +292,7 @@ func TestConfigErrors(t *testing.T) {
 		{"missing file", Config{Scenario: filepath.Join(dir, "nope.yaml")}, "nope.yaml"},
 		{"unknown policy", Config{Scenario: "testdata/up-16mb.yaml", Policy: "bogus"}, `policy "bogus"`},
 		{"unknown transport", Config{Scenario: "testdata/up-16mb.yaml", Transport: "pigeon"}, `transport "pigeon": want tap or udp`},
+		{"results too large", Config{Scenario: big}, `big.yaml:2: jobs[0]: "vgg16 × 16 workers": inabox up's processes would hold 9.80 GiB`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Up(context.Background(), tc.cfg, nil, nil)
