@@ -133,7 +133,7 @@ func newTensorGen(seed uint64, s *scenario.Scenario, plans []scenario.JobPlan) *
 }
 
 // checkRing refuses to run the ring (policy none) where it would hold more
-// than scenario.MaxRunGradientBytes: for a lazy job the ring holds each
+// than scenario.RunMemoryLimit: for a lazy job the ring holds each
 // worker's whole gradient quantized and the messages queued to send it
 // (measured: dynaina-contention at true scale passed 24 GB; three
 // ResNet-50 jobs of 2 workers 1.8 GB, 12 B per worker element).
@@ -149,9 +149,13 @@ func (g *tensorGen) checkRing(s *scenario.Scenario, policy string) error {
 			held += 4 * int64(p.Elements) * int64(2*p.Workers+2)
 		}
 	}
-	if held > scenario.MaxRunGradientBytes {
-		return fmt.Errorf("%s: policy none: the ring would hold %.2f GiB (a quantized gradient per worker and the messages queued to send it, 4 B per element each): at most %.2f GiB; lower scaling.tensor_scale or the workers",
-			s.Name, float64(held)/(1<<30), float64(scenario.MaxRunGradientBytes)/(1<<30))
+	limit, err := scenario.RunMemoryLimit()
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	if held > limit {
+		return fmt.Errorf("%s: policy none: the ring would hold %.2f GiB (a quantized gradient per worker and the messages queued to send it, 4 B per element each): at most %.2f GiB; lower scaling.tensor_scale or the workers, or raise %s on a machine with the memory",
+			s.Name, float64(held)/(1<<30), float64(limit)/(1<<30), scenario.RunMemoryEnv)
 	}
 	return nil
 }

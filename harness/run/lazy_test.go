@@ -106,10 +106,24 @@ func TestRingTooLarge(t *testing.T) {
 	src := "jobs:\n  - {name: a, model: vgg16, workers: 8, iterations: 1}\n"
 	s, err := scenario.Parse("big.yaml", []byte(src), scenario.DefaultModels())
 	if err != nil {
-		t.Fatal(err) // 4.13 GiB of results: within the bound
+		t.Fatal(err) // 1.55 GiB of PS results: within the bound
 	}
 	_, err = prepare(s, Options{Policy: "none"}, false)
-	if err == nil || err.Error() != "big: policy none: the ring would hold 8.25 GiB (a quantized gradient per worker and the messages queued to send it, 4 B per element each): at most 8.00 GiB; lower scaling.tensor_scale or the workers" {
+	if err == nil || err.Error() != "big: policy none: the ring would hold 8.25 GiB (a quantized gradient per worker and the messages queued to send it, 4 B per element each): at most 8.00 GiB; lower scaling.tensor_scale or the workers, or raise INABOX_MAX_RUN_GIB on a machine with the memory" {
 		t.Fatalf("ring: %v", err)
 	}
+	// A machine with more memory raises the bound; a bad value is named.
+	t.Setenv(scenario.RunMemoryEnv, "8.5")
+	if err := gen(s).checkRing(s, "none"); err != nil {
+		t.Errorf("ring at %s=8.5: %v", scenario.RunMemoryEnv, err)
+	}
+	t.Setenv(scenario.RunMemoryEnv, "lots")
+	if err := gen(s).checkRing(s, "none"); err == nil || err.Error() != `big: INABOX_MAX_RUN_GIB="lots": want a number of GiB in (0, 1048576]` {
+		t.Errorf("ring at %s=lots: %v", scenario.RunMemoryEnv, err)
+	}
+}
+
+// gen is s's tensor generator at its own seed.
+func gen(s *scenario.Scenario) *tensorGen {
+	return newTensorGen(s.Seed, s, s.Plan(scenario.DefaultModels()))
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -486,5 +487,27 @@ func TestCheckProcesses(t *testing.T) {
 	}
 	if err := s.CheckProcesses(DefaultModels()); err != nil {
 		t.Errorf("8 workers (5.7 GiB): %v", err)
+	}
+}
+
+// TestRunMemoryLimit: RunMemoryEnv sets the bound on what a run holds, and
+// a bad value is an error naming the variable.
+func TestRunMemoryLimit(t *testing.T) {
+	src := []byte("jobs:\n" + vggJobs(6)) // 9.28 GiB
+	t.Setenv(RunMemoryEnv, "10")
+	if _, err := Parse("x.yaml", src, DefaultModels()); err != nil {
+		t.Errorf("%s=10: %v", RunMemoryEnv, err)
+	}
+	t.Setenv(RunMemoryEnv, "9")
+	_, err := Parse("x.yaml", src, DefaultModels())
+	if want := "at most 9.00 GiB (INABOX_MAX_RUN_GIB); lower scaling.tensor_scale"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s=9: %v; want it to contain %q", RunMemoryEnv, err, want)
+	}
+	for _, bad := range []string{"0", "-1", "lots", "NaN", "2e6"} {
+		t.Setenv(RunMemoryEnv, bad)
+		_, err := Parse("x.yaml", src, DefaultModels())
+		if want := "x.yaml: INABOX_MAX_RUN_GIB: " + strconv.Quote(bad) + ": want a number of GiB in (0, 1048576]"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s=%s: %v; want %q", RunMemoryEnv, bad, err, want)
+		}
 	}
 }

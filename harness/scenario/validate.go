@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -234,10 +235,33 @@ func (v *validator) fail(p string, val any, rule string) {
 // CheckProcesses. They keep a valid scenario within the memory of the
 // machines the emulator runs on, and the preparation a run does before it
 // can be interrupted within seconds.
+//
+// The byte bound can be raised or lowered for a machine with more or less
+// memory: RunMemoryLimit.
 const (
 	MaxRunGradientBytes = 8 << 30
 	MaxWorkerAllReduces = 4_000_000
 )
+
+// RunMemoryEnv names the environment variable that sets the byte bound in
+// GiB in place of MaxRunGradientBytes (e.g. INABOX_MAX_RUN_GIB=16 on a
+// machine with 32 GiB). inabox up's processes inherit it.
+const RunMemoryEnv = "INABOX_MAX_RUN_GIB"
+
+// RunMemoryLimit is the bound on what a run holds, in bytes:
+// MaxRunGradientBytes, or RunMemoryEnv's value when it is set. A value that
+// is not a number of GiB in (0, 1048576] is an error naming the variable.
+func RunMemoryLimit() (int64, error) {
+	v, ok := os.LookupEnv(RunMemoryEnv)
+	if !ok || v == "" {
+		return MaxRunGradientBytes, nil
+	}
+	g, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(g > 0 && g <= 1<<20) {
+		return 0, fmt.Errorf("%s=%q: want a number of GiB in (0, 1048576]", RunMemoryEnv, v)
+	}
+	return int64(g * (1 << 30)), nil
+}
 
 // PSResultBytesPerElement bounds what a run holds per element of a job
 // whose gradients are made on demand: chiefly its parameter server's sums
@@ -303,17 +327,26 @@ func (v *validator) checkRunSize(models Models, processes bool) {
 		return fmt.Sprintf("jobs[%d]", i)
 	}
 	gib := func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', 2, 64) + " GiB" }
-	if bytes > MaxRunGradientBytes {
+	limit, err := RunMemoryLimit()
+	if err != nil {
+		v.fail(RunMemoryEnv, os.Getenv(RunMemoryEnv), "want a number of GiB in (0, 1048576] (the bound on what a run holds; unset: 8)")
+		return
+	}
+	setBy := ""
+	if limit != MaxRunGradientBytes {
+		setBy = " (" + RunMemoryEnv + ")"
+	}
+	if bytes > limit {
 		j := s.Jobs[bigB]
 		if processes {
 			v.fail(job(bigB), fmt.Sprintf("%s × %d workers", j.Model, j.Workers), fmt.Sprintf(
-				"inabox up's processes would hold %s of gradients, reference sums and results, %s of them this job's (after tensor_scale %g: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element, and a result per worker, 4 B per element, kept by its process): at most %s; lower scaling.tensor_scale or the workers, or run it in virtual time (inabox run)",
-				gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(MaxRunGradientBytes)))
+				"inabox up's processes would hold %s of gradients, reference sums and results, %s of them this job's (after tensor_scale %g: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element, and a result per worker, 4 B per element, kept by its process): at most %s%s; lower scaling.tensor_scale or the workers, run it in virtual time (inabox run), or raise %s on a machine with the memory",
+				gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(limit), setBy, RunMemoryEnv))
 			return
 		}
 		v.fail(job(bigB), fmt.Sprintf("%s × %d workers", j.Model, j.Workers), fmt.Sprintf(
-			"the run would hold %s of gradients, reference sums and results, %s of them this job's (after tensor_scale %g: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element): at most %s; lower scaling.tensor_scale or the workers",
-			gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(MaxRunGradientBytes)))
+			"the run would hold %s of gradients, reference sums and results, %s of them this job's (after tensor_scale %g: 4 B per element, 2 copies per worker + 2; for a job over 256 MiB, whose gradients are made on demand, its parameter server's results, 12 B per element): at most %s%s; lower scaling.tensor_scale or the workers, or raise %s on a machine with the memory",
+			gib(bytes), gib(maxBytes), s.Scaling.TensorScale, gib(limit), setBy, RunMemoryEnv))
 	}
 	if allReduces > MaxWorkerAllReduces {
 		p := job(bigA)
