@@ -155,7 +155,7 @@ func runMemory(s *scenario.Scenario, policies []string) int64 {
 				m += 16 * p.Elements * int64(p.Workers)
 			case "switchml":
 			default:
-				m += 12 * p.Elements
+				m += scenario.PSResultBytesPerElement * p.Elements
 			}
 		}
 		most = max(most, m)
