@@ -435,6 +435,15 @@ loop:
 			err = fmt.Errorf("emu: closing %s: %w", x.name, cerr)
 		}
 	}
+	return n.endRealtime(rt, &wgW, &wgR, err)
+}
+
+// endRealtime ends a real-time run whose ports are closed: it waits for
+// the backends' writers and readers, returns the packets they delivered
+// too late to the pool, detaches rt, and returns the run's statistics and
+// err (nil if the run was stopped by its context, the normal way to end
+// it).
+func (n *Network) endRealtime(rt *realtime, wgW, wgR *sync.WaitGroup, err error) (RealtimeStats, error) {
 	wgW.Wait()
 	wgR.Wait()
 	for {
@@ -454,7 +463,7 @@ loop:
 	n.rt, n.env.real = nil, false
 	close(rt.ended)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		err = nil // stopping by context is the normal way to end a real-time run
+		err = nil
 	}
 	return stats, err
 }

@@ -318,28 +318,7 @@ func (n *Network) runPolled(ctx context.Context, zero time.Time, catchUp bool, u
 			err = fmt.Errorf("emu: closing %s: %w", x.name, cerr)
 		}
 	}
-	wgW.Wait()
-	wgR.Wait()
-	for {
-		select {
-		case in := <-rt.ingress:
-			for _, p := range in.pkts {
-				n.cache.put(p)
-			}
-			continue
-		default:
-		}
-		break
-	}
-	rt.stats.Events = n.Events
-	stats := rt.stats
-	n.rtp.Store(nil)
-	n.rt, n.env.real = nil, false
-	close(rt.ended)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		err = nil
-	}
-	return stats, err
+	return n.endRealtime(rt, &wgW, &wgR, err)
 }
 
 // spinUntil busy-waits until run time t: a sleep shorter than a few tens
