@@ -157,7 +157,8 @@ func (s *Scenario) Validate(models Models) error {
 }
 
 // CheckProcesses refuses a valid scenario whose run as inabox up's
-// processes on one machine would hold more than MaxRunGradientBytes: the
+// processes on one machine would hold more than the bound
+// (RunMemoryLimit): the
 // processes hold what a run in virtual time holds and, for a job whose
 // gradients are made on demand, also a result per worker (4 B per element
 // after tensor_scale, each in its worker's process). The error has
@@ -291,8 +292,8 @@ func runBytes(elems int64, workers int) (int64, bool) {
 	return PSResultBytesPerElement * elems, true
 }
 
-// checkRunSize refuses a scenario whose run would exceed
-// MaxRunGradientBytes or MaxWorkerAllReduces, naming its largest job; as
+// checkRunSize refuses a scenario whose run would exceed the byte bound
+// (RunMemoryLimit) or MaxWorkerAllReduces, naming its largest job; as
 // inabox up's processes if processes is set (CheckProcesses).
 func (v *validator) checkRunSize(models Models, processes bool) {
 	s := v.s
