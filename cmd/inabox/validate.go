@@ -55,9 +55,10 @@ func cmdValidate(printScenario *bool, args []string, stdout, stderr io.Writer) e
 		if s.Topology.PS.Placement != scenario.PlacementDedicated {
 			ps += " " + s.Topology.PS.Placement
 		}
-		fmt.Fprintf(stdout, "%s: ok: %s, policy %s, %d job%s, %d workers on %d hosts, %s, %d slots; ~%.2f M worker packets, virtual time ≥ %v\n",
+		held, limit := s.RunBytes(models, false)
+		fmt.Fprintf(stdout, "%s: ok: %s, policy %s, %d job%s, %d workers on %d hosts, %s, %d slots; ~%.2f M worker packets, virtual time ≥ %v; holds ≤ %.2f GiB (at most %.2f GiB)\n",
 			file, s.Name, s.Policy, len(s.Jobs), plural, workers, s.NumHosts(), ps, s.Topology.Switch.Slots,
-			float64(est.WorkerPackets)/1e6, est.VirtualTime.Round(1e6))
+			float64(est.WorkerPackets)/1e6, est.VirtualTime.Round(1e6), float64(held)/(1<<30), float64(limit)/(1<<30))
 		for _, p := range s.Plan(models) {
 			if len(p.Buckets) < 2 {
 				continue

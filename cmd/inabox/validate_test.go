@@ -30,7 +30,7 @@ func TestValidate(t *testing.T) {
 			// the scaled default stretches 2 µs links to 1 ms
 			[]string{"default.yaml: warning: topology.link_delay: 1ms: 8 link traversals (8ms) are 75 % of job resnet50's ideal all-reduce", "0.15 % there"}, false},
 		{"defaults printed", []string{"--print", good}, true, []string{"good.yaml: ok: good, policy dynaina", "seed: 1", "link_delay: 1µs", "slots: 16384", "time_limit: 1h0m0s"}, nil, false},
-		{"too large for inabox up", []string{big}, true, []string{"big.yaml: ok: big"},
+		{"too large for inabox up", []string{big}, true, []string{"big.yaml: ok: big", "holds ≤ 1.55 GiB (at most 8.00 GiB)"},
 			[]string{`big.yaml:2: warning: jobs[0]: "vgg16 × 16 workers": inabox up's processes would hold 9.80 GiB`}, false},
 		{"invalid", []string{good, bad}, false, []string{"good.yaml: ok"}, []string{"bad.yaml:3: jobs[0].gpus: unknown field"}, false},
 		{"invalid fields", []string{bad + "x"}, false, nil, []string{"no such file"}, false},

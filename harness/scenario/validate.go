@@ -292,14 +292,11 @@ func runBytes(elems int64, workers int) (int64, bool) {
 	return PSResultBytesPerElement * elems, true
 }
 
-// checkRunSize refuses a scenario whose run would exceed the byte bound
-// (RunMemoryLimit) or MaxWorkerAllReduces, naming its largest job; as
-// inabox up's processes if processes is set (CheckProcesses).
-func (v *validator) checkRunSize(models Models, processes bool) {
-	s := v.s
-	var bytes, allReduces, maxBytes, maxAllReduces int64
-	bigB, bigA := 0, 0
-	for i, j := range s.Jobs {
+// runSize is what a run of s holds and does, counted for the bound: per
+// job, its bytes of gradients, reference sums and results (as inabox up's
+// processes if processes is set) and its all-reduces over all its workers.
+func (s *Scenario) runSize(models Models, processes bool) (bytes, allReduces []int64) {
+	for _, j := range s.Jobs {
 		m := models[j.Model]
 		nb := int64(1)
 		if j.BucketMiB > 0 {
@@ -311,7 +308,38 @@ func (v *validator) checkRunSize(models Models, processes bool) {
 		if lazy && processes {
 			b += 4 * elems * int64(j.Workers) // and a result per worker process
 		}
-		a := int64(j.Workers) * int64(j.Iterations) * nb
+		bytes = append(bytes, b)
+		allReduces = append(allReduces, int64(j.Workers)*int64(j.Iterations)*nb)
+	}
+	return bytes, allReduces
+}
+
+// RunBytes is what a run of valid scenario s holds of gradients, reference
+// sums and results as the bound counts it (every job as if all ran at
+// once; inabox up's processes if processes is set), against the bound
+// (RunMemoryLimit; MaxRunGradientBytes if the variable is bad).
+func (s *Scenario) RunBytes(models Models, processes bool) (held, limit int64) {
+	bytes, _ := s.runSize(s.withOwn(models), processes)
+	for _, b := range bytes {
+		held += b
+	}
+	limit, err := RunMemoryLimit()
+	if err != nil {
+		limit = MaxRunGradientBytes
+	}
+	return held, limit
+}
+
+// checkRunSize refuses a scenario whose run would exceed the byte bound
+// (RunMemoryLimit) or MaxWorkerAllReduces, naming its largest job; as
+// inabox up's processes if processes is set (CheckProcesses).
+func (v *validator) checkRunSize(models Models, processes bool) {
+	s := v.s
+	var bytes, allReduces, maxBytes, maxAllReduces int64
+	bigB, bigA := 0, 0
+	bs, as := s.runSize(models, processes)
+	for i := range bs {
+		b, a := bs[i], as[i]
 		bytes += b
 		allReduces += a
 		if b > maxBytes {
