@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/inabox/inabox/harness/scenario"
 )
 
 func TestValidate(t *testing.T) {
+	t.Setenv(scenario.RunMemoryEnv, "") // the default bound, whatever the environment says
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")

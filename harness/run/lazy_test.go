@@ -103,6 +103,7 @@ func TestLazyGradients(t *testing.T) {
 // quantized beside its result, is refused where that passes the run-size
 // bound.
 func TestRingTooLarge(t *testing.T) {
+	t.Setenv(scenario.RunMemoryEnv, "") // the default bound, whatever the environment says
 	src := "jobs:\n  - {name: a, model: vgg16, workers: 8, iterations: 1}\n"
 	s, err := scenario.Parse("big.yaml", []byte(src), scenario.DefaultModels())
 	if err != nil {

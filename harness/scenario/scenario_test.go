@@ -17,6 +17,7 @@ import (
 )
 
 func TestInvalidScenarios(t *testing.T) {
+	t.Setenv(RunMemoryEnv, "") // the default bound, whatever the environment says
 	ents, err := fs.ReadDir(testdata.Scenarios, "scenarios/invalid")
 	if err != nil || len(ents) < 5 {
 		t.Fatalf("invalid scenarios: %d, %v", len(ents), err)
@@ -165,6 +166,7 @@ func TestScenarioDefaults(t *testing.T) {
 }
 
 func TestScenarioErrors(t *testing.T) {
+	t.Setenv(RunMemoryEnv, "") // the default bound, whatever the environment says
 	const job = "jobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n"
 	cases := []struct{ name, src, want string }{
 		{"workers high", "jobs:\n  - {name: a, model: resnet50, workers: 33, iterations: 1}\n", "x.yaml:2: jobs[0].workers: 33: must be between 1 and 32"},
@@ -471,6 +473,7 @@ func vggJobs(n int) string {
 // TestCheckProcesses: a job made on demand holds a result per worker in
 // inabox up's processes, which a run in virtual time does not keep.
 func TestCheckProcesses(t *testing.T) {
+	t.Setenv(RunMemoryEnv, "") // the default bound, whatever the environment says
 	s, err := Parse("x.yaml", []byte("jobs:\n  - {name: a, model: vgg16, workers: 16, iterations: 1}\n"), DefaultModels())
 	if err != nil {
 		t.Fatalf("a run in virtual time: %v", err)

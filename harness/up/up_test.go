@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/inabox/inabox/harness/scenario"
 	"time"
 
 	"github.com/inabox/inabox/internal/procnode"
@@ -279,6 +281,7 @@ func TestCleanStale(t *testing.T) {
 // TestConfigErrors: what inabox up cannot run is refused before anything
 // is created, with an error naming the problem.
 func TestConfigErrors(t *testing.T) {
+	t.Setenv(scenario.RunMemoryEnv, "") // the default bound, whatever the environment says
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.yaml") // fits a run in virtual time, not the processes
 	if err := os.WriteFile(big, []byte("jobs:\n  - {name: a, model: vgg16, workers: 16, iterations: 1}\n"), 0o644); err != nil {
