@@ -147,7 +147,7 @@ func runMemory(s *scenario.Scenario, policies []string) int64 {
 	for _, pol := range policies {
 		m := int64(256 << 20)
 		for _, p := range plans {
-			if held := 4 * p.Elements * int64(2*p.Workers+2); held <= scenario.LazyGradientBytes {
+			if held := scenario.HeldGradientBytes(p.Elements, p.Workers); held <= scenario.LazyGradientBytes {
 				m += held
 			}
 			switch pol {

@@ -146,7 +146,7 @@ func (g *tensorGen) checkRing(s *scenario.Scenario, policy string) error {
 		if g.isLazy(j) {
 			held += 8 * int64(p.Elements) * int64(p.Workers) // a quantized copy per worker and its messages
 		} else {
-			held += 4 * int64(p.Elements) * int64(2*p.Workers+2)
+			held += scenario.HeldGradientBytes(int64(p.Elements), p.Workers)
 		}
 	}
 	limit, err := scenario.RunMemoryLimit()
@@ -163,7 +163,7 @@ func (g *tensorGen) checkRing(s *scenario.Scenario, policy string) error {
 // isLazy reports whether job's gradients are made on demand.
 func (g *tensorGen) isLazy(job int) bool {
 	p := g.plans[job]
-	return 4*int64(p.Elements)*int64(2*p.Workers+2) > LazyGradientBytes
+	return scenario.HeldGradientBytes(int64(p.Elements), p.Workers) > LazyGradientBytes
 }
 
 // state is variant v of worker rank of job's generator state.

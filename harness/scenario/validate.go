@@ -282,11 +282,19 @@ const PSResultBytesPerElement = 12
 // arrive).
 const LazyGradientBytes = 256 << 20
 
+// HeldGradientBytes is what the runner holds for a job of elems elements
+// and workers workers when it does not make its gradients on demand: 4 B
+// per element, 2 variants per worker and 2 reference sums. Above
+// LazyGradientBytes it makes them on demand instead.
+func HeldGradientBytes(elems int64, workers int) int64 {
+	return 4 * elems * int64(2*workers+2)
+}
+
 // runBytes is what a run in virtual time holds for a job of elems
 // elements (Plan's, buckets rounded up) and workers workers, and whether
 // its gradients are made on demand.
 func runBytes(elems int64, workers int) (int64, bool) {
-	if b := 4 * elems * int64(2*workers+2); b <= LazyGradientBytes {
+	if b := HeldGradientBytes(elems, workers); b <= LazyGradientBytes {
 		return b, false
 	}
 	return PSResultBytesPerElement * elems, true
