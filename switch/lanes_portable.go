@@ -11,5 +11,8 @@ func writeWide([]uint32, []byte)        { panic("sw: no wide lane kernels") }
 func readWide([]uint32, []byte)         { panic("sw: no wide lane kernels") }
 func swapWide([]uint32, []byte)         { panic("sw: no wide lane kernels") }
 
+// prefetch does nothing in this build (lanes_amd64.go's issues PREFETCHT0).
+func prefetch([]uint32) {}
+
 // anchorAddWide reports that there is no SIMD anchor in this build.
 func anchorAddWide([]int32, []byte) bool { return false }
