@@ -2,10 +2,12 @@ package scenario
 
 import (
 	"fmt"
-	"github.com/inabox/inabox/harness/testbed"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/inabox/inabox/harness/testbed"
+	sw "github.com/inabox/inabox/switch"
 )
 
 // JobPlan is a job resolved against its model, the scaling and the
@@ -170,7 +172,9 @@ const LatencyShareWarn = 0.05
 // CoarseWindow aggregators) that memory shares round coarsely when the
 // jobs' windows do not all fit the switch: contention results then differ
 // from true scale's by about one aggregator's share of a window (measured:
-// docs/results.md, "Scaling check").
+// docs/results.md, "Scaling check"). Where the window is not that small,
+// SwitchML's static pools, which may lose to rounding a larger part of a
+// job's pool than at true scale (switchMLPools).
 func (s *Scenario) Warnings(models Models) []string {
 	models = s.withOwn(models)
 	var out []string
@@ -181,6 +185,8 @@ func (s *Scenario) Warnings(models Models) []string {
 	// true lengths, but shrink the window with the rate.
 	if s.Topology.LinkDelay.D() <= TrueDelayMax {
 		if w := s.coarseWindow(models); w != "" {
+			out = append(out, w)
+		} else if w := s.switchMLPools(models); w != "" {
 			out = append(out, w)
 		}
 		return out
@@ -244,4 +250,58 @@ func (s *Scenario) coarseWindow(models Models) string {
 		}
 	}
 	return msg
+}
+
+// SwitchMLRoundingWarn is how much more of a SwitchML job's pool rounding
+// may lose at a scaled rate than at true scale before Warnings says so.
+const SwitchMLRoundingWarn = 0.02
+
+// switchMLPools is Warnings' warning that SwitchML's static pools round
+// coarsely at this scale, or "". SwitchML's controller (sw.SwitchMLControl)
+// gives a job min(two windows, aggregators ÷ jobs present) aggregators,
+// rounded down to an integer and to even (the pool's halves are shadow
+// copies), so a pool of a few aggregators loses up to two of its share, a
+// larger part of it the smaller the window. It takes every job present at
+// once (the most the memory is divided by; jobs that arrive apart may not
+// share it, as in `long`, whose SwitchML runs kept their true-scale JCT at
+// rate_scale 0.1) and, for true scale, the memory kept in windows, as
+// `inabox rescale` keeps it. It warns when rounding loses
+// SwitchMLRoundingWarn more of the pool than at true scale (measured:
+// `cluster-tight` at rate_scale 0.5, 4.0 % against 0.7 %, and SwitchML's
+// JCT mean there 2.7 % longer than at true scale; docs/results.md,
+// "`cluster-tight` at true scale").
+func (s *Scenario) switchMLPools(models Models) string {
+	t := s.Topology
+	jobs := len(s.Plan(models))
+	vpp := t.Switch.ValuesPerPacket
+	if jobs < 2 || vpp < 1 || s.LinkBitsPerSecond() <= 0 {
+		return ""
+	}
+	stride := (vpp + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+	lat := max(t.Switch.Latency.D(), 0)
+	w := testbed.PipeSlots(s.LinkBitsPerSecond(), t.LinkDelay.D(), lat, vpp)
+	trueW := testbed.PipeSlots(int64(math.Round(t.LinkGbps*1e9)), t.LinkDelay.D(), lat, vpp)
+	trueSlots := max(1, int(math.Round(float64(t.Switch.Slots)*float64(trueW)/float64(w))))
+	// pool is a job's pool with every job present, share the same before
+	// rounding (a fraction of an aggregator), as the controller computes
+	// them (admit: min(want, max(used/present, MinAggregators)) &^ 1, with
+	// want two windows of min(pipe, aggregators/2), at least one).
+	pool := func(slots, window int) (int, float64) {
+		aggs := slots / stride
+		want := 2 * max(min(window, aggs/2), 1)
+		share := math.Min(float64(want), float64(aggs)/float64(jobs))
+		return min(want, max(aggs/jobs, 2)) &^ 1, share
+	}
+	n, share := pool(t.Switch.Slots, w)
+	trueN, trueShare := pool(trueSlots, trueW)
+	lost, trueLost := 1-float64(n)/share, 1-float64(trueN)/trueShare
+	if share < 2 || lost-trueLost <= SwitchMLRoundingWarn {
+		return ""
+	}
+	return fmt.Sprintf("topology.switch.slots: %d: if all %d jobs are present at once, a SwitchML job's static pool is %d aggregators "+
+		"(%d ÷ %d = %.3g, rounded down to even), %.1f %% short of its share, where at true scale (a window of %d aggregators, %d slots) "+
+		"it is %.1f %% short: where that many jobs share the memory, SwitchML's results can differ from true scale's by up to about the difference "+
+		"(docs/results.md, \"`cluster-tight` at true scale\")",
+		t.Switch.Slots, jobs, n, t.Switch.Slots/stride, jobs, float64(t.Switch.Slots/stride)/float64(jobs),
+		100*lost, trueW, trueSlots, 100*trueLost)
 }

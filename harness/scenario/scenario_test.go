@@ -395,7 +395,7 @@ func TestWarnings(t *testing.T) {
 	}
 	// True delays at rate_scale 0.01 and memory for about one of three
 	// jobs' windows: the shares round coarsely. With memory for every
-	// window, or at true scale, nothing is shared and nothing rounds.
+	// window only SwitchML's pools round; at true scale nothing is said.
 	three := "jobs:\n  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 2, iterations: 1}\n  - {name: c, model: resnet50, workers: 2, iterations: 1}\n"
 	for _, tc := range []struct {
 		src, want string
@@ -404,10 +404,52 @@ func TestWarnings(t *testing.T) {
 			"topology.switch.slots: 8: a window is 7 aggregators at rate_scale 0.01 (145 at true scale), so the jobs' shares of the switch round coarsely (one aggregator is 14 % of a window)"},
 		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\n",
 			"`inabox rescale --rate-scale 0.5` writes it at a scale with a window of 50 or more"},
-		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 21}}\n", ""},
+		// Every window fits, but SwitchML's pools (two windows asked, a
+		// third of the memory given) round: 7 → 6.
+		{"scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 21}}\n",
+			"topology.switch.slots: 21: if all 3 jobs are present at once, a SwitchML job's static pool is 6 aggregators (21 ÷ 3 = 7, rounded down to even), 14.3 % short"},
 		{"topology: {link_delay: 1us, switch: {slots: 8}}\n", ""},
 	} {
 		s, err := Parse("x.yaml", []byte(tc.src+three), DefaultModels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := s.Warnings(DefaultModels())
+		if tc.want == "" && len(w) != 0 || tc.want != "" && (len(w) != 1 || !strings.Contains(w[0], tc.want)) {
+			t.Errorf("%s: warnings %q, want %q", tc.src, w, tc.want)
+		}
+	}
+}
+
+// TestWarningsSwitchMLPools checks the warning that SwitchML's static pools
+// lose more to rounding than at true scale: twelve jobs at rate_scale 0.5
+// (a window of 75 aggregators), as `cluster-tight` rescaled, whose SwitchML
+// JCT mean was 2.7 % off true scale's.
+func TestWarningsSwitchMLPools(t *testing.T) {
+	var jobs strings.Builder
+	jobs.WriteString("jobs:\n")
+	for i := range 12 {
+		fmt.Fprintf(&jobs, "  - {name: j%d, model: resnet50, workers: 2, iterations: 1}\n", i)
+	}
+	for _, tc := range []struct {
+		src, want string
+	}{
+		// 150 ÷ 12 = 12.5 → 12 (4.0 % short); at true scale 290 ÷ 12 =
+		// 24.2 → 24 (0.7 %).
+		{"scaling: {tensor_scale: 0.5, rate_scale: 0.5}\ntopology: {link_delay: 1us, switch: {slots: 150}}\n",
+			"topology.switch.slots: 150: if all 12 jobs are present at once, a SwitchML job's static pool is 12 aggregators (150 ÷ 12 = 12.5, rounded down to even), 4.0 % short of its share, where at true scale (a window of 145 aggregators, 290 slots) it is 0.7 % short"},
+		// 144 ÷ 12 = 12 exactly; at true scale 278 ÷ 12 = 23.2 → 22: true
+		// scale loses more.
+		{"scaling: {tensor_scale: 0.5, rate_scale: 0.5}\ntopology: {link_delay: 1us, switch: {slots: 144}}\n", ""},
+		// Memory for two windows a job: every pool is what it asks for.
+		{"scaling: {tensor_scale: 0.5, rate_scale: 0.5}\ntopology: {link_delay: 1us, switch: {slots: 1800}}\n", ""},
+		// True scale: nothing to differ from.
+		{"topology: {link_delay: 1us, switch: {slots: 290}}\n", ""},
+		// Fewer than two aggregators a job: jobs wait for memory, a
+		// matter for the coarse-window warning, not for rounding.
+		{"scaling: {tensor_scale: 0.5, rate_scale: 0.5}\ntopology: {link_delay: 1us, switch: {slots: 20}}\n", ""},
+	} {
+		s, err := Parse("x.yaml", []byte(tc.src+jobs.String()), DefaultModels())
 		if err != nil {
 			t.Fatal(err)
 		}
