@@ -65,6 +65,11 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 	if o.parallel < 0 {
 		return usageError{msg: fmt.Sprintf("compare: --parallel %d: must be ≥ 0 (0: as many as the CPUs and memory allow)", o.parallel)}
 	}
+	// What makes this comparison suspect though the file is valid
+	// (`inabox validate` says the same): before the runs, not after them.
+	for _, w := range s.Warnings(scenario.DefaultModels()) {
+		fmt.Fprintf(stderr, "compare: warning: %s\n", w)
+	}
 	// Ctrl-C stops the runs going on now; the table has the ones done.
 	ctx, stop := interruptContext()
 	defer stop()

@@ -177,3 +177,33 @@ func TestCompareOutStdout(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareWarns checks that compare says, on stderr and before its
+// table, what `inabox validate` warns of: here three jobs sharing a switch
+// whose window is a few aggregators at a reduced rate_scale.
+func TestCompareWarns(t *testing.T) {
+	src := "name: coarse\nscaling: {tensor_scale: 0.0002, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\njobs:\n" +
+		"  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 2, iterations: 1}\n" +
+		"  - {name: c, model: resnet50, workers: 2, iterations: 1}\n"
+	f := filepath.Join(t.TempDir(), "coarse.yaml")
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb, vout, verr bytes.Buffer
+	if err := runCLI([]string{"compare", "--policies", "freeina", f}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if err := runCLI([]string{"validate", f}, &vout, &verr); err != nil {
+		t.Fatal(err)
+	}
+	const want = "topology.switch.slots: 8: a window is 7 aggregators at rate_scale 0.01"
+	if !strings.Contains(errb.String(), "compare: warning: "+want) {
+		t.Errorf("compare's stderr lacks the warning %q:\n%s", want, errb.String())
+	}
+	if !strings.Contains(verr.String(), want) {
+		t.Errorf("validate's stderr lacks the warning %q:\n%s", want, verr.String())
+	}
+	if strings.Contains(out.String(), "warning") {
+		t.Errorf("compare's stdout has a warning:\n%s", out.String())
+	}
+}
