@@ -360,6 +360,13 @@ func FuzzParseScenario(f *testing.F) {
 				t.Fatalf("plan %+v", p)
 			}
 		}
+		// validate and compare warn on every valid file: each warning
+		// names its field and formats its values.
+		for _, w := range s.Warnings(ms) {
+			if !strings.HasPrefix(w, "topology.") || strings.Contains(w, "%!") {
+				t.Fatalf("warning %q", w)
+			}
+		}
 	})
 }
 
