@@ -132,6 +132,7 @@ func cmdSweep(o *sweepOpts, args []string, stdout, stderr io.Writer) error {
 		scens, datas = append(scens, s), append(datas, data)
 		per = max(per, runMemory(s, policies))
 	}
+	writeSweepWarnings(stderr, field, values, scens)
 	ctx, stop := interruptContext()
 	defer stop()
 	var tasks []*runTask
@@ -188,6 +189,30 @@ func cmdSweep(o *sweepOpts, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("sweep: %d of %d runs failed: %s (the FAILED lines on stdout say why)", len(failed), len(values)*len(policies), strings.Join(failedNames, ", "))
 	}
 	return nil
+}
+
+// writeSweepWarnings prints on stderr what `inabox validate` warns of for
+// the sweep's scenarios (scens[i] is field=values[i]), before the runs: a
+// warning given for every value once, another with the values it is given
+// for.
+func writeSweepWarnings(stderr io.Writer, field string, values []string, scens []*scenario.Scenario) {
+	var order []string
+	at := map[string][]string{}
+	for i, s := range scens {
+		for _, w := range s.Warnings(scenario.DefaultModels()) {
+			if _, ok := at[w]; !ok {
+				order = append(order, w)
+			}
+			at[w] = append(at[w], values[i])
+		}
+	}
+	for _, w := range order {
+		if len(at[w]) == len(values) {
+			fmt.Fprintf(stderr, "sweep: warning: %s\n", w)
+			continue
+		}
+		fmt.Fprintf(stderr, "sweep: warning (%s=%s): %s\n", field, strings.Join(at[w], ","), w)
+	}
 }
 
 // value is p's metric at value v (NaN if it did not run).

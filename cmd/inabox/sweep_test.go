@@ -71,3 +71,41 @@ func TestSweepFailedPoint(t *testing.T) {
 		t.Errorf("sweep.csv (%v):\n%s\nwant the header and the 60s row", err, b)
 	}
 }
+
+// TestSweepWarns checks that sweep says, on stderr and before its table,
+// what `inabox validate` warns of for its scenarios: once for a warning
+// every value draws, with the values for one that only some draw.
+func TestSweepWarns(t *testing.T) {
+	src := "name: coarse\nscaling: {tensor_scale: 0.0002, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\njobs:\n" +
+		"  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 2, iterations: 1}\n" +
+		"  - {name: c, model: resnet50, workers: 2, iterations: 1}\n"
+	f := filepath.Join(t.TempDir(), "coarse.yaml")
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		set  string
+		want []string
+	}{
+		{"topology.switch.slots=8,21", []string{
+			"sweep: warning (topology.switch.slots=8): topology.switch.slots: 8: a window is 7 aggregators",
+			"sweep: warning (topology.switch.slots=21): topology.switch.slots: 21: if all 3 jobs are present at once"}},
+		{"jobs[0].iterations=1,2", []string{"sweep: warning: topology.switch.slots: 8: a window is 7 aggregators"}},
+	} {
+		var out, errb bytes.Buffer
+		if err := runCLI([]string{"sweep", "--set", tc.set, "--policies", "freeina", f}, &out, &errb); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("--set %s: stderr lacks %q:\n%s", tc.set, w, errb.String())
+			}
+		}
+		if n := strings.Count(errb.String(), "warning"); n != len(tc.want) {
+			t.Errorf("--set %s: %d warnings, want %d:\n%s", tc.set, n, len(tc.want), errb.String())
+		}
+		if strings.Contains(out.String(), "warning") {
+			t.Errorf("--set %s: stdout has a warning:\n%s", tc.set, out.String())
+		}
+	}
+}
