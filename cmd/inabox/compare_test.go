@@ -178,17 +178,22 @@ func TestCompareOutStdout(t *testing.T) {
 	}
 }
 
+// coarseFile writes a scenario that `inabox validate` warns of: three
+// small jobs sharing a switch of 8 slots whose window is 7 aggregators at
+// rate_scale 0.01. It runs in a fraction of a second.
+func coarseFile(t *testing.T) string {
+	t.Helper()
+	src := "name: coarse\nscaling: {tensor_scale: 0.0002, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\njobs:\n" +
+		"  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 2, iterations: 1}\n" +
+		"  - {name: c, model: resnet50, workers: 2, iterations: 1}\n"
+	return scenarioFile(t, "coarse.yaml", src)
+}
+
 // TestCompareWarns checks that compare says, on stderr and before its
 // table, what `inabox validate` warns of: here three jobs sharing a switch
 // whose window is a few aggregators at a reduced rate_scale.
 func TestCompareWarns(t *testing.T) {
-	src := "name: coarse\nscaling: {tensor_scale: 0.0002, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\njobs:\n" +
-		"  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 2, iterations: 1}\n" +
-		"  - {name: c, model: resnet50, workers: 2, iterations: 1}\n"
-	f := filepath.Join(t.TempDir(), "coarse.yaml")
-	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f := coarseFile(t)
 	var out, errb, vout, verr bytes.Buffer
 	if err := runCLI([]string{"compare", "--policies", "freeina", f}, &out, &errb); err != nil {
 		t.Fatal(err)

@@ -27,8 +27,15 @@ jobs:
 
 func tinyFile(t *testing.T) string {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "tiny.yaml")
-	if err := os.WriteFile(f, []byte(tinyYAML), 0o644); err != nil {
+	return scenarioFile(t, "tiny.yaml", tinyYAML)
+}
+
+// scenarioFile writes src as file name in a test directory and returns its
+// path.
+func scenarioFile(t *testing.T, name, src string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return f

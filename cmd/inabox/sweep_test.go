@@ -76,13 +76,7 @@ func TestSweepFailedPoint(t *testing.T) {
 // what `inabox validate` warns of for its scenarios: once for a warning
 // every value draws, with the values for one that only some draw.
 func TestSweepWarns(t *testing.T) {
-	src := "name: coarse\nscaling: {tensor_scale: 0.0002, rate_scale: 0.01}\ntopology: {link_delay: 1us, switch: {slots: 8}}\njobs:\n" +
-		"  - {name: a, model: resnet50, workers: 2, iterations: 1}\n  - {name: b, model: resnet50, workers: 2, iterations: 1}\n" +
-		"  - {name: c, model: resnet50, workers: 2, iterations: 1}\n"
-	f := filepath.Join(t.TempDir(), "coarse.yaml")
-	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f := coarseFile(t) // compare_test.go
 	for _, tc := range []struct {
 		set  string
 		want []string
