@@ -170,7 +170,7 @@ anchorDone:
 
 // func prefetchLines(p *uint32, n int)
 //
-// Asks for the cache lines of the n bytes from p on (PREFETCHT0, one a
+// Asks for the cache lines of the n bytes from p on (PREFETCHT0, one per
 // 64 bytes; at least one). A prefetch never faults and changes no state.
 TEXT ·prefetchLines(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), AX
