@@ -19,6 +19,13 @@ const (
 	MaxSlots             = 1 << 16 // the INA header's slot field is 16 bits
 )
 
+// SlotsPerAggregator is how many slots an aggregator of values int32
+// values takes in a switch with DefaultValuesPerPass values a slot: one a
+// pass, at least one.
+func SlotsPerAggregator(values int) int {
+	return max((values+DefaultValuesPerPass-1)/DefaultValuesPerPass, 1)
+}
+
 // Config sizes a switch.
 type Config struct {
 	// Slots is the number of aggregator slots (each ValuesPerPass values).

@@ -773,3 +773,12 @@ func TestAggModIsMod(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotsPerAggregator: one slot a pass of DefaultValuesPerPass values.
+func TestSlotsPerAggregator(t *testing.T) {
+	for _, c := range [][2]int{{0, 1}, {1, 1}, {64, 1}, {65, 2}, {128, 2}, {256, 4}} {
+		if got := SlotsPerAggregator(c[0]); got != c[1] {
+			t.Errorf("SlotsPerAggregator(%d) = %d, want %d", c[0], got, c[1])
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scenario.JobPlan, realtime bool) testbed.Spec {
 	t := s.Topology
 	values := t.Switch.ValuesPerPacket
-	stride := (values + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+	stride := sw.SlotsPerAggregator(values)
 	sp := testbed.Spec{Seed: seed, LinkBitsPerSecond: s.LinkBitsPerSecond(), PSLinkBitsPerSecond: s.PSLinkBitsPerSecond(),
 		LinkDelay: t.LinkDelay.D(), QueuePackets: t.QueuePackets, ValuesPerPacket: values,
 		Aggregators: max(t.Switch.Slots/stride, 1),

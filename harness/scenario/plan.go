@@ -277,7 +277,7 @@ func (s *Scenario) switchMLPools(models Models) string {
 	if jobs < 2 || vpp < 1 || s.LinkBitsPerSecond() <= 0 {
 		return ""
 	}
-	stride := (vpp + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+	stride := sw.SlotsPerAggregator(vpp)
 	lat := max(t.Switch.Latency.D(), 0)
 	w := testbed.PipeSlots(s.LinkBitsPerSecond(), t.LinkDelay.D(), lat, vpp)
 	trueW := testbed.PipeSlots(int64(math.Round(t.LinkGbps*1e9)), t.LinkDelay.D(), lat, vpp)

@@ -66,12 +66,12 @@ func (s *Scenario) Validate(models Models) error {
 	v.check("topology.switch.pass_time", t.Switch.PassTime, t.Switch.PassTime >= 0 && t.Switch.PassTime.D() <= time.Millisecond, "must be in [0, 1ms]")
 	v.check("topology.switch.latency", t.Switch.Latency, t.Switch.Latency >= 0 && t.Switch.Latency.D() <= time.Millisecond, "must be in [0, 1ms]")
 	if m := s.DynaINA.MinSlots; m > 0 && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
-		stride := (t.Switch.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+		stride := sw.SlotsPerAggregator(t.Switch.ValuesPerPacket)
 		aggs := max(t.Switch.Slots/stride, 1)
 		v.check("dynaina.min_slots", m, m <= aggs, fmt.Sprintf("must be at most the switch's %d aggregators", aggs))
 	}
 	if s.ATP.Budget > 0 && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
-		stride := (t.Switch.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass
+		stride := sw.SlotsPerAggregator(t.Switch.ValuesPerPacket)
 		aggs := max(t.Switch.Slots/stride, 1)
 		v.check("atp.budget", s.ATP.Budget, s.ATP.Budget <= aggs,
 			fmt.Sprintf("must be at most the switch's %d aggregators (topology.switch.slots / %d slots per aggregator)", aggs, stride))

@@ -267,7 +267,7 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		return nil, err
 	}
 	t := &Testbed{Spec: spec, Net: emu.NewNetwork(emu.Config{Seed: spec.Seed}), policy: p,
-		Stride: (spec.ValuesPerPacket + sw.DefaultValuesPerPass - 1) / sw.DefaultValuesPerPass}
+		Stride: sw.SlotsPerAggregator(spec.ValuesPerPacket)}
 	nps := spec.NumPS()
 	var err error
 	// Ports: the PSs first, then every job's workers (co-located: the
