@@ -78,12 +78,18 @@ func runTasks(ctx context.Context, tasks []*runTask, par int, stderr io.Writer, 
 		go func() {
 			defer wg.Done()
 			for t := range next {
+				if ctx.Err() != nil { // as one at a time: none starts once interrupted
+					continue
+				}
 				do(t, mp.Run(t.label))
 			}
 		}()
 	}
 feed:
 	for _, t := range tasks {
+		if ctx.Err() != nil { // select picks at random when both are ready
+			break
+		}
 		select {
 		case next <- t:
 		case <-ctx.Done():
