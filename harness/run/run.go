@@ -44,6 +44,9 @@ type Options struct {
 	// even where another CPU could take them (runs going side by side
 	// already keep every CPU busy). Results do not depend on it.
 	ChecksInline bool
+	// Measures, if set, receives the run's link counters and workers'
+	// all-reduce times when it has ended (not when it failed).
+	Measures *Measures
 }
 
 // ErrUnfinished is returned, with the results so far, when a job has not
@@ -81,7 +84,11 @@ func Run(s *scenario.Scenario, opts Options) (*report.Results, error) {
 	}
 	defer prog.Done()
 	r.ctx = opts.Context
-	return r.run(r.step, prog)
+	res, err := r.run(r.step, prog)
+	if err == nil && opts.Measures != nil {
+		r.measure(opts.Measures)
+	}
+	return res, err
 }
 
 // prepare builds scenario s's testbed for the policy of opts (or s) with

@@ -80,7 +80,8 @@ func rateFractions(peers []run.Peer, res *Result) {
 }
 
 // vsVirtual runs the scenario, seed and policy of prep in virtual time (as
-// `inabox run` does) and sets every job's VirtualJCT and JCTVsVirtual.
+// `inabox run` does) and sets every job's VirtualJCT and JCTVsVirtual and
+// every process's VirtualRateFraction and RateVsVirtual.
 func vsVirtual(ctx context.Context, file string, prep *run.Prepared, res *Result) error {
 	var s *scenario.Scenario
 	var err error
@@ -92,10 +93,16 @@ func vsVirtual(ctx context.Context, file string, prep *run.Prepared, res *Result
 	if err != nil {
 		return err
 	}
-	vr, err := run.Run(s, run.Options{Seed: prep.Seed(), Policy: prep.Policy(), Context: ctx})
+	var m run.Measures
+	vr, err := run.Run(s, run.Options{Seed: prep.Seed(), Policy: prep.Policy(), Context: ctx, Measures: &m})
 	if err != nil {
 		return fmt.Errorf("up: --vs-virtual: %w", err)
 	}
+	peers, err := prep.Peers()
+	if err != nil {
+		return fmt.Errorf("up: --vs-virtual: %w", err)
+	}
+	virtualFractions(peers, res, &m)
 	for i := range res.Jobs {
 		for _, vj := range vr.Jobs {
 			if vj.Name == res.Jobs[i].Name && vj.Finished {
@@ -107,4 +114,61 @@ func vsVirtual(ctx context.Context, file string, prep *run.Prepared, res *Result
 		}
 	}
 	return nil
+}
+
+// virtualFractions sets every process's VirtualRateFraction: its rate
+// fraction (rateFractions, the same definition) in the run in virtual
+// time that m describes, and RateVsVirtual, its RateFraction ÷ that.
+func virtualFractions(peers []run.Peer, res *Result, m *run.Measures) {
+	type jobRank struct {
+		job  string
+		rank int
+	}
+	spans := map[jobRank][]run.Span{}
+	for _, wm := range m.Workers {
+		spans[jobRank{wm.Job, wm.Rank}] = wm.AllReduces
+	}
+	v := Result{Workers: make([]WorkerResult, len(res.Workers)), PSs: make([]ProcResult, len(res.PSs))}
+	for i, wr := range res.Workers {
+		v.Workers[i].Name = wr.Name
+		for k, sp := range spans[jobRank{wr.Job, wr.Rank}] {
+			v.Workers[i].Iterations = append(v.Workers[i].Iterations, run.IterationCheck{Iteration: k, Start: sp.Start, End: sp.End})
+		}
+	}
+	for i, pr := range res.PSs {
+		v.PSs[i].Name, v.PSs[i].In = pr.Name, pr.In
+	}
+	for _, pe := range peers {
+		lm, ok := m.Links[pe.Node]
+		if !ok {
+			continue
+		}
+		v.Links = append(v.Links,
+			LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Up, Stats: lm.ToSwitch},
+			LinkResult{Link: pe.Host, Node: pe.Node, Dir: faultctl.Down, Stats: lm.FromSwitch})
+	}
+	rateFractions(peers, &v)
+	set := func(p *ProcResult, virtual float64) {
+		p.VirtualRateFraction, p.RateVsVirtual = virtual, 0
+		if virtual > 0 {
+			p.RateVsVirtual = p.RateFraction / virtual
+		}
+	}
+	for i := range res.Workers {
+		set(&res.Workers[i].ProcResult, v.Workers[i].RateFraction)
+	}
+	for i := range res.PSs {
+		set(&res.PSs[i], v.PSs[i].RateFraction)
+	}
+	set(&res.Switch, v.Switch.RateFraction)
+}
+
+// vsVirtualRate is how Print follows a process's rate fraction with its
+// virtual-time counterpart: "; 94.6 % in virtual time: ×0.917", or nothing
+// without one.
+func vsVirtualRate(p ProcResult) string {
+	if p.VirtualRateFraction <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %.1f %% in virtual time: ×%.3f", 100*p.VirtualRateFraction, p.RateVsVirtual)
 }

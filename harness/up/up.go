@@ -195,6 +195,14 @@ type ProcResult struct {
 	// process achieved while the workers all-reduced (measures.go,
 	// docs/processes.md "Measured"); 0 if it has no such window.
 	RateFraction float64 `json:"rate_fraction"`
+	// VirtualRateFraction is the same measure of the same node in the
+	// same scenario, seed and policy run in virtual time, and
+	// RateVsVirtual is RateFraction ÷ VirtualRateFraction
+	// (Config.VsVirtual; 0 without it): the share of what the emulated
+	// links carry that the process achieved. Protocol pauses keep
+	// VirtualRateFraction below 1.
+	VirtualRateFraction float64 `json:"virtual_rate_fraction,omitempty"`
+	RateVsVirtual       float64 `json:"rate_vs_virtual,omitempty"`
 	// In names the worker whose process runs this node, for a PS
 	// co-located with it (topology.ps.placement: co-located): the measures
 	// are that process's, and its rate fraction is the worker's.
@@ -1356,12 +1364,12 @@ func (res *Result) Print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	for _, wr := range res.Workers {
-		fmt.Fprintf(w, "  %-8s %s/%d exact=%v iterations=%d  %.3f Gb/s while all-reducing (%.1f %% of its link's rate)  max-late=%v late=%d\n",
-			wr.Name, wr.Job, wr.Rank, wr.Exact, len(wr.Iterations), wr.Gbps, 100*wr.RateFraction, wr.MaxLate, wr.Late)
+		fmt.Fprintf(w, "  %-8s %s/%d exact=%v iterations=%d  %.3f Gb/s while all-reducing (%.1f %% of its link's rate%s)  max-late=%v late=%d\n",
+			wr.Name, wr.Job, wr.Rank, wr.Exact, len(wr.Iterations), wr.Gbps, 100*wr.RateFraction, vsVirtualRate(wr.ProcResult), wr.MaxLate, wr.Late)
 	}
 	c := res.Counters
-	fmt.Fprintf(w, "  switch   packets=%d ina=%d passes=%d recirc=%d  max-late=%v late=%d  %.1f %% of the rate toward the workers (lowest)\n",
-		c.Switch.Packets, c.Switch.INAPackets, c.Switch.Passes, c.Switch.Recirculations, res.Switch.MaxLate, res.Switch.Late, 100*res.Switch.RateFraction)
+	fmt.Fprintf(w, "  switch   packets=%d ina=%d passes=%d recirc=%d  max-late=%v late=%d  %.1f %% of the rate toward the workers (lowest%s)\n",
+		c.Switch.Packets, c.Switch.INAPackets, c.Switch.Passes, c.Switch.Recirculations, res.Switch.MaxLate, res.Switch.Late, 100*res.Switch.RateFraction, vsVirtualRate(res.Switch))
 	fmt.Fprintf(w, "  switch   by reason: %v\n", c.Reason)
 	for _, j := range c.Jobs {
 		fmt.Fprintf(w, "  job %-4d %+v\n", j.ID, j.JobStats)

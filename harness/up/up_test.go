@@ -3,6 +3,7 @@ package up
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,6 +122,11 @@ func TestUpExactSum(t *testing.T) {
 	for _, pr := range append(workerProcs(res.Workers), res.Switch) {
 		if pr.RateFraction <= 0.05 || pr.RateFraction > 1.2 {
 			t.Errorf("%s achieved %.3f of its links' rate", pr.Name, pr.RateFraction)
+		}
+		// In virtual time the links run at their rate but for protocol
+		// pauses (virtualFractions).
+		if v := pr.VirtualRateFraction; v <= 0.5 || v > 1.01 || math.Abs(pr.RateVsVirtual*v-pr.RateFraction) > 1e-9 {
+			t.Errorf("%s: %.3f of its links' rate in virtual time, ratio %.3f", pr.Name, v, pr.RateVsVirtual)
 		}
 	}
 	// Every chunk went through the switch's INA pipeline at least once

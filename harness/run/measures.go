@@ -1,0 +1,64 @@
+package run
+
+import (
+	"time"
+
+	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/testbed"
+)
+
+// Measures are what a run in virtual time gives for `inabox up
+// --vs-virtual` to set its processes' measures against, beside the
+// results: the counters of every link to the switch and every worker's
+// all-reduce times. Run fills them in when Options.Measures is set.
+type Measures struct {
+	// Links are the links to the switch, by the node at their other end
+	// (a worker, a PS, or the NIC of a host a worker shares with its PS),
+	// as Prepared.Peers names them.
+	Links map[string]LinkMeasure
+	// Workers are every worker's all-reduces, job by job, rank by rank.
+	Workers []WorkerMeasure
+}
+
+// LinkMeasure is one link's two directions at the end of a run.
+type LinkMeasure struct {
+	ToSwitch, FromSwitch emu.LinkStats
+}
+
+// WorkerMeasure is one worker's all-reduces, as the worker reports them.
+type WorkerMeasure struct {
+	Job        string // the scenario's job name
+	Rank       int
+	Node       string
+	AllReduces []Span
+}
+
+// Span is one all-reduce's start and end, in virtual time.
+type Span struct{ Start, End time.Duration }
+
+// measure fills m from the runner's testbed.
+func (r *runner) measure(m *Measures) {
+	m.Links = map[string]LinkMeasure{}
+	for _, l := range r.tb.Net.Links() {
+		a, b := l.Ends()
+		up, down := emu.AtoB, emu.BtoA
+		if a.Node == testbed.SwitchNode {
+			a, b = b, a
+			up, down = down, up
+		}
+		if b.Node != testbed.SwitchNode {
+			continue
+		}
+		m.Links[a.Node] = LinkMeasure{ToSwitch: l.Stats(up), FromSwitch: l.Stats(down)}
+	}
+	m.Workers = m.Workers[:0]
+	for j, ws := range r.tb.Workers {
+		for _, w := range ws {
+			wm := WorkerMeasure{Job: r.plans[j].Name, Rank: w.Rank, Node: w.Name}
+			for _, rep := range w.Endpoint.Reports() {
+				wm.AllReduces = append(wm.AllReduces, Span{rep.Start, rep.End})
+			}
+			m.Workers = append(m.Workers, wm)
+		}
+	}
+}
