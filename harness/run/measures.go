@@ -12,9 +12,9 @@ import (
 // results: the counters of every link to the switch and every worker's
 // all-reduce times. Run fills them in when Options.Measures is set.
 type Measures struct {
-	// Links are the links to the switch, by the node at their other end
-	// (a worker, a PS, or the NIC of a host a worker shares with its PS),
-	// as Prepared.Peers names them.
+	// Links are the links to the switch, by the peer at their other end as
+	// Prepared.Peers names it: a worker or a PS, and for a host a worker
+	// shares with its job's PS (the host's NIC on the link) the worker.
 	Links map[string]LinkMeasure
 	// Workers are every worker's all-reduces, job by job, rank by rank.
 	Workers []WorkerMeasure
@@ -39,6 +39,13 @@ type Span struct{ Start, End time.Duration }
 // measure fills m from the runner's testbed.
 func (r *runner) measure(m *Measures) {
 	m.Links = map[string]LinkMeasure{}
+	peer := map[string]string{} // a co-located host's NIC: its worker
+	if r.tb.Spec.PSPlacement == testbed.PSCoLocated {
+		for i := range r.tb.PSs {
+			w := r.tb.Worker(i, 0)
+			peer[testbed.NICNode(testbed.JobID(i), 0)] = w.Name
+		}
+	}
 	for _, l := range r.tb.Net.Links() {
 		a, b := l.Ends()
 		up, down := emu.AtoB, emu.BtoA
@@ -49,7 +56,11 @@ func (r *runner) measure(m *Measures) {
 		if b.Node != testbed.SwitchNode {
 			continue
 		}
-		m.Links[a.Node] = LinkMeasure{ToSwitch: l.Stats(up), FromSwitch: l.Stats(down)}
+		name := a.Node
+		if w, ok := peer[name]; ok {
+			name = w
+		}
+		m.Links[name] = LinkMeasure{ToSwitch: l.Stats(up), FromSwitch: l.Stats(down)}
 	}
 	m.Workers = m.Workers[:0]
 	for j, ws := range r.tb.Workers {

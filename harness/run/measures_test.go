@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/inabox/inabox/harness/scenario"
 )
 
 // TestRunMeasures: Options.Measures gets every link to the switch and
@@ -63,5 +65,35 @@ func TestRunMeasures(t *testing.T) {
 		if lm := lossy.Links[w.Node]; lm.ToSwitch.Drops.Loss == 0 || lm.FromSwitch.Drops.Loss != 0 {
 			t.Errorf("%s, 1 %% loss toward the switch: %d lost toward it, %d from it", w.Node, lm.ToSwitch.Drops.Loss, lm.FromSwitch.Drops.Loss)
 		}
+	}
+}
+
+// TestMeasuresNamePeers: Measures.Links has a link for every peer
+// Prepared.Peers names, and no other, with the PSs dedicated, shared or
+// co-located with a worker (whose host's NIC is on the link).
+func TestMeasuresNamePeers(t *testing.T) {
+	for name, s := range map[string]*scenario.Scenario{"shared": tiny(t, ""), "co-located": coLocatedTiny(t)} {
+		t.Run(name, func(t *testing.T) {
+			var m Measures
+			if _, err := Run(s, Options{Measures: &m}); err != nil {
+				t.Fatal(err)
+			}
+			p, err := Prepare(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			peers, err := p.Peers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pe := range peers {
+				if _, ok := m.Links[pe.Node]; !ok {
+					t.Errorf("peer %s (%s): no link measured", pe.Node, pe.Role)
+				}
+			}
+			if len(m.Links) != len(peers) {
+				t.Errorf("%d links measured for %d peers: %v", len(m.Links), len(peers), m.Links)
+			}
+		})
 	}
 }
