@@ -36,16 +36,12 @@ type WorkerMeasure struct {
 // Span is one all-reduce's start and end, in virtual time.
 type Span struct{ Start, End time.Duration }
 
-// measure fills m from the runner's testbed.
+// measure fills m from the runner's testbed. Its links are named as
+// Prepared.Peers names their peers (the one place that knows a co-located
+// host's NIC stands for its worker); where Peers refuses the topology,
+// by the node at the far end.
 func (r *runner) measure(m *Measures) {
 	m.Links = map[string]LinkMeasure{}
-	peer := map[string]string{} // a co-located host's NIC: its worker
-	if r.tb.Spec.PSPlacement == testbed.PSCoLocated {
-		for i := range r.tb.PSs {
-			w := r.tb.Worker(i, 0)
-			peer[testbed.NICNode(testbed.JobID(i), 0)] = w.Name
-		}
-	}
 	for _, l := range r.tb.Net.Links() {
 		a, b := l.Ends()
 		up, down := emu.AtoB, emu.BtoA
@@ -56,11 +52,20 @@ func (r *runner) measure(m *Measures) {
 		if b.Node != testbed.SwitchNode {
 			continue
 		}
-		name := a.Node
-		if w, ok := peer[name]; ok {
-			name = w
+		m.Links[a.Node] = LinkMeasure{ToSwitch: l.Stats(up), FromSwitch: l.Stats(down)}
+	}
+	if peers, err := (&Prepared{r: r}).Peers(); err == nil {
+		byEnd := m.Links
+		m.Links = make(map[string]LinkMeasure, len(peers))
+		for _, pe := range peers {
+			end := pe.Node
+			if pe.CoLocated != nil {
+				end = pe.CoLocated.NIC
+			}
+			if lm, ok := byEnd[end]; ok {
+				m.Links[pe.Node] = lm
+			}
 		}
-		m.Links[name] = LinkMeasure{ToSwitch: l.Stats(up), FromSwitch: l.Stats(down)}
 	}
 	m.Workers = m.Workers[:0]
 	for j, ws := range r.tb.Workers {
