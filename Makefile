@@ -7,7 +7,7 @@ STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTSUM = $(GO) run gotest.tools/gotestsum@v1.13.0
 FUZZTIME  ?= 60s
 
-.PHONY: run bin up test unit lint bench vs-ns3 fuzz soak p4-difftest tidy wireshark install-check
+.PHONY: run bin up test unit lint bench pgo vs-ns3 fuzz soak p4-difftest tidy wireshark install-check
 
 ## run: the main job on the embedded default scenario
 run:
@@ -15,7 +15,7 @@ run:
 
 ## bin: the CLI and the process binaries (inabox up looks for them beside inabox)
 bin:
-	$(GO) build -o bin/ ./cmd/inabox ./cmd/inaswitch ./cmd/inahost ./cmd/inaps
+	$(GO) build -pgo=$(CURDIR)/cmd/inabox/default.pgo -o bin/ ./cmd/inabox ./cmd/inaswitch ./cmd/inahost ./cmd/inaps
 
 ## install-check: go install …/cmd/inabox@latest from a file module proxy serving
 ## this checkout (as a published module would be), then run it outside the clone
@@ -44,19 +44,28 @@ test: lint unit
 # first: under -race they took 200 s of CPU, a fifth of the suite, for
 # single-goroutine code; the -race run skips them, saying so
 NORACE_TESTS = '^(TestTrimFaults|TestForgery|TestScalingPair|TestStragglers|TestCorruption|TestCrashRecovery|TestContentionScaling)$$'
+# TestGoldenDefault runs built as inabox ships, with its profile
+# (cmd/inabox/default.pgo), so the suite checks the shipped build's outputs;
+# the rest are built without it (-pgo=off: one build of every package, not two)
 unit:
 	$(GO) test -count=1 -run '^TestGoldenDefault$$' ./cmd/inabox
-	$(GO) test -count=1 -run $(NORACE_TESTS) ./harness/testbed ./harness/run
-	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -shuffle=on -timeout 20m $(PKGS)
+	$(GO) test -pgo=off -count=1 -run $(NORACE_TESTS) ./harness/testbed ./harness/run
+	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -pgo=off -race -shuffle=on -timeout 20m $(PKGS)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
 
-## bench: every benchmark with allocation counts (compare runs with benchstat)
+## bench: every benchmark with allocation counts (compare runs with benchstat),
+## built as inabox ships: with its profile (PGO=off: without)
+PGO ?= $(CURDIR)/cmd/inabox/default.pgo
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS) | tee bench.txt
+	$(GO) test -pgo=$(PGO) -run '^$$' -bench . -benchmem -count 5 $(PKGS) | tee bench.txt
+
+## pgo: remake cmd/inabox/default.pgo, the profile inabox is built with (about a minute)
+pgo:
+	bash scripts/pgo.sh
 
 ## vs-ns3: the virtual-time emulator against ns-3 on the same star, ROUNDS
 ## alternating runs (needs Debian's ns3 and libns3-dev; says what is missing)

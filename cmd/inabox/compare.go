@@ -18,6 +18,7 @@ type compareOpts struct {
 	asJSON, force bool
 	seed          uint64
 	only, outDir  string
+	cpuProfile    string
 	nSeeds        int
 	parallel      int
 }
@@ -32,13 +33,14 @@ func compareFlags(o *compareOpts) *flag.FlagSet {
 	fs.StringVar(&o.outDir, "out", "", "write into `DIR` compare.json, compare.csv and side-by-side plots (JCT per job and CDF, iteration times, memory, throughput, PS path, collisions per policy); with --seeds also jct.svg (JCT mean and p95, 95% CIs), the plots from the first seed")
 	fs.IntVar(&o.nSeeds, "seeds", 1, "run every policy for `N` seeds (the scenario's or --seed's, then the next ones) and print means with 95% confidence intervals")
 	fs.IntVar(&o.parallel, "parallel", 0, parallelUsage)
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to `FILE` (read it with go tool pprof)")
 	return fs
 }
 
 // cmdCompare runs `inabox compare [FILE]`: the scenario under every policy
 // (or those --policies names), one side-by-side table (or JSON), and a line
 // naming each policy whose run failed (never a made-up number).
-func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
+func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) (err error) {
 	file, err := oneFile("compare", args)
 	if err != nil {
 		return err
@@ -73,6 +75,15 @@ func cmdCompare(o *compareOpts, args []string, stdout, stderr io.Writer) error {
 	// Ctrl-C stops the runs going on now; the table has the ones done.
 	ctx, stop := interruptContext()
 	defer stop()
+	stopProfile, err := startCPUProfile("compare", o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfile(); err == nil {
+			err = perr
+		}
+	}()
 	if o.nSeeds > 1 {
 		base := s.Seed
 		if o.seed != 0 {

@@ -54,6 +54,7 @@ func progressEnabled(stderr io.Writer, force bool) bool {
 // runOpts are the flags of `inabox run`.
 type runOpts struct {
 	out, pcap, policy string
+	cpuProfile        string
 	seed              uint64
 	seedSet, force    bool
 }
@@ -71,6 +72,7 @@ func runFlags(o *runOpts) *flag.FlagSet {
 	})
 	fs.StringVar(&o.policy, "policy", "", "replace the scenario's policy with `NAME`: "+strings.Join(testbed.Names(), ", ")+" (variants: "+strings.Join(testbed.Variants(), ", ")+")")
 	fs.BoolVar(&o.force, "progress", false, "draw the progress bar even when stderr is not a terminal")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (read it with go tool pprof)")
 	return fs
 }
 
@@ -107,7 +109,14 @@ func cmdRun(o *runOpts, args []string, stdout, stderr io.Writer) error {
 	// written, marked incomplete.
 	ctx, stop := interruptContext()
 	defer stop()
+	stopProfile, err := startCPUProfile("run", o.cpuProfile)
+	if err != nil {
+		return err
+	}
 	res, err := run.Run(s, run.Options{Seed: o.seed, Policy: o.policy, PcapDir: o.pcap, Progress: prog, Context: ctx})
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if res == nil {
 		return err
 	}
