@@ -313,7 +313,8 @@ func FuzzUCPayload(f *testing.F) {
 // FuzzRoCEView: RoCE.Span and RoCE.Payload never panic, agree with the
 // switch's raw-offset parser (see checkRoCEView), and accept every frame
 // Parse accepts, with the same bounds as PayloadOffset; the header views of
-// a frame Span accepts can be read.
+// a frame Span accepts can be read, and CheckSealedSpan of its end agrees
+// with CheckSealed, sealed or not.
 func FuzzRoCEView(f *testing.F) {
 	seedFrames(f)
 	seedUC(f)
@@ -323,6 +324,11 @@ func FuzzRoCEView(f *testing.F) {
 		end, spanOK := r.Span()
 		off, pend, ok := r.Payload()
 		if spanOK {
+			for _, sealed := range []bool{false, true} {
+				if got, want := r.CheckSealedSpan(end, sealed), CheckSealed(b, sealed); got != want {
+					t.Fatalf("CheckSealedSpan(%d, %v) = %v, CheckSealed %v", end, sealed, got, want)
+				}
+			}
 			e, ip, u, bth := r.Ethernet(), r.IPv4(), r.UDP(), r.BTH()
 			_, _, _ = e.Dst(), e.Src(), ip.Src().Compare(ip.Dst())
 			if int(u.Length()) != end-EthLen-IPv4Len || ip.Version() != 4 || ip.IHL() != 5 || u.DstPort() != UDPPort || bth.PadCount() > 3 {

@@ -244,6 +244,18 @@ func (r RoCE) Payload() (off, end int, ok bool) {
 	return off, end, true
 }
 
+// CheckSealedSpan is CheckSealed for a frame that Span accepted, its UDP
+// datagram ending at end: it checks what Span leaves out of CheckSealed's
+// structure checks (the IPv4 total length) and, unless sealed, the ICRC.
+// A switch that has parsed a frame with Span or Payload does not look at
+// its headers twice.
+func (r RoCE) CheckSealedSpan(end int, sealed bool) bool {
+	if int(r.IPv4().TotalLength()) != end-EthLen {
+		return false
+	}
+	return sealed || binary.LittleEndian.Uint32(r[end-ICRCLen:end]) == icrc(r[:end])
+}
+
 // UCPayload returns the payload of frame, without pad and ICRC, and its BTH
 // destination QP, if frame is a UC SEND Only (OpUCSendOnly) with a good
 // ICRC; otherwise nil, 0, false. The payload aliases frame and ends where

@@ -168,7 +168,7 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 	}
 	m.pkt.hdr, m.pkt.ina, m.pkt.uc, m.pkt.rc = h, ina, op == rdma.OpUCSendOnly, op.Transport() == rdma.TransportRC
 	s.stats.INAPackets++
-	if !rdma.CheckSealed(d, f.Sealed) {
+	if !r.CheckSealedSpan(limit+r.BTH().PadCount()+rdma.ICRCLen, f.Sealed) { // Payload's end is the pad's start
 		m.out.reason = ReasonBadICRC
 		if j := s.jobByID(h.Job()); j != nil {
 			j.stats.BadICRC++

@@ -122,7 +122,7 @@ func hashLocate(j *Job, tag Tag) int {
 	if j.Budget > 0 {
 		tag = MakeTag(tag.Job(), 0, tag.Chunk()%uint32(j.Budget))
 	}
-	n := uint32(p.Slots / p.Stride)
+	n := p.mod.aggregators(p.Slots, p.Stride) // p.Slots / p.Stride, without a division
 	if n <= 1 {
 		return p.Base
 	}
@@ -174,14 +174,24 @@ type aggMod struct {
 	m             uint64
 }
 
-// of returns x mod slots/stride.
-func (a *aggMod) of(x uint32, slots, stride int) int {
+// aggregators returns slots/stride (the divisor of of), computed once for
+// each slots and stride.
+func (a *aggMod) aggregators(slots, stride int) uint32 {
 	if a.slots != slots || a.stride != stride {
 		a.slots, a.stride = slots, stride
 		a.n = uint32(slots / stride)
-		a.m = ^uint64(0)/uint64(a.n) + 1
+		a.m = 0
+		if a.n > 0 {
+			a.m = ^uint64(0)/uint64(a.n) + 1
+		}
 	}
-	hi, _ := bits.Mul64(a.m*uint64(x), uint64(a.n))
+	return a.n
+}
+
+// of returns x mod slots/stride, which must not be 0.
+func (a *aggMod) of(x uint32, slots, stride int) int {
+	n := a.aggregators(slots, stride)
+	hi, _ := bits.Mul64(a.m*uint64(x), uint64(n))
 	return int(hi)
 }
 

@@ -759,11 +759,17 @@ func checkLanes(t *testing.T, reg, in []int32) {
 func TestAggModIsMod(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	var a aggMod
+	if got := a.aggregators(2, 3); got != 0 { // a pool smaller than its stride: no aggregator, no panic
+		t.Fatalf("aggregators(2, 3) = %d, want 0", got)
+	}
 	for _, n := range []int{1, 2, 3, 7, 64, 1000, 4096, 4097, 65535, 65536, 1 << 20, 1<<31 - 1, 1 << 31, 1<<32 - 1} {
 		for _, stride := range []int{1, 3, 4} {
 			xs := []uint32{0, 1, uint32(n - 1), uint32(n), uint32(n + 1), math.MaxUint32, math.MaxUint32 - 1}
 			for range 1000 {
 				xs = append(xs, r.Uint32())
+			}
+			if got := a.aggregators(n*stride+stride-1, stride); got != uint32(n) {
+				t.Fatalf("aggregators(%d, %d) = %d, want %d", n*stride+stride-1, stride, got, n)
 			}
 			for _, x := range xs {
 				if got, want := a.of(x, n*stride, stride), int(x%uint32(n)); got != want {
