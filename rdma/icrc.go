@@ -74,9 +74,11 @@ func ComputeICRC(frame []byte) (uint32, error) {
 }
 
 // slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE), used for the
-// 40 masked header bytes. hash/crc32 would make a stack copy of them escape
-// (it dispatches through a function variable); the payload, already on the
-// heap, goes through crc32.Update and its carry-less-multiply fast path.
+// 40 masked header bytes and the payload's last 0 to 15 (all of a payload
+// under 64 bytes). hash/crc32 would make a stack copy of the header escape
+// (it dispatches through a function variable) and takes such a tail a byte
+// at a time; the rest of the payload, already on the heap, goes through
+// crc32.Update and its carry-less-multiply fast path.
 var slicing8 = func() (t [8][256]uint32) {
 	t[0] = *crc32.IEEETable
 	for i := 0; i < 256; i++ {
@@ -106,7 +108,28 @@ func icrc(frame []byte) uint32 {
 		c = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
 			t[4][c>>24] ^ t[5][c>>16&0xFF] ^ t[6][c>>8&0xFF] ^ t[7][c&0xFF]
 	}
-	return crc32.Update(^c, crc32.IEEETable, frame[HeadersLen+BTHLen:len(frame)-ICRCLen])
+	p := frame[HeadersLen+BTHLen : len(frame)-ICRCLen]
+	n := len(p) &^ 15
+	if n < 64 { // crc32's carry-less-multiply path starts at 64 bytes
+		n = 0
+	}
+	c = ^crc32.Update(^c, crc32.IEEETable, p[:n])
+	// The tail, under 16 bytes (all of a short payload), here: crc32 would
+	// take it a byte at a time.
+	for p = p[n:]; len(p) >= 8; p = p[8:] {
+		c ^= binary.LittleEndian.Uint32(p)
+		c = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
+			t[4][c>>24] ^ t[5][c>>16&0xFF] ^ t[6][c>>8&0xFF] ^ t[7][c&0xFF]
+	}
+	if len(p) >= 4 {
+		c ^= binary.LittleEndian.Uint32(p)
+		c = t[0][c>>24] ^ t[1][c>>16&0xFF] ^ t[2][c>>8&0xFF] ^ t[3][c&0xFF]
+		p = p[4:]
+	}
+	for _, b := range p {
+		c = t[0][byte(c)^b] ^ c>>8
+	}
+	return ^c
 }
 
 // SetICRC computes the ICRC of frame (see ComputeICRC) and writes it, least
