@@ -101,13 +101,8 @@ func icrc(frame []byte) uint32 {
 	h[IPv4Len+6] = 0xFF        // UDP checksum
 	h[IPv4Len+7] = 0xFF        //
 	h[IPv4Len+UDPLen+4] = 0xFF // BTH F|B|Resv6a
-	t := &slicing8
-	c := ^icrcPrefix
-	for p := h[:]; len(p) >= 8; p = p[8:] {
-		c ^= binary.LittleEndian.Uint32(p)
-		c = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
-			t[4][c>>24] ^ t[5][c>>16&0xFF] ^ t[6][c>>8&0xFF] ^ t[7][c&0xFF]
-	}
+
+	c, _ := update8(^icrcPrefix, h[:]) // 40 bytes: none left
 	p := frame[HeadersLen+BTHLen : len(frame)-ICRCLen]
 	n := len(p) &^ 15
 	if n < 64 { // crc32's carry-less-multiply path starts at 64 bytes
@@ -116,11 +111,8 @@ func icrc(frame []byte) uint32 {
 	c = ^crc32.Update(^c, crc32.IEEETable, p[:n])
 	// The tail, under 16 bytes (all of a short payload), here: crc32 would
 	// take it a byte at a time.
-	for p = p[n:]; len(p) >= 8; p = p[8:] {
-		c ^= binary.LittleEndian.Uint32(p)
-		c = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
-			t[4][c>>24] ^ t[5][c>>16&0xFF] ^ t[6][c>>8&0xFF] ^ t[7][c&0xFF]
-	}
+	c, p = update8(c, p[n:])
+	t := &slicing8
 	if len(p) >= 4 {
 		c ^= binary.LittleEndian.Uint32(p)
 		c = t[0][c>>24] ^ t[1][c>>16&0xFF] ^ t[2][c>>8&0xFF] ^ t[3][c&0xFF]
@@ -130,6 +122,19 @@ func icrc(frame []byte) uint32 {
 		c = t[0][byte(c)^b] ^ c>>8
 	}
 	return ^c
+}
+
+// update8 runs the CRC-32 (IEEE) register c (crc32.Update's state between
+// its two inversions) over p, 8 bytes at a time with slicing8, and returns
+// it with the bytes left over (fewer than 8).
+func update8(c uint32, p []byte) (uint32, []byte) {
+	t := &slicing8
+	for ; len(p) >= 8; p = p[8:] {
+		c ^= binary.LittleEndian.Uint32(p)
+		c = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
+			t[4][c>>24] ^ t[5][c>>16&0xFF] ^ t[6][c>>8&0xFF] ^ t[7][c&0xFF]
+	}
+	return c, p
 }
 
 // SetICRC computes the ICRC of frame (see ComputeICRC) and writes it, least
