@@ -38,6 +38,12 @@ func wideLanes(n int) int {
 	return n &^ 15
 }
 
+// wholeWide reports whether the wide kernels take all n lanes of a block:
+// where there are wide kernels, and n is a positive multiple of 16 (every
+// block of whole 64-value passes). Such a block calls its wide kernel
+// straight away.
+func wholeWide(n int) bool { return wide && n > 0 && n&15 == 0 }
+
 // bothWays runs wideFn on the whole groups of 16 lanes of reg (where there
 // are wide kernels) and laneFn on the rest, each with its share of pkt.
 func bothWays(reg []uint32, pkt []byte, wideFn, laneFn func([]uint32, []byte)) {
@@ -51,6 +57,10 @@ func bothWays(reg []uint32, pkt []byte, wideFn, laneFn func([]uint32, []byte)) {
 
 // writeBlock: reg = pkt.
 func writeBlock(reg []uint32, pkt []byte) {
+	if wholeWide(len(reg)) {
+		writeWide(reg, pkt)
+		return
+	}
 	bothWays(reg, pkt, writeWide, writeLanes)
 }
 
@@ -84,6 +94,10 @@ func writeLanes(reg []uint32, pkt []byte) {
 
 // readBlock: pkt = reg.
 func readBlock(reg []uint32, pkt []byte) {
+	if wholeWide(len(reg)) {
+		readWide(reg, pkt)
+		return
+	}
 	bothWays(reg, pkt, readWide, readLanes)
 }
 
@@ -109,6 +123,10 @@ func readLanes(reg []uint32, pkt []byte) {
 
 // swapBlock: reg = pkt and pkt = the old reg, at once.
 func swapBlock(reg []uint32, pkt []byte) {
+	if wholeWide(len(reg)) {
+		swapWide(reg, pkt)
+		return
+	}
 	bothWays(reg, pkt, swapWide, swapLanes)
 }
 
@@ -153,7 +171,13 @@ func swapLanes(reg []uint32, pkt []byte) {
 // come; only a block that overflowed takes the saturating repair loop.
 func addBlock(reg []uint32, pkt []byte) bool {
 	pkt = pkt[:4*len(reg)]
-	if !addWrap(reg, pkt) {
+	var o bool
+	if wholeWide(len(reg)) {
+		o = addWrapWide(reg, pkt)
+	} else {
+		o = addWrap(reg, pkt)
+	}
+	if !o {
 		return false
 	}
 	saturate(reg, pkt)
