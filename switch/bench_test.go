@@ -148,29 +148,8 @@ func icrcRound(frames []Frame, workers int, sealed, deferred bool) {
 // values=N/kernel-simd and values=N/base=add-loop run a reference alone.
 func BenchmarkPipeline(b *testing.B) {
 	for _, nv := range []int{64, 256} {
-		const workers, chunks = 8, 4 // 32 frames per batch
-		passes := (nv + 63) / 64
-		mk := func() ([]Frame, [][]byte, *Switch) {
-			s := newTestSwitch(b, 4096)
-			if err := s.SetPool(1, 0, 4096, passes); err != nil {
-				b.Fatal(err)
-			}
-			installJob(b, s, 1, workers, StageHashed, 1, 0, 40)
-			var frames []Frame
-			var orig [][]byte
-			for c := 0; c < chunks; c++ {
-				for w := 0; w < workers; w++ {
-					v := make([]int32, nv)
-					for i := range v {
-						v[i] = int32(i*w - c)
-					}
-					d := workerPkt(1, 1, uint32(c), uint8(w), v).build()
-					frames = append(frames, Frame{Data: d, InPort: w + 1})
-					orig = append(orig, append([]byte(nil), d...))
-				}
-			}
-			return frames, orig, s
-		}
+		const workers, chunks = pipelineWorkers, pipelineChunks // 32 frames per batch
+		mk := func() ([]Frame, [][]byte, *Switch) { return pipelineFrames(b, nv) }
 		for _, mode := range []string{"checked", "sealed", "deferred"} {
 			sealed, deferred := mode != "checked", mode == "deferred"
 			b.Run(fmt.Sprintf("values=%d/%s", nv, mode), func(b *testing.B) {
@@ -281,6 +260,36 @@ func BenchmarkPipeline(b *testing.B) {
 			b.ReportMetric(float64(b.N)*float64(len(frames)*nv)/b.Elapsed().Seconds(), "values/s")
 		})
 	}
+}
+
+// The workload of BenchmarkPipeline and BenchmarkPipelineFloor: a batch of
+// pipelineChunks chunks from each of pipelineWorkers workers.
+const pipelineWorkers, pipelineChunks = 8, 4
+
+// pipelineFrames returns a switch with one hashed job of pipelineWorkers
+// workers (ports 1 to 8, its PS on port 40) over 4,096 slots, and a batch
+// of its frames, nv values each (value i of worker w in chunk c is i·w − c),
+// chunk by chunk, with a copy of each frame's bytes.
+func pipelineFrames(tb testing.TB, nv int) ([]Frame, [][]byte, *Switch) {
+	s := newTestSwitch(tb, 4096)
+	if err := s.SetPool(1, 0, 4096, SlotsPerAggregator(nv)); err != nil {
+		tb.Fatal(err)
+	}
+	installJob(tb, s, 1, pipelineWorkers, StageHashed, 1, 0, 40)
+	var frames []Frame
+	var orig [][]byte
+	for c := range pipelineChunks {
+		for w := range pipelineWorkers {
+			v := make([]int32, nv)
+			for i := range v {
+				v[i] = int32(i*w - c)
+			}
+			d := workerPkt(1, 1, uint32(c), uint8(w), v).build()
+			frames = append(frames, Frame{Data: d, InPort: w + 1})
+			orig = append(orig, append([]byte(nil), d...))
+		}
+	}
+	return frames, orig, s
 }
 
 // median sorts d and returns its median.

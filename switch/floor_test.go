@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
 
@@ -22,8 +23,9 @@ func floorRound(s *Switch, j *Job, frames []Frame, nv int) int {
 	for i := range frames {
 		f := &frames[i]
 		d := f.Data
-		if len(d) < 54+inahdr.Len+4*nv || binary.BigEndian.Uint16(d[12:]) != 0x0800 || d[14] != 0x45 || d[23] != 17 ||
-			binary.BigEndian.Uint16(d[36:]) != 4791 || d[42] != 0x04 || f.InPort < 0 || f.InPort >= maxCachePorts {
+		if len(d) < 54+inahdr.Len+4*nv || binary.BigEndian.Uint16(d[12:]) != rdma.EtherTypeIPv4 || d[14] != 0x45 ||
+			d[23] != rdma.IPProtoUDP || binary.BigEndian.Uint16(d[36:]) != rdma.UDPPort || d[42] != 0x04 || // RC SEND Only
+			f.InPort < 0 || f.InPort >= maxCachePorts {
 			continue
 		}
 		h := inahdr.Header(d[54:])
@@ -68,34 +70,16 @@ func floorRound(s *Switch, j *Job, frames []Frame, nv int) int {
 	return results
 }
 
-// floorFrames are BenchmarkPipeline's frames (8 workers, 4 chunks, nv
-// values a frame) on a switch whose port cache Process has filled, with
-// each frame's original bytes.
+// floorFrames are BenchmarkPipeline's frames (pipelineFrames), sealed, on
+// a switch whose port cache Process has filled, with each frame's original
+// bytes.
 func floorFrames(tb testing.TB, nv int) (*Switch, *Job, []Frame, [][]byte) {
-	const workers, chunks = 8, 4
-	s := newTestSwitch(tb, 4096)
-	if err := s.SetPool(1, 0, 4096, (nv+63)/64); err != nil {
-		tb.Fatal(err)
-	}
-	installJob(tb, s, 1, workers, StageHashed, 1, 0, 40)
-	var frames []Frame
-	var orig [][]byte
-	for c := range chunks {
-		for w := range workers {
-			v := make([]int32, nv)
-			for i := range v {
-				v[i] = int32(i*w - c)
-			}
-			d := workerPkt(1, 1, uint32(c), uint8(w), v).build()
-			frames = append(frames, Frame{Data: d, InPort: w + 1, Sealed: true})
-			orig = append(orig, append([]byte(nil), d...))
-		}
-	}
-	s.Process(frames[:workers]) // fills the port cache
-	for i := range frames[:workers] {
+	frames, orig, s := pipelineFrames(tb, nv)
+	s.Process(frames[:pipelineWorkers]) // fills the port cache
+	for i := range frames {
 		frames[i].Data = frames[i].Data[:len(orig[i])]
 		copy(frames[i].Data, orig[i])
-		frames[i].Action = ActDrop
+		frames[i].Action, frames[i].Sealed = ActDrop, true
 	}
 	return s, s.jobByID(1), frames, orig
 }
@@ -110,26 +94,26 @@ func TestPipelineFloor(t *testing.T) {
 			for _, nv := range []int{64, 256} {
 				s, j, frames, _ := floorFrames(t, nv)
 				for i := range frames {
-					inahdr.Header(frames[i].Data[54:]).SetChunk(1000 + uint32(i/8))
+					inahdr.Header(frames[i].Data[54:]).SetChunk(1000 + uint32(i/pipelineWorkers))
 				}
-				if n := floorRound(s, j, frames, nv); n != 4 {
-					t.Fatalf("%d values: %d results, want 4", nv, n)
+				if n := floorRound(s, j, frames, nv); n != pipelineChunks {
+					t.Fatalf("%d values: %d results, want %d", nv, n, pipelineChunks)
 				}
 				for i, f := range frames {
-					if want := ActDrop; i%8 < 7 && f.Action != want {
+					if want := ActDrop; i%pipelineWorkers < pipelineWorkers-1 && f.Action != want {
 						t.Fatalf("%d values: frame %d: action %v, want dropped", nv, i, f.Action)
 					}
-					if i%8 < 7 {
+					if i%pipelineWorkers < pipelineWorkers-1 {
 						continue
 					}
 					h := inahdr.Header(f.Data[54:])
 					if f.Action != ActMulticast || !h.Has(inahdr.FlagResult) {
 						t.Fatalf("%d values: frame %d is not a result", nv, i)
 					}
-					c := i / 8
+					c := i / pipelineWorkers
 					for k := range nv {
 						var want int32
-						for w := range 8 {
+						for w := range pipelineWorkers {
 							want += int32(k*w - c)
 						}
 						if got := int32(binary.BigEndian.Uint32(h[inahdr.Len+4*k:])); got != want {
@@ -152,25 +136,25 @@ func BenchmarkPipelineFloor(b *testing.B) {
 	for _, nv := range []int{64, 256} {
 		b.Run(fmt.Sprintf("values=%d", nv), func(b *testing.B) {
 			s, j, frames, orig := floorFrames(b, nv)
-			kacc := make([]int32, 4*nv)
+			kacc := make([]int32, pipelineChunks*nv)
 			const keep = 4096
 			rp, rk := make([]time.Duration, keep), make([]time.Duration, keep)
 			chunk, rounds := uint32(100), 0
 			b.ReportAllocs()
 			for b.Loop() {
-				chunk += 4
+				chunk += pipelineChunks
 				for i := range frames {
 					if frames[i].Action == ActMulticast {
 						copy(frames[i].Data, orig[i])
 					}
-					inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/8))
+					inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/pipelineWorkers))
 				}
 				t0 := time.Now()
-				if n := floorRound(s, j, frames, nv); n != 4 {
-					b.Fatalf("%d results, want 4", n)
+				if n := floorRound(s, j, frames, nv); n != pipelineChunks {
+					b.Fatalf("%d results, want %d", n, pipelineChunks)
 				}
 				t1 := time.Now()
-				kernelRound(frames, kacc, nv, 8)
+				kernelRound(frames, kacc, nv, pipelineWorkers)
 				rp[rounds%keep], rk[rounds%keep] = t1.Sub(t0), time.Since(t1)
 				rounds++
 			}
