@@ -27,13 +27,13 @@ func (c contribution) locate() bool {
 
 // occupant reads the aggregator's owner.
 func (c contribution) occupant() Occupant {
-	r, h := &c.s.r, c.m.agg.head
-	return Occupant{Tag: r.owner[h], State: r.state[h], Priority: r.prio[h], Bitmap: r.bitmap[h]}
+	a := &c.s.r.agg[c.m.agg.head]
+	return Occupant{Tag: a.owner, State: a.state, Priority: a.prio, Bitmap: a.bitmap}
 }
 
 // counted reports whether the aggregator holds the sender's contribution.
 func (c contribution) counted() bool {
-	return c.s.r.bitmap[c.m.agg.head]&(1<<c.m.from.worker) != 0
+	return c.s.r.agg[c.m.agg.head].bitmap&(1<<c.m.from.worker) != 0
 }
 
 // claim makes the contribution the first of its aggregator (free,
@@ -42,40 +42,41 @@ func (c contribution) counted() bool {
 // carry the old values out.
 func (c contribution) claim(op valueOp) {
 	s, m, j := c.s, c.m, c.m.from.job
-	r, h := &s.r, m.agg.head
+	h := m.agg.head
+	a := &s.r.agg[h]
 	switch {
 	case op == opSwap:
 		j.Pool.stats.Preemptions++
-	case r.state[h] == StateFree:
+	case a.state == StateFree:
 		j.Pool.stats.Claims++
 	default:
 		j.Pool.stats.Reclaims++
-		if r.state[h] == StateHeld {
+		if a.state == StateHeld {
 			j.Pool.stats.ReclaimsHeld++
 		}
 	}
-	if r.state[h] != StateFree {
+	if a.state != StateFree {
 		s.setState(h, StateFree)
 	}
-	r.span[h] = uint8(j.Pool.Stride)
-	r.owner[h] = m.from.tag // before the state: the slots count for the owner's job
+	a.span = uint8(j.Pool.Stride)
+	a.owner = m.from.tag // before the state: the slots count for the owner's job
 	s.setState(h, StateClaimed)
-	r.bitmap[h] = 1 << m.from.worker
-	r.count[h] = 1
-	r.prio[h] = j.Priority
-	r.exp[h] = m.pkt.hdr.Exponent()
-	r.vals[h] = uint16(m.pkt.count)
+	a.bitmap = 1 << m.from.worker
+	a.count = 1
+	a.prio = j.Priority
+	a.exp = m.pkt.hdr.Exponent()
+	a.vals = uint16(m.pkt.count)
 	m.agg.op = op
 }
 
 // add counts the contribution into its claimed aggregator; the value
 // stages add its values.
 func (c contribution) add() {
-	r, h, m := &c.s.r, c.m.agg.head, c.m
-	r.bitmap[h] |= 1 << m.from.worker
-	r.count[h]++
-	if e := m.pkt.hdr.Exponent(); e > r.exp[h] {
-		r.exp[h] = e
+	a, m := &c.s.r.agg[c.m.agg.head], c.m
+	a.bitmap |= 1 << m.from.worker
+	a.count++
+	if e := m.pkt.hdr.Exponent(); e > a.exp {
+		a.exp = e
 	}
 	m.agg.op = opAdd
 }
@@ -84,15 +85,16 @@ func (c contribution) add() {
 // it did, the packet carries the sum out (FlagResult) and the aggregator
 // moves to st: StateComplete, or StateHeld until the PS's ACK.
 func (c contribution) complete(st SlotState) bool {
-	r, h, m, j := &c.s.r, c.m.agg.head, c.m, c.m.from.job
-	if r.bitmap[h] != j.Mask {
+	h, m, j := c.m.agg.head, c.m, c.m.from.job
+	a := &c.s.r.agg[h]
+	if a.bitmap != j.Mask {
 		return false
 	}
 	if m.agg.op == opAdd {
 		m.agg.op = opAddRead
 	}
 	m.out.reason, m.out.flags = ReasonResult, inahdr.FlagResult
-	m.out.carry = carried{tag: m.from.tag, bitmap: r.bitmap[h], exp: r.exp[h]}
+	m.out.carry = carried{tag: m.from.tag, bitmap: a.bitmap, exp: a.exp}
 	j.stats.Results++
 	j.Pool.stats.Completions++
 	c.s.setState(h, st)
@@ -102,10 +104,10 @@ func (c contribution) complete(st SlotState) bool {
 // resend answers a retransmission that finds its chunk complete: the value
 // stages read the stored sum into the packet, which carries FlagResult.
 func (c contribution) resend() {
-	r, h, m := &c.s.r, c.m.agg.head, c.m
+	a, m := &c.s.r.agg[c.m.agg.head], c.m
 	m.agg.op = opRead
 	m.out.reason, m.out.flags = ReasonResent, inahdr.FlagResult
-	m.out.carry = carried{tag: m.from.tag, bitmap: r.bitmap[h], exp: r.exp[h], ovf: r.ovf[h] != 0}
+	m.out.carry = carried{tag: m.from.tag, bitmap: a.bitmap, exp: a.exp, ovf: a.ovf != 0}
 	m.from.job.stats.Resent++
 }
 
@@ -156,19 +158,18 @@ func (s *Switch) release(j *Job, tag Tag) {
 	if !ok || head < p.Base || head >= p.Base+p.Slots {
 		return
 	}
-	r := &s.r
-	if r.owner[head] != tag {
+	if s.r.agg[head].owner != tag {
 		return
 	}
-	if st := r.state[head]; st == StateHeld || st == StateComplete || st == StateClaimed && j.ResultToPS {
+	if st := s.r.agg[head].state; st == StateHeld || st == StateComplete || st == StateClaimed && j.ResultToPS {
 		s.free(p, head)
 	}
 }
 
 // free empties aggregator h of pool p and counts the release.
 func (s *Switch) free(p *Pool, h int) {
-	r := &s.r
 	s.setState(h, StateFree)
-	r.owner[h], r.bitmap[h], r.count[h] = 0, 0, 0
+	a := &s.r.agg[h]
+	a.owner, a.bitmap, a.count = 0, 0, 0
 	p.stats.Releases++
 }

@@ -382,6 +382,6 @@ func (s *Switch) resetSlotsLocked(base, n int) {
 			continue
 		}
 		s.setState(i, StateFree)
-		s.r.owner[i], s.r.bitmap[i], s.r.count[i], s.r.ovf[i] = 0, 0, 0, 0
+		s.r.agg[i].owner, s.r.agg[i].bitmap, s.r.agg[i].count, s.r.agg[i].ovf = 0, 0, 0, 0
 	}
 }

@@ -40,8 +40,8 @@ func floorRound(s *Switch, j *Job, frames []Frame, nv int) int {
 		reg := r.values[head*s.cfg.ValuesPerPass:][:nv]
 		pkt := d[54+inahdr.Len:][:4*nv]
 		f.Action = ActDrop
-		if r.owner[head] != tag {
-			r.owner[head], r.bitmap[head] = tag, 1<<c.e.Worker
+		if r.agg[head].owner != tag {
+			r.agg[head].owner, r.agg[head].bitmap = tag, 1<<c.e.Worker
 			if wide {
 				writeWide(reg, pkt)
 			} else {
@@ -49,20 +49,20 @@ func floorRound(s *Switch, j *Job, frames []Frame, nv int) int {
 			}
 			continue
 		}
-		r.bitmap[head] |= 1 << c.e.Worker
+		r.agg[head].bitmap |= 1 << c.e.Worker
 		if wide {
 			addWrapWide(reg, pkt)
 		} else {
 			addWrapLanes(reg, pkt)
 		}
-		if r.bitmap[head] == j.Mask {
+		if r.agg[head].bitmap == j.Mask {
 			if wide {
 				readWide(reg, pkt)
 			} else {
 				readLanes(reg, pkt)
 			}
 			h.AddFlags(inahdr.FlagResult)
-			r.owner[head] = 0
+			r.agg[head].owner = 0
 			f.Action = ActMulticast
 			results++
 		}

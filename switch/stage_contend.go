@@ -83,7 +83,7 @@ func (c contribution) contend(rule contender) {
 		if v == Reclaim && occ.State == StateHeld && m.pkt.hdr.Has(inahdr.FlagResend) {
 			v = Collide
 		}
-		if v == Preempt && m.pkt.count != int(c.s.r.vals[m.agg.head]) {
+		if v == Preempt && m.pkt.count != int(c.s.r.agg[m.agg.head].vals) {
 			// The evicted sum leaves in this packet, which has room for
 			// its own chunk's values only: a chunk of another size (a
 			// tensor's last) collides instead.
@@ -132,18 +132,19 @@ func (c contribution) contend(rule contender) {
 // check_app_id_and_seq_resend: "force forward and clean").
 func (c contribution) force() {
 	s, m, j := c.s, c.m, c.m.from.job
-	r, h := &s.r, m.agg.head
+	h := m.agg.head
+	a := &s.r.agg[h]
 	if m.agg.op == opAdd {
 		m.agg.op = opAddRead
 	} else {
 		m.agg.op = opRead
 	}
 	flags := uint8(inahdr.FlagPartial)
-	if r.bitmap[h] == j.Mask {
+	if a.bitmap == j.Mask {
 		flags = inahdr.FlagResult
 	}
 	m.out = verdict{act: ActForward, port: j.PSPort, reason: ReasonForced, flags: flags,
-		carry: carried{tag: m.from.tag, bitmap: r.bitmap[h], exp: r.exp[h]}}
+		carry: carried{tag: m.from.tag, bitmap: a.bitmap, exp: a.exp}}
 	j.stats.Forced++
 	s.free(j.Pool, h)
 }
@@ -154,7 +155,7 @@ func (c contribution) force() {
 func (c contribution) preempt(occ Occupant) {
 	m := c.m
 	victim := c.s.jobByID(occ.Tag.Job())
-	m.out.carry = carried{tag: occ.Tag, bitmap: occ.Bitmap, exp: c.s.r.exp[m.agg.head]}
+	m.out.carry = carried{tag: occ.Tag, bitmap: occ.Bitmap, exp: c.s.r.agg[m.agg.head].exp}
 	c.claim(opSwap)
 	m.out.act, m.out.reason, m.out.flags = ActForward, ReasonPreempted, inahdr.FlagPartial
 	m.out.port = -1 // the victim's job is gone: dropped

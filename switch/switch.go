@@ -61,19 +61,30 @@ func (c *Config) fill() error {
 // regs are the register arrays. Per-aggregator metadata lives at the
 // aggregator's first slot; values of pass k at slot head+k.
 type regs struct {
-	owner  []Tag
-	bitmap []uint32
-	count  []uint8
-	state  []SlotState
-	span   []uint8 // slots covered by the aggregator at this head (its stride)
-	prio   []uint8
-	exp    []int8
-	ovf    []uint8
+	agg    []aggRegs // per slot; read at an aggregator's head
+	values []uint32  // Slots*ValuesPerPass, in register form (regOf, lanes.go)
+}
+
+// aggRegs are one slot's entries of the per-aggregator register arrays
+// (owner, bitmap, ...; a P4 register array each), kept together so that a
+// slot stage's accesses to an aggregator touch one cache line, not one per
+// array.
+type aggRegs struct {
+	owner  Tag
+	bitmap uint32
 	// vals is the value count of the owner's chunk (its packets' Count):
 	// a contribution preempts only a chunk of its own size, since the
 	// evicted sum leaves in its packet.
-	vals   []uint16
-	values []uint32 // Slots*ValuesPerPass, in register form (regOf, lanes.go)
+	vals  uint16
+	count uint8
+	state SlotState
+	span  uint8 // slots covered by the aggregator at this head (its stride)
+	prio  uint8
+	exp   int8
+	ovf   uint8
+	// acct is the job a busy aggregator's slots count for in jobSlots
+	// (setState); not a register of the data plane.
+	acct uint16
 }
 
 const maxCachePorts = 256
@@ -101,10 +112,9 @@ type Switch struct {
 	ports      []PortStats
 	stateSlots [4]int
 	// jobSlots[id] are the slots of job id's aggregators in each state
-	// but free, and their integral over time; acct[head] is the job a busy
-	// aggregator counts for; now is the time of the batch (SetNow).
+	// but free, and their integral over time (aggRegs.acct is the job a
+	// busy aggregator counts for); now is the time of the batch (SetNow).
 	jobSlots []jobSlots
-	acct     []uint16
 	now      time.Duration
 }
 
@@ -137,18 +147,13 @@ func New(cfg Config) (*Switch, error) {
 	}
 	s.initTables()
 	n := cfg.Slots
-	s.r = regs{
-		owner: make([]Tag, n), bitmap: make([]uint32, n), count: make([]uint8, n),
-		state: make([]SlotState, n), span: make([]uint8, n), prio: make([]uint8, n),
-		exp: make([]int8, n), ovf: make([]uint8, n), vals: make([]uint16, n), values: hugemem.Make[uint32](n * cfg.ValuesPerPass), // filled below: huge pages spare 1000 faults
-	}
+	s.r = regs{agg: make([]aggRegs, n), values: hugemem.Make[uint32](n * cfg.ValuesPerPass)} // values filled below: huge pages spare 1000 faults
 	for i := range s.r.values {
 		s.r.values[i] = regOf(0)
 	}
-	for i := range s.r.span {
-		s.r.span[i] = 1
+	for i := range s.r.agg {
+		s.r.agg[i].span = 1
 	}
-	s.acct = make([]uint16, n)
 	s.stateSlots[StateFree] = n
 	s.ports = make([]PortStats, cfg.Ports)
 	return s, nil
@@ -164,20 +169,21 @@ func (s *Switch) Unlock() { s.mu.Unlock() }
 
 // setState moves aggregator head h to st, keeping the slot-state counters.
 func (s *Switch) setState(h int, st SlotState) {
-	old := s.r.state[h]
+	a := &s.r.agg[h]
+	old := a.state
 	if old == st {
 		return
 	}
-	sp := int(s.r.span[h])
+	sp := int(a.span)
 	s.stateSlots[old] -= sp
 	s.stateSlots[st] += sp
-	s.r.state[h] = st
+	a.state = st
 	// Per job: a free aggregator becomes its owner's; a busy one stays
 	// with the job it counts for until it is free again.
-	j := s.acct[h]
+	j := a.acct
 	if old == StateFree {
-		j = s.r.owner[h].Job()
-		s.acct[h] = j
+		j = a.owner.Job()
+		a.acct = j
 	}
 	js := s.jobState(j)
 	js.advance(s.now)
@@ -185,7 +191,7 @@ func (s *Switch) setState(h int, st SlotState) {
 		js.n[old] -= sp
 	}
 	if st == StateFree {
-		s.acct[h] = 0
+		a.acct = 0
 	} else {
 		js.n[st] += sp
 	}
@@ -250,8 +256,9 @@ type SlotInfo struct {
 func (s *Switch) Slot(i int) SlotInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SlotInfo{Owner: s.r.owner[i], State: s.r.state[i], Bitmap: s.r.bitmap[i],
-		Count: int(s.r.count[i]), Priority: s.r.prio[i], Exponent: s.r.exp[i], Overflow: s.r.ovf[i] != 0}
+	a := &s.r.agg[i]
+	return SlotInfo{Owner: a.owner, State: a.state, Bitmap: a.bitmap,
+		Count: int(a.count), Priority: a.prio, Exponent: a.exp, Overflow: a.ovf != 0}
 }
 
 // Values copies the ValuesPerPass register values of slot i into dst.
@@ -292,21 +299,21 @@ func (s *Switch) ReadRegister(name string, idx int) (uint64, bool) {
 	}
 	switch name {
 	case "ina_owner":
-		return uint64(s.r.owner[idx]), true
+		return uint64(s.r.agg[idx].owner), true
 	case "ina_bitmap":
-		return uint64(s.r.bitmap[idx]), true
+		return uint64(s.r.agg[idx].bitmap), true
 	case "ina_count":
-		return uint64(s.r.count[idx]), true
+		return uint64(s.r.agg[idx].count), true
 	case "ina_state":
-		return uint64(s.r.state[idx]), true
+		return uint64(s.r.agg[idx].state), true
 	case "ina_prio":
-		return uint64(s.r.prio[idx]), true
+		return uint64(s.r.agg[idx].prio), true
 	case "ina_exp":
-		return uint64(uint8(s.r.exp[idx])), true
+		return uint64(uint8(s.r.agg[idx].exp)), true
 	case "ina_ovf":
-		return uint64(s.r.ovf[idx]), true
+		return uint64(s.r.agg[idx].ovf), true
 	case "ina_size":
-		return uint64(s.r.vals[idx]), true
+		return uint64(s.r.agg[idx].vals), true
 	}
 	if lane, err := parseLane(name); err == nil && lane < s.cfg.ValuesPerPass {
 		return uint64(uint32(valueOf(s.r.values[idx*s.cfg.ValuesPerPass+lane]))), true

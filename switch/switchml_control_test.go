@@ -75,7 +75,7 @@ func TestSwitchMLControl(t *testing.T) {
 		t.Fatal("job 3 installed while waiting")
 	}
 	// Job 1's pool has state the release must clear.
-	s.r.owner[5], s.r.count[5] = 7, 1
+	s.r.agg[5].owner, s.r.agg[5].count = 7, 1
 	if _, err := net.RunUntil(200 * us); err != nil {
 		t.Fatal(err)
 	}

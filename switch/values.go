@@ -32,24 +32,24 @@ func (s *Switch) valueStages(m *pmeta) {
 		switch op {
 		case opWrite:
 			writeBlock(reg, pkt)
-			s.r.ovf[head] = 0
+			s.r.agg[head].ovf = 0
 		case opAdd:
 			if addBlock(reg, pkt) {
-				s.r.ovf[head] = 1
+				s.r.agg[head].ovf = 1
 			}
-			ovf = s.r.ovf[head]
+			ovf = s.r.agg[head].ovf
 		case opAddRead:
 			if addReadBlock(reg, pkt) {
-				s.r.ovf[head] = 1
+				s.r.agg[head].ovf = 1
 			}
-			ovf = s.r.ovf[head]
+			ovf = s.r.agg[head].ovf
 		case opRead:
 			readBlock(reg, pkt)
-			ovf = s.r.ovf[head]
+			ovf = s.r.agg[head].ovf
 		case opSwap:
 			swapBlock(reg, pkt)
-			ovf = s.r.ovf[head]
-			s.r.ovf[head] = 0
+			ovf = s.r.agg[head].ovf
+			s.r.agg[head].ovf = 0
 		}
 	}
 	if ovf != 0 {
