@@ -126,7 +126,7 @@ func hashLocate(j *Job, tag Tag) int {
 	if n <= 1 {
 		return p.Base
 	}
-	x := uint32(p.mod.of(tag.Chunk(), p.Slots, p.Stride))
+	x := uint32(p.mod.of(tag.Chunk(), n))
 	return p.Base + int(j.perm.of(tag.Job(), tag.AllReduce(), x, n))*p.Stride
 }
 
@@ -144,6 +144,17 @@ type permCache struct {
 
 // of is Perm(job, ar)(x) for x < n, n ≥ 2 (job is the cache's owner).
 func (pc *permCache) of(job, ar uint16, x, n uint32) uint32 {
+	if pc.gen != 0 && pc.ar == ar && pc.n == n && x < uint32(len(pc.e)) {
+		if v := pc.e[x]; uint32(v>>32) == pc.gen {
+			return uint32(v)
+		}
+	}
+	return pc.miss(job, ar, x, n)
+}
+
+// miss is of for an x the cache does not hold: it moves the cache to
+// (ar, n) if need be and remembers Perm(job, ar)(x).
+func (pc *permCache) miss(job, ar uint16, x, n uint32) uint32 {
 	if pc.gen == 0 || pc.ar != ar || pc.n != n {
 		if uint32(len(pc.e)) != n {
 			pc.e = make([]uint64, n)
@@ -155,9 +166,6 @@ func (pc *permCache) of(job, ar uint16, x, n uint32) uint32 {
 			pc.gen = 1
 		}
 		pc.ar, pc.n = ar, n
-	}
-	if v := pc.e[x]; uint32(v>>32) == pc.gen {
-		return uint32(v)
 	}
 	v := permute(job, ar, x, n)
 	pc.e[x] = uint64(pc.gen)<<32 | uint64(v)
@@ -188,9 +196,8 @@ func (a *aggMod) aggregators(slots, stride int) uint32 {
 	return a.n
 }
 
-// of returns x mod slots/stride, which must not be 0.
-func (a *aggMod) of(x uint32, slots, stride int) int {
-	n := a.aggregators(slots, stride)
+// of returns x mod n, where n, not 0, is what aggregators returned last.
+func (a *aggMod) of(x, n uint32) int {
 	hi, _ := bits.Mul64(a.m*uint64(x), uint64(n))
 	return int(hi)
 }

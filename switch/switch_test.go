@@ -772,7 +772,7 @@ func TestAggModIsMod(t *testing.T) {
 				t.Fatalf("aggregators(%d, %d) = %d, want %d", n*stride+stride-1, stride, got, n)
 			}
 			for _, x := range xs {
-				if got, want := a.of(x, n*stride, stride), int(x%uint32(n)); got != want {
+				if got, want := a.of(x, uint32(n)), int(x%uint32(n)); got != want {
 					t.Fatalf("%d mod %d (stride %d): %d want %d", x, n, stride, got, want)
 				}
 			}
