@@ -11,6 +11,7 @@ import (
 //
 //	parse     frame → INA header, value count, passes
 //	classify  ina_worker / ina_job / ina_pool, or l2_fwd / ipv4_lpm (forward.go)
+//	          (a worker's common contribution takes both at once: express.go)
 //	slot      the job's SlotStage: one RMW of each per-aggregator array
 //	          (stage.go, aggregator.go, stage_*.go)
 //	---
@@ -107,8 +108,10 @@ func (s *Switch) process(batch []Frame) {
 	s.stats.Packets += uint64(len(batch))
 	for i := range batch {
 		f, m := &batch[i], &meta[i]
-		s.parse(f, m)
-		s.classify(f, m)
+		if !s.express(f, m) {
+			s.parse(f, m)
+			s.classify(f, m)
+		}
 		switch { // slot stage: the job's SlotStage, or the PS's packet
 		case m.from.job == nil: // plain traffic, or dropped by parse / classify
 		case m.from.ps:

@@ -1,0 +1,139 @@
+package sw
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/inabox/inabox/rdma"
+	"github.com/inabox/inabox/switch/inahdr"
+)
+
+// expressSwitch is the switch of the express tests: job 1 of four workers
+// on ports 1–4 (hashed stage, PS on port 40), port security on ports 1
+// and 2, and each worker's ina_worker entry in its port's cache (one
+// contribution each to chunk 0 of all-reduce 3).
+func expressSwitch(tb testing.TB) *Switch {
+	tb.Helper()
+	s := newTestSwitch(tb, 64)
+	if err := s.SetPool(1, 0, 64, 4); err != nil {
+		tb.Fatal(err)
+	}
+	installJob(tb, s, 1, 4, StageHashed, 1, 0, 40)
+	for w := range 2 {
+		if err := s.SetPortSource(w+1, PortSource{MAC: mac(uint8(w) + 1), IP: ip(uint8(w) + 1)}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for w := range 4 {
+		s.Process([]Frame{{Data: workerPkt(1, 3, 0, uint8(w), []int32{1}).build(), InPort: w + 1}})
+	}
+	return s
+}
+
+// expressSame runs frame through express on one expressSwitch and through
+// parse and classify on another, and fails unless the two leave the same
+// metadata, frame and switch; where express declines, its switch and
+// frame must be as they were. It reports whether express took the frame.
+func expressSame(t *testing.T, frame []byte, port int, sealed bool) bool {
+	t.Helper()
+	a, b := expressSwitch(t), expressSwitch(t)
+	fa := Frame{Data: append([]byte(nil), frame...), InPort: port, Sealed: sealed}
+	fb := Frame{Data: append([]byte(nil), frame...), InPort: port, Sealed: sealed}
+	var ma, mb pmeta
+	took := a.express(&fa, &ma)
+	if !took {
+		if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(fa, fb) {
+			t.Fatal("express declined the frame but changed the switch or the frame")
+		}
+		return false
+	}
+	b.parse(&fb, &mb)
+	b.classify(&fb, &mb)
+	if !bytes.Equal(ma.pkt.hdr, mb.pkt.hdr) || ma.pkt.hdr == nil {
+		t.Fatalf("INA header: express %x, parse %x", []byte(ma.pkt.hdr), []byte(mb.pkt.hdr))
+	}
+	ma.pkt.hdr, mb.pkt.hdr = nil, nil // they alias their own frames
+	if !reflect.DeepEqual(ma, mb) {
+		t.Fatalf("metadata: express %+v, parse and classify %+v", ma, mb)
+	}
+	if !reflect.DeepEqual(fa, fb) {
+		t.Fatalf("frame: express %+v, parse and classify %+v", fa, fb)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("the switch after express differs from the one after parse and classify: stats %+v and %+v", a.Stats(), b.Stats())
+	}
+	return true
+}
+
+// expressFrames are contributions express takes and frames one field away
+// from them, which parse and classify must refuse or treat alike.
+func expressFrames() (frames [][]byte, ports []int) {
+	add := func(d []byte, port int) {
+		frames, ports = append(frames, d), append(ports, port)
+	}
+	for w := range 4 {
+		add(workerPkt(1, 3, 1, uint8(w), []int32{5, -6, 7}).build(), w+1)
+	}
+	uc := workerPkt(1, 3, 2, 2, make([]int32, 64))
+	uc.opcode = byte(rdma.OpUCSendOnly)
+	uc.qp = qpFor(1, 2)
+	add(uc.build(), 3)
+	add(workerPkt(1, 4, 2, 3, make([]int32, 256)).build(), 4) // the window moves
+	add(workerPkt(1, 1, 2, 3, []int32{1}).build(), 4)         // stale all-reduce
+	add(workerPkt(1, 3, 2, 0, []int32{1}).build(), 2)         // another worker's port
+	p := workerPkt(1, 3, 2, 1, []int32{1})
+	p.srcMAC = mac(9) // spoofed: not the port's source
+	add(p.build(), 2)
+	p = workerPkt(1, 3, 2, 1, []int32{1})
+	p.src = ip(9)
+	add(p.build(), 2)
+	add(workerPkt(1, 3, 2, 2, []int32{1}).build(), 4) // no cache hit
+	add(workerPkt(2, 3, 2, 0, []int32{1}).build(), 1) // another job
+	wr := workerPkt(1, 3, 2, 1, []int32{1})
+	wr.opcode = 0x0A // RDMA WRITE Only: a RETH before the INA header
+	add(wr.build(), 2)
+	p = workerPkt(1, 3, 2, 1, []int32{1})
+	p.meta.Flags = inahdr.FlagResend
+	add(p.build(), 2)
+	p = workerPkt(1, 3, 2, 1, []int32{1})
+	p.meta.Bitmap = 3
+	add(p.build(), 2)
+	d := workerPkt(1, 3, 2, 1, []int32{1, 2}).build()
+	d[len(d)-1] ^= 1 // bad ICRC
+	add(d, 2)
+	d = workerPkt(1, 3, 2, 1, []int32{1, 2}).build()
+	add(append(d, 0, 0, 0, 0), 2) // Ethernet padding
+	return frames, ports
+}
+
+// TestExpress: express takes the common contributions and leaves the
+// switch as parse and classify do; it declines the rest unchanged.
+func TestExpress(t *testing.T) {
+	frames, ports := expressFrames()
+	took := 0
+	for i, d := range frames {
+		for _, sealed := range []bool{false, true} {
+			if expressSame(t, d, ports[i], sealed) {
+				took++
+			}
+		}
+	}
+	// The four workers, UC, the window's move and the padded frame, sealed
+	// or not, and the bad ICRC sealed (a sealed frame's ICRC is trusted).
+	if want := 2*7 + 1; took != want {
+		t.Fatalf("express took %d frames, want %d", took, want)
+	}
+}
+
+// FuzzExpress holds express equal to parse and classify for any frame on
+// any port.
+func FuzzExpress(f *testing.F) {
+	frames, ports := expressFrames()
+	for i, d := range frames {
+		f.Add(d, uint8(ports[i]), false)
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, port uint8, sealed bool) {
+		expressSame(t, frame, int(port%8), sealed)
+	})
+}
