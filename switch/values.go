@@ -23,46 +23,48 @@ const (
 // and written as the passes would (opAdd and opAddRead: set by any pass
 // that saturated, then read by the last).
 func (s *Switch) valueStages(m *pmeta) {
-	V := s.cfg.ValuesPerPass
 	op, head, passes, n := m.agg.op, m.agg.head, m.pkt.passes, m.pkt.count
-	reg := s.r.values[head*V : head*V+n]
-	pkt := m.pkt.hdr[inahdr.Len : inahdr.Len+4*n]
-	var ovf uint8
-	if passes > 0 {
-		switch op {
-		case opWrite:
-			writeBlock(reg, pkt)
-			s.r.agg[head].ovf = 0
-		case opAdd:
-			if addBlock(reg, pkt) {
-				s.r.agg[head].ovf = 1
-			}
-			ovf = s.r.agg[head].ovf
-		case opAddRead:
-			if addReadBlock(reg, pkt) {
-				s.r.agg[head].ovf = 1
-			}
-			ovf = s.r.agg[head].ovf
-		case opRead:
-			readBlock(reg, pkt)
-			ovf = s.r.agg[head].ovf
-		case opSwap:
-			swapBlock(reg, pkt)
-			ovf = s.r.agg[head].ovf
-			s.r.agg[head].ovf = 0
-		}
-	}
-	if ovf != 0 {
-		m.out.carry.ovf = true
-	}
 	s.stats.Passes += uint64(passes)
 	s.stats.Recirculations += uint64(passes - 1)
-	s.stats.Values += uint64(m.pkt.count)
-	j := m.from.job
-	if op == opWrite || op == opAdd || op == opAddRead {
-		j.stats.ValuesAdded += uint64(m.pkt.count)
+	s.stats.Values += uint64(n)
+	if passes <= 0 {
+		return
 	}
-	if m.out.reason == ReasonResult && m.out.carry.ovf {
-		j.stats.Overflows++
+	V := s.cfg.ValuesPerPass
+	reg := s.r.values[head*V : head*V+n]
+	pkt := m.pkt.hdr[inahdr.Len : inahdr.Len+4*n]
+	a := &s.r.agg[head]
+	j := m.from.job
+	switch op {
+	case opWrite:
+		writeBlock(reg, pkt)
+		a.ovf = 0
+		j.stats.ValuesAdded += uint64(n)
+		return
+	case opAdd:
+		if addBlock(reg, pkt) {
+			a.ovf = 1
+		}
+		j.stats.ValuesAdded += uint64(n)
+	case opAddRead:
+		if addReadBlock(reg, pkt) {
+			a.ovf = 1
+		}
+		j.stats.ValuesAdded += uint64(n)
+	case opRead:
+		readBlock(reg, pkt)
+	case opSwap:
+		swapBlock(reg, pkt)
+		if a.ovf != 0 {
+			m.out.carry.ovf = true
+		}
+		a.ovf = 0
+		return
+	}
+	if a.ovf != 0 {
+		m.out.carry.ovf = true
+		if m.out.reason == ReasonResult {
+			j.stats.Overflows++
+		}
 	}
 }
