@@ -2,6 +2,7 @@ package sw
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -316,5 +317,43 @@ func TestKernelAdd(t *testing.T) {
 				t.Fatalf("n=%d lane %d: %d, want %d", n, i, acc[i], want[i])
 			}
 		}
+	}
+}
+
+var pipelineRounds = flag.Int("pipeline-rounds", 64, "rounds of TestPipelineRounds")
+
+// TestPipelineRounds runs -pipeline-rounds rounds of what
+// BenchmarkPipeline/values=64/deferred times (Process and EgressDeferred of
+// the results), with the hosts' part but no ICRC (the frames come sealed)
+// and no anchor: a loop to count the pipeline's instructions with, which
+// a benchmark run under valgrind does not give reliably:
+//
+//	go test -c -o /tmp/sw.test ./switch
+//	valgrind --tool=cachegrind --cache-sim=no /tmp/sw.test -test.run '^TestPipelineRounds$' -pipeline-rounds 4000
+//
+// and again with 2000: the difference is 2,000 rounds of 32 frames. It
+// checks that every chunk completed (64 rounds by default).
+func TestPipelineRounds(t *testing.T) {
+	frames, orig, s := pipelineFrames(t, 64)
+	ms := s.AppendMembers(nil, 1)
+	chunk := uint32(0)
+	for range *pipelineRounds {
+		chunk += pipelineChunks
+		for i := range frames {
+			if frames[i].Action == ActMulticast {
+				copy(frames[i].Data, orig[i])
+			}
+			inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/pipelineWorkers))
+			frames[i].Sealed = true
+		}
+		s.Process(frames)
+		for i := range frames {
+			if frames[i].Action == ActMulticast {
+				s.EgressDeferred(frames[i].Data, ms[0])
+			}
+		}
+	}
+	if st := s.Stats(); st.ByReason[ReasonResult] != uint64(*pipelineRounds*pipelineChunks) {
+		t.Fatalf("%d results for %d chunks: %v", st.ByReason[ReasonResult], *pipelineRounds*pipelineChunks, st.ByReason)
 	}
 }
