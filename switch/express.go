@@ -1,8 +1,6 @@
 package sw
 
 import (
-	"encoding/binary"
-
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -23,21 +21,23 @@ func (s *Switch) express(f *Frame, m *pmeta) bool {
 	c := &s.cache[port]
 	d := f.Data
 	const ina = rdma.HeadersLen + rdma.BTHLen
+	if !c.valid || len(d) < ina+inahdr.Len+rdma.ICRCLen {
+		return false
+	}
+	r := rdma.RoCE(d)
+	ip, udp, bth := r.IPv4(), r.UDP(), r.BTH()
 	// Span: Ethernet, IPv4 without options, UDP to the RoCEv2 port, the
 	// UDP length within the frame; Payload: the opcode and pad.
-	if !c.valid || len(d) < ina+inahdr.Len+rdma.ICRCLen ||
-		binary.BigEndian.Uint16(d[12:]) != rdma.EtherTypeIPv4 || d[rdma.EthLen] != 0x45 ||
-		d[rdma.EthLen+9] != rdma.IPProtoUDP || binary.BigEndian.Uint16(d[rdma.EthLen+rdma.IPv4Len+2:]) != rdma.UDPPort {
+	end := rdma.EthLen + rdma.IPv4Len + int(udp.Length())
+	if r.Ethernet().EtherType() != rdma.EtherTypeIPv4 || ip[0] != 0x45 || // version 4, IHL 5
+		ip.Protocol() != rdma.IPProtoUDP || udp.DstPort() != rdma.UDPPort || end > len(d) {
 		return false
 	}
-	op := rdma.Opcode(d[rdma.HeadersLen])
-	ulen := int(binary.BigEndian.Uint16(d[rdma.EthLen+rdma.IPv4Len+4:]))
-	end := rdma.EthLen + rdma.IPv4Len + ulen
-	if op != rdma.OpSendOnly && op != rdma.OpUCSendOnly || end > len(d) ||
-		binary.BigEndian.Uint32(d[rdma.HeadersLen+4:])&0xFFFFFF != c.qp {
+	op := bth.Opcode()
+	if op != rdma.OpSendOnly && op != rdma.OpUCSendOnly || bth.DestQP() != c.qp {
 		return false
 	}
-	limit := end - rdma.ICRCLen - int(d[rdma.HeadersLen+1]>>4)&3
+	limit := end - rdma.ICRCLen - bth.PadCount()
 	if limit-ina < inahdr.Len {
 		return false
 	}
@@ -66,8 +66,8 @@ func (s *Switch) express(f *Frame, m *pmeta) bool {
 		passes = (n + s.cfg.ValuesPerPass - 1) / s.cfg.ValuesPerPass
 	}
 	if passes > s.cfg.MaxPasses || !s.sourceOK(port, d) ||
-		int(binary.BigEndian.Uint16(d[rdma.EthLen+2:])) != end-rdma.EthLen || // CheckSealedSpan's IPv4 length, then its ICRC
-		!f.Sealed && !rdma.RoCE(d).CheckSealedSpan(end, false) {
+		int(ip.TotalLength()) != end-rdma.EthLen || // CheckSealedSpan's IPv4 length, then its ICRC
+		!f.Sealed && !r.CheckSealedSpan(end, false) {
 		return false
 	}
 	// Committed: the effects of parse and classify.
