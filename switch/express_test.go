@@ -86,7 +86,7 @@ func expressFrames() (frames [][]byte, ports []int) {
 	p.srcMAC = mac(9) // spoofed: not the port's source
 	add(p.build(), 2)
 	p = workerPkt(1, 3, 2, 1, []int32{1})
-	p.src = ip(9)
+	p.src = ip(9) // spoofed: the port's MAC, another IPv4 source
 	add(p.build(), 2)
 	add(workerPkt(1, 3, 2, 2, []int32{1}).build(), 4) // no cache hit
 	add(workerPkt(2, 3, 2, 0, []int32{1}).build(), 1) // another job
