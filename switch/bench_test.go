@@ -172,11 +172,8 @@ func BenchmarkPipeline(b *testing.B) {
 					chunk += chunks
 					// The hosts' part, not timed: the next chunks, each frame
 					// with its ICRC (the switch checks it).
+					nextChunks(frames, orig, chunk)
 					for i := range frames {
-						if frames[i].Action == ActMulticast { // a result: restore the contribution
-							copy(frames[i].Data, orig[i])
-						}
-						inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/workers))
 						_ = rdma.SetICRC(frames[i].Data)
 						frames[i].Sealed = sealed
 					}
@@ -293,6 +290,18 @@ func pipelineFrames(tb testing.TB, nv int) ([]Frame, [][]byte, *Switch) {
 	return frames, orig, s
 }
 
+// nextChunks makes frames, pipelineFrames' batch after a round, the next
+// round's: each result's frame its contribution again (from orig), and the
+// chunks numbered from chunk. It leaves the ICRCs as they are.
+func nextChunks(frames []Frame, orig [][]byte, chunk uint32) {
+	for i := range frames {
+		if frames[i].Action == ActMulticast { // a result: restore the contribution
+			copy(frames[i].Data, orig[i])
+		}
+		inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/pipelineWorkers))
+	}
+}
+
 // median sorts d and returns its median.
 func median(d []time.Duration) time.Duration {
 	slices.Sort(d)
@@ -339,11 +348,8 @@ func TestPipelineRounds(t *testing.T) {
 	chunk := uint32(0)
 	for range *pipelineRounds {
 		chunk += pipelineChunks
+		nextChunks(frames, orig, chunk)
 		for i := range frames {
-			if frames[i].Action == ActMulticast {
-				copy(frames[i].Data, orig[i])
-			}
-			inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/pipelineWorkers))
 			frames[i].Sealed = true
 		}
 		s.Process(frames)

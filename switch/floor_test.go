@@ -143,12 +143,7 @@ func BenchmarkPipelineFloor(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				chunk += pipelineChunks
-				for i := range frames {
-					if frames[i].Action == ActMulticast {
-						copy(frames[i].Data, orig[i])
-					}
-					inahdr.Header(frames[i].Data[54:]).SetChunk(chunk + uint32(i/pipelineWorkers))
-				}
+				nextChunks(frames, orig, chunk)
 				t0 := time.Now()
 				if n := floorRound(s, j, frames, nv); n != pipelineChunks {
 					b.Fatalf("%d results, want %d", n, pipelineChunks)
