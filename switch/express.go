@@ -54,10 +54,8 @@ func (s *Switch) express(f *Frame, m *pmeta) bool {
 		return false
 	}
 	ar := h.AllReduce()
-	if j.arSeen { // Job.stale, without moving the window yet
-		if d := int16(ar - j.arHigh); d <= 0 && int(-d) >= int(j.Window) {
-			return false
-		}
+	if j.behind(ar) { // stale: parse and classify give the reason
+		return false
 	}
 	var passes int
 	if s.passShift >= 0 {

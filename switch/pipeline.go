@@ -263,16 +263,23 @@ func (s *Switch) classify(f *Frame, m *pmeta) {
 // job's window of all-reduces in flight, and moves the window to ar if ar
 // is the newest yet (serial arithmetic: ids wrap).
 func (j *Job) stale(ar uint16) bool {
-	if !j.arSeen {
+	if j.behind(ar) {
+		return true
+	}
+	if !j.arSeen || int16(ar-j.arHigh) > 0 {
 		j.arHigh, j.arSeen = ar, true
+	}
+	return false
+}
+
+// behind reports whether all-reduce ar is older than the job's window
+// (stale's answer, without moving the window).
+func (j *Job) behind(ar uint16) bool {
+	if !j.arSeen {
 		return false
 	}
 	d := int16(ar - j.arHigh)
-	if d > 0 {
-		j.arHigh = ar
-		return false
-	}
-	return int(-d) >= int(j.Window)
+	return d <= 0 && int(-d) >= int(j.Window)
 }
 
 // sourceOK reports whether frame d may arrive on port: any frame on a port
