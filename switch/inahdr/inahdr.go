@@ -174,10 +174,13 @@ func (h Header) SetValue(i int, v int32) { binary.BigEndian.PutUint32(h[Len+4*i:
 func (h Header) ValueBytes() []byte { return h[Len : Len+4*h.Count()] }
 
 // ReadValues writes the first len(dst) values (at most Count(), which
-// must be present) into dst, eight at a time with the bounds checks
-// hoisted. It allocates nothing.
+// must be present) into dst: 16 at a time with AVX2 where the CPU has it,
+// the rest eight at a time with the bounds checks hoisted. It allocates
+// nothing.
 func (h Header) ReadValues(dst []int32) {
 	src := h[Len : Len+4*len(dst)]
+	n := readValuesWide(dst, src)
+	dst, src = dst[n:], src[4*n:]
 	for len(dst) >= 8 && len(src) >= 32 {
 		d, s := (*[8]int32)(dst), (*[32]byte)(src)
 		d[0] = int32(binary.BigEndian.Uint32(s[0:]))

@@ -123,27 +123,78 @@ func FuzzDecode(f *testing.F) {
 }
 
 // TestReadValues: ReadValues gives Value(i) for every i, for every count
-// from 0 to 40 (the eight-wide part and every tail) and a prefix of the
-// values; it allocates nothing.
+// from 0 to 80 (the 16-wide part, the eight-wide part and every tail) and
+// a prefix of the values, with the wide kernel and without it; it
+// allocates nothing.
 func TestReadValues(t *testing.T) {
-	h := make(Header, Len+4*40)
-	for i := range 40 {
+	h := make(Header, Len+4*80)
+	for i := range 80 {
 		h.SetValue(i, int32(i*0x01234567-i*i))
 	}
-	for n := 0; n <= 40; n++ {
-		h.SetCount(n)
-		for _, k := range []int{n, n / 2} {
-			got := make([]int32, k)
-			h.ReadValues(got)
-			for i, g := range got {
-				if g != h.Value(i) {
-					t.Fatalf("count %d, %d read: value %d = %d, want %d", n, k, i, g, h.Value(i))
+	for _, wide := range wideSettings() {
+		defer setWideValues(wide)()
+		for n := 0; n <= 80; n++ {
+			h.SetCount(n)
+			for _, k := range []int{n, n / 2, n &^ 15} {
+				got := make([]int32, k)
+				h.ReadValues(got)
+				for i, g := range got {
+					if g != h.Value(i) {
+						t.Fatalf("wide %v, count %d, %d read: value %d = %d, want %d", wide, n, k, i, g, h.Value(i))
+					}
 				}
 			}
 		}
 	}
+	h.SetCount(40)
 	dst := make([]int32, 40)
 	if a := testing.AllocsPerRun(100, func() { h.ReadValues(dst) }); a != 0 {
 		t.Fatalf("%v allocations", a)
 	}
+}
+
+// wideSettings returns the settings of wideValues this build and CPU
+// have: false, and true where the wide kernel exists.
+func wideSettings() []bool {
+	if wideValues {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
+// setWideValues sets wideValues and returns what puts it back.
+func setWideValues(on bool) func() {
+	was := wideValues
+	wideValues = on
+	return func() { wideValues = was }
+}
+
+// FuzzReadValues: ReadValues of any bytes and any count gives what
+// Value gives, with the wide kernel and without it, and writes nothing
+// past the values it reads.
+func FuzzReadValues(f *testing.F) {
+	f.Add(make([]byte, Len+4*64), uint8(64))
+	f.Add([]byte("0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdef"), uint8(17))
+	f.Fuzz(func(t *testing.T, b []byte, k uint8) {
+		if len(b) < Len {
+			return
+		}
+		h := Header(b)
+		n := min(int(k), (len(b)-Len)/4)
+		for _, wide := range wideSettings() {
+			restore := setWideValues(wide)
+			got := make([]int32, n+1)
+			got[n] = 0x5a5a5a5a
+			h.ReadValues(got[:n])
+			restore()
+			for i := range n {
+				if got[i] != h.Value(i) {
+					t.Fatalf("wide %v, %d read: value %d = %d, want %d", wide, n, i, got[i], h.Value(i))
+				}
+			}
+			if got[n] != 0x5a5a5a5a {
+				t.Fatalf("wide %v: wrote past %d values", wide, n)
+			}
+		}
+	})
 }
