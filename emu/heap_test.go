@@ -7,19 +7,19 @@ import (
 )
 
 // TestEventHeap: random pushes, pops and replaceTops, with many equal
-// times, give the events in (time, sequence) order, checked against a
+// times, give the entries in (time, sequence) order, checked against a
 // sorted list of what the heap holds.
 func TestEventHeap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var h eventHeap
-	var ref []event // what h holds, sorted
+	var ref []entry // what h holds, sorted
 	seq := uint64(0)
-	next := func() event {
+	next := func() entry {
 		seq++
-		return event{at: int64(rng.IntN(40)), seq: seq, key: seq}
+		return entry{at: int64(rng.IntN(40)), seq: seq, ref: int32(seq)}
 	}
-	insert := func(e event) {
-		i, _ := slices.BinarySearchFunc(ref, e, func(a, b event) int {
+	insert := func(e entry) {
+		i, _ := slices.BinarySearchFunc(ref, e, func(a, b entry) int {
 			switch {
 			case a.less(&b):
 				return -1
@@ -37,23 +37,47 @@ func TestEventHeap(t *testing.T) {
 			h.push(e)
 			insert(e)
 		case op == 1:
-			got := h.pop()
-			if got.key != ref[0].key {
+			got := *h.peek()
+			h.pop()
+			if got.ref != ref[0].ref {
 				t.Fatalf("step %d: pop gave (%d, %d), want (%d, %d)", step, got.at, got.seq, ref[0].at, ref[0].seq)
 			}
 			ref = ref[1:]
 		default:
 			e := next()
 			e.at += ref[0].at // not before the top, as the in-order arrivals are
-			got := h.replaceTop(e)
-			if got.key != ref[0].key {
+			got := *h.peek()
+			h.replaceTop(e)
+			if got.ref != ref[0].ref {
 				t.Fatalf("step %d: replaceTop gave (%d, %d), want (%d, %d)", step, got.at, got.seq, ref[0].at, ref[0].seq)
 			}
 			ref = ref[1:]
 			insert(e)
 		}
-		if h.Len() != len(ref) || (h.Len() > 0 && h.peek().key != ref[0].key) {
+		if h.Len() != len(ref) || (h.Len() > 0 && h.peek().ref != ref[0].ref) {
 			t.Fatalf("step %d: %d events, top %v; want %d", step, h.Len(), h.peek(), len(ref))
 		}
+	}
+}
+
+// BenchmarkEventHeap: replaceTop on a heap of 42 entries (a true-scale
+// all-reduce of 8 workers holds 42 on average), each new entry a random
+// time after the one it replaces, as a link's next arrival is.
+func BenchmarkEventHeap(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var h eventHeap
+	seq := uint64(0)
+	for range 42 {
+		seq++
+		h.push(entry{at: rng.Int64N(1000), seq: seq})
+	}
+	step := make([]int64, 4096)
+	for i := range step {
+		step[i] = 1 + rng.Int64N(2000)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		seq++
+		h.replaceTop(entry{at: h.peek().at + step[i&4095], seq: seq})
 	}
 }

@@ -239,13 +239,12 @@ type linkDir struct {
 	qBytes    int
 	lastArr   int64 // latest in-order arrival (jitter never reorders)
 
-	// Arrivals in time order: the earliest is an event in the scheduler's
-	// heap (headQueued), the rest wait here, so the heap holds one event
-	// per busy direction instead of one per packet in flight.
-	inOrder    deque[arrival]
-	inOrderAt  int64 // the latest arrival scheduled in order
-	headQueued bool
-	geBad      bool
+	// Arrivals in time order: the earliest has an entry in the scheduler's
+	// heap, the rest wait behind it, so the heap holds one entry per busy
+	// direction instead of one per packet in flight.
+	inOrder   deque[arrival]
+	inOrderAt int64 // the latest arrival scheduled in order
+	geBad     bool
 
 	// Fault overlays, added to the configured values while a window is open.
 	extraLoss      float64

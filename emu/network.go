@@ -98,10 +98,12 @@ type Network struct {
 	exts   []*extPort
 
 	events  eventHeap
-	cache   cache // the pool's packets for the run's goroutine
+	slots   []event // the events of the heap's entries with ref ≥ 0
+	free    []int32 // slots not in use
+	cache   cache   // the pool's packets for the run's goroutine
 	qBlocks blockPool[queued]
 	aBlocks blockPool[arrival]
-	waiting int // arrivals in the directions' in-order deques
+	waiting int // in-order arrivals behind their direction's first
 	seq     uint64
 	// timersTo is the latest expiry any timer was ever armed for: until
 	// then the run is not over (RunUntil), as if every arming had queued
@@ -298,14 +300,27 @@ func (n *Network) NodeUp(node string) bool {
 func (n *Network) schedule(e event) {
 	n.seq++
 	e.seq = n.seq
-	n.events.push(e)
+	n.push(e)
+}
+
+// push puts e, whose seq is set, in the heap.
+func (n *Network) push(e event) {
+	var i int32
+	if k := len(n.free) - 1; k >= 0 {
+		i, n.free = n.free[k], n.free[:k]
+		n.slots[i] = e
+	} else {
+		i = int32(len(n.slots))
+		n.slots = append(n.slots, e)
+	}
+	n.events.push(entry{at: e.at, seq: e.seq, ref: i})
 }
 
 // scheduleArrival schedules p's arrival at the far end of d at time at. An
 // arrival no earlier than the direction's previous in-order one joins its
-// in-order deque (or heads it, in the heap); an earlier one (reordered) is
-// an ordinary event. Either way events fire in (at, seq) order, as if all
-// were in the heap.
+// in-order deque, whose first arrival has an entry in the heap; an earlier
+// one (reordered) is an ordinary event. Either way events fire in (at,
+// seq) order, as if all were in the heap.
 func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
 	if at < d.inOrderAt {
 		n.schedule(event{at: at, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs})
@@ -313,30 +328,51 @@ func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
 	}
 	d.inOrderAt = at
 	n.seq++
-	if !d.headQueued {
-		d.headQueued = true
-		n.events.push(event{at: at, seq: n.seq, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs, inOrder: true})
+	d.inOrder.push(arrival{at: at, seq: n.seq, pkt: p, gen: d.epoch, fcs: fcs}, &n.aBlocks)
+	if d.inOrder.len() == 1 {
+		n.events.push(entry{at: at, seq: n.seq, ref: ^d.idx})
 		return
 	}
-	d.inOrder.push(arrival{at: at, seq: n.seq, pkt: p, gen: d.epoch, fcs: fcs}, &n.aBlocks)
 	n.waiting++
 }
 
-// pop removes the earliest event; when it heads a direction's in-order
-// arrivals, the next of them enters the heap in its place.
+// pop removes the earliest event and returns it; when it is a direction's
+// first in-order arrival, the next of them takes its entry in the heap.
 func (n *Network) pop() event {
-	top := n.events.peek()
-	if !top.inOrder {
-		return n.events.pop()
+	ref := n.events.peek().ref
+	if ref >= 0 {
+		e := n.slots[ref]
+		n.slots[ref] = event{} // drop references for the GC
+		n.free = append(n.free, ref)
+		n.events.pop()
+		return e
 	}
-	d := n.dirs[top.idx]
-	if d.inOrder.len() == 0 {
-		d.headQueued = false
-		return n.events.pop()
-	}
+	d := n.dirs[^ref]
 	a := d.inOrder.pop(&n.aBlocks)
-	n.waiting--
-	return n.events.replaceTop(event{at: a.at, seq: a.seq, kind: evArrive, idx: d.idx, gen: a.gen, pkt: a.pkt, fcs: a.fcs, inOrder: true})
+	if d.inOrder.len() == 0 {
+		n.events.pop()
+	} else {
+		f := d.inOrder.front()
+		n.waiting--
+		n.events.replaceTop(entry{at: f.at, seq: f.seq, ref: ref})
+	}
+	return event{at: a.at, seq: a.seq, kind: evArrive, idx: d.idx, gen: a.gen, pkt: a.pkt, fcs: a.fcs}
+}
+
+// nextJoins reports whether the earliest event is an arrival at time at on
+// direction idx of epoch gen, with a good FCS: one that joins the batch of
+// an arrival there at that time.
+func (n *Network) nextJoins(at int64, idx int32, gen uint32) bool {
+	top := n.events.peek()
+	if top.at != at {
+		return false
+	}
+	if top.ref < 0 {
+		f := n.dirs[^top.ref].inOrder.front()
+		return ^top.ref == idx && f.gen == gen && !f.fcs
+	}
+	e := &n.slots[top.ref]
+	return e.kind == evArrive && e.idx == idx && e.gen == gen && !e.fcs
 }
 
 // At schedules fn to run at run time at, on the run's goroutine, in order
@@ -388,7 +424,7 @@ func (n *Network) finishEnv(ns *nodeState) {
 		}
 		ns.gen++
 		ns.timers[t.key] = timerState{at: at, evAt: at, seq: n.seq, gen: ns.gen}
-		n.events.push(event{at: at, seq: n.seq, kind: evTimer, idx: int32(ns.idx), key: t.key, gen: ns.gen})
+		n.push(event{at: at, seq: n.seq, kind: evTimer, idx: int32(ns.idx), key: t.key, gen: ns.gen})
 	}
 	e.node = nil
 }
@@ -559,11 +595,7 @@ func (n *Network) dispatch(e *event) {
 		b := append(n.batch[:0], e.pkt)
 		// Coalesce packets arriving at the same port at the same instant
 		// into one batch.
-		for n.events.Len() > 0 {
-			nx := n.events.peek()
-			if nx.at != e.at || nx.kind != evArrive || nx.idx != e.idx || nx.gen != d.epoch || nx.fcs {
-				break
-			}
+		for n.events.Len() > 0 && n.nextJoins(e.at, e.idx, d.epoch) {
 			x := n.pop()
 			n.Events++
 			d.stats.DeliveredPackets++
@@ -582,7 +614,7 @@ func (n *Network) dispatch(e *event) {
 		if st.at != e.at || st.seq != e.seq { // re-armed later: on to its expiry
 			st.evAt = st.at
 			ns.timers[e.key] = st
-			n.events.push(event{at: st.at, seq: st.seq, kind: evTimer, idx: e.idx, key: e.key, gen: e.gen})
+			n.push(event{at: st.at, seq: st.seq, kind: evTimer, idx: e.idx, key: e.key, gen: e.gen})
 			return
 		}
 		delete(ns.timers, e.key)

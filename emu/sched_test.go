@@ -86,7 +86,7 @@ func TestSchedulerOrder(t *testing.T) {
 				want = append(want, event{at: at, seq: n.seq, kind: evArrive, idx: d.idx})
 			case r < 8:
 				at := clock + rng.Int64N(50)
-				n.schedule(event{at: at, kind: evTimer, idx: 9})
+				n.schedule(event{at: at, kind: evTimer, idx: 9, fn: func() {}}) // fn: a reference its slot must drop
 				want = append(want, event{at: at, seq: n.seq, kind: evTimer, idx: 9})
 			default:
 				for k := rng.IntN(8); k > 0 && n.Pending() > 0; k-- {
@@ -119,6 +119,14 @@ func TestSchedulerOrder(t *testing.T) {
 		}
 		if n.waiting != 0 {
 			t.Fatalf("seed %d: %d arrivals still waiting", seed, n.waiting)
+		}
+		if len(n.free) != len(n.slots) {
+			t.Fatalf("seed %d: %d of %d event slots free with no event left", seed, len(n.free), len(n.slots))
+		}
+		for i := range n.slots {
+			if e := &n.slots[i]; e.pkt != nil || e.fn != nil {
+				t.Fatalf("seed %d: slot %d still holds a packet or a callback", seed, i)
+			}
 		}
 	}
 }
