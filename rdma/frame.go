@@ -288,32 +288,29 @@ func (h *FrameHeader) encode(buf []byte, payload []byte, seal bool) (int, error)
 	return n, nil
 }
 
-// ipv4Checksum returns the Internet checksum of an IPv4 header whose checksum
-// field is zero.
-func ipv4Checksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for sum > 0xFFFF {
-		sum = sum>>16 + sum&0xFFFF
-	}
-	return ^uint16(sum)
+// ipv4Checksum returns the Internet checksum of an IPv4 header (IPv4Len
+// bytes, no options) whose checksum field is zero.
+func ipv4Checksum(h []byte) uint16 { return ^onesSum(h) }
+
+// IPv4ChecksumOK reports whether the IPv4 header checksum of ip (IPv4Len
+// bytes, no options) is valid.
+func IPv4ChecksumOK(ip []byte) bool {
+	return len(ip) >= IPv4Len && onesSum(ip) == 0xFFFF
 }
 
-// IPv4ChecksumOK reports whether the IPv4 header checksum of ip is valid.
-func IPv4ChecksumOK(ip []byte) bool {
-	if len(ip) < IPv4Len {
-		return false
-	}
-	var sum uint32
-	for i := 0; i < IPv4Len; i += 2 {
-		sum += uint32(ip[i])<<8 | uint32(ip[i+1])
-	}
-	for sum > 0xFFFF {
-		sum = sum>>16 + sum&0xFFFF
-	}
-	return sum == 0xFFFF
+// onesSum returns the one's-complement sum of the ten 16-bit words of an
+// IPv4 header (RFC 1071), in [1, 0xFFFF] unless every word is zero. It
+// adds the header as five 32-bit words and folds the carries back in,
+// which gives the same sum (2^16 ≡ 1 modulo 2^16 − 1).
+func onesSum(h []byte) uint16 {
+	h = h[:IPv4Len]
+	s := uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])) + uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
+	s = s>>32 + s&0xFFFFFFFF // ≤ 2^32 + 3 (s < 5·2^32)
+	s = s>>16 + s&0xFFFF     // ≤ 0x1FFFE
+	s = s>>16 + s&0xFFFF     // ≤ 0xFFFF
+	return uint16(s)
 }
 
 // SetIPv4Checksum recomputes the IPv4 header checksum of an Ethernet/IPv4

@@ -420,3 +420,46 @@ func TestICRCEveryLength(t *testing.T) {
 		}
 	}
 }
+
+// refOnesSum is RFC 1071's one's-complement sum of 16-bit words, one word
+// at a time: the reference for onesSum.
+func refOnesSum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for sum > 0xFFFF {
+		sum = sum>>16 + sum&0xFFFF
+	}
+	return uint16(sum)
+}
+
+// FuzzIPv4Checksum: onesSum of any 20 bytes is the word-at-a-time sum;
+// ipv4Checksum makes a header IPv4ChecksumOK accepts, and one changed
+// byte makes it refuse.
+func FuzzIPv4Checksum(f *testing.F) {
+	f.Add(make([]byte, IPv4Len), uint8(3))
+	f.Add([]byte{0x45, 0, 0, 0x73, 0, 0, 0x40, 0, 0x40, 0x11, 0, 0, 0xc0, 0xa8, 0, 1, 0xc0, 0xa8, 0, 0xc7}, uint8(0))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint8(19))
+	// A sum whose second fold carries again (0x0001 + 0xFFFF).
+	f.Add([]byte{0, 1, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, uint8(5))
+	f.Fuzz(func(t *testing.T, b []byte, at uint8) {
+		if len(b) < IPv4Len {
+			return
+		}
+		h := append([]byte(nil), b[:IPv4Len]...)
+		if got, want := onesSum(h), refOnesSum(h); got != want {
+			t.Fatalf("onesSum(% x) = %#x, want %#x", h, got, want)
+		}
+		h[10], h[11] = 0, 0
+		binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
+		if !IPv4ChecksumOK(h) {
+			t.Fatalf("checksummed header % x refused", h)
+		}
+		i := int(at) % IPv4Len
+		h[i]++
+		if IPv4ChecksumOK(h) != (refOnesSum(h) == 0xFFFF) {
+			t.Fatalf("header % x: IPv4ChecksumOK disagrees with the reference", h)
+		}
+	})
+}
