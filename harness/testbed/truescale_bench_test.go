@@ -1,7 +1,9 @@
 package testbed
 
 import (
+	"flag"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,24 +137,43 @@ func benchTrueScale(b *testing.B, elems int) {
 	}
 }
 
+// The size and policies of TestTrueScaleSmall, which are flags so that
+// one policy's run of a chosen size can be profiled or its instructions
+// counted: BenchmarkTrueScale cannot be run under valgrind here (it
+// crashes, or the counts vary), a test can, with every Go thread kept on
+// one CPU and no preemption signals:
+//
+//	go test -c -pgo=$PWD/cmd/inabox/default.pgo -o /tmp/tb.test ./harness/testbed
+//	GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=cachegrind --cache-sim=no \
+//	    /tmp/tb.test -test.run '^TestTrueScaleSmall$' -truescale-elems 1048576 -truescale-policies freeina
+//
+// and the difference of two sizes is the run's cost per extra hop.
+var (
+	trueScaleElems    = flag.Int("truescale-elems", 1<<14, "values per worker of TestTrueScaleSmall")
+	trueScalePolicies = flag.String("truescale-policies", "freeina,atp,switchml", "policies of TestTrueScaleSmall, comma-separated")
+)
+
 // TestTrueScaleSmall runs the true-scale benchmark's measurement on a
-// small tensor: every policy's result is exact, and the hops count at
-// least each chunk's trip up from every worker and its result back down.
+// small tensor (-truescale-elems values per worker): every policy's result
+// is exact (all of it at the default size, 16,384 values of it at any),
+// and the hops count at least each chunk's trip up from every
+// worker and its result back down.
 func TestTrueScaleSmall(t *testing.T) {
-	elems := 1 << 14
+	elems := *trueScaleElems
 	inputs := make([][]float32, 8)
 	for r := range inputs {
 		inputs[r] = genTensor(1, r, elems, 0)
 	}
-	for _, policy := range []string{"freeina", "atp", "switchml"} {
+	for _, policy := range strings.Split(*trueScalePolicies, ",") {
 		r, err := runTrueScale(policy, inputs)
 		if err != nil {
 			t.Fatalf("%s: %v", policy, err)
 		}
-		checkSample(t, r.tb, inputs, 1)
+		checkSample(t, r.tb, inputs, max(1, elems>>14)) // all of the default size, 16 k values of any
 		chunks := uint64(elems / r.tb.Spec.ValuesPerPacket)
 		if min := 2 * 8 * chunks; r.hops < min || r.end <= 0 || r.events < r.hops {
 			t.Fatalf("%s: %d hops (want ≥ %d), %d events, end %v", policy, r.hops, min, r.events, r.end)
 		}
+		t.Logf("%s: %d hops, %d events, end %v", policy, r.hops, r.events, r.end)
 	}
 }
