@@ -182,6 +182,60 @@ func (h *FrameHeader) Encode(buf []byte, payload []byte) (int, error) {
 	return h.encode(buf, payload, true)
 }
 
+// A Template is the headers of frames that differ only in their PSN and
+// carry payloads of one length (FrameHeader.Template), encoded once: a
+// frame whose payload is already in place then takes a copy of them and
+// its PSN instead of a whole encode, and gets the same bytes as
+// FrameHeader.EncodeDeferred would write. The zero Template encodes no
+// frame (PayloadLen −1).
+type Template struct {
+	hdr        [HeadersLen + MaxTransportHeadersLen]byte
+	off        int // header bytes: where the payload starts
+	payloadLen int
+	n          int // frame length
+}
+
+// Template returns the template of h's frames carrying payloadLen bytes;
+// h.PSN is not used (each frame gives its own).
+func (h *FrameHeader) Template(payloadLen int) (Template, error) {
+	x := *h
+	x.PSN = 0
+	buf := make([]byte, x.Len(payloadLen))
+	off := x.PayloadOffset()
+	n, err := x.EncodeDeferred(buf, buf[off:min(off+payloadLen, len(buf))])
+	if err != nil {
+		return Template{}, err
+	}
+	t := Template{off: off, payloadLen: payloadLen, n: n}
+	copy(t.hdr[:], buf[:off])
+	return t, nil
+}
+
+// PayloadLen returns the payload length of t's frames (−1 for the zero
+// Template's none).
+func (t *Template) PayloadLen() int {
+	if t.n == 0 {
+		return -1
+	}
+	return t.payloadLen
+}
+
+// EncodeDeferred writes the frame of psn around its payload, which must
+// already be in place (buf[h.PayloadOffset():], PayloadLen bytes): the
+// headers, the BTH's PSN and the pad, not the ICRC (as
+// FrameHeader.EncodeDeferred). It returns the frame's length, 0 if buf is
+// too short or t the zero Template. It allocates nothing.
+func (t *Template) EncodeDeferred(buf []byte, psn uint32) int {
+	if t.n == 0 || len(buf) < t.n {
+		return 0
+	}
+	b := buf[:t.n]
+	copy(b, t.hdr[:t.off])
+	BTH(b[HeadersLen : HeadersLen+BTHLen]).SetPSN(psn)
+	clear(b[t.off+t.payloadLen : t.n-ICRCLen])
+	return t.n
+}
+
 // EncodeDeferred is Encode without the ICRC: the frame's last four bytes
 // are left as they are, for SealICRC to write when the frame is seen
 // (emu.Packet.Defer).

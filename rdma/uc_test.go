@@ -676,3 +676,83 @@ func TestUCZeroAllocs(t *testing.T) {
 	}
 	_ = sink
 }
+
+// templateMatches checks that t, h's template for payloads of plen bytes,
+// writes the bytes h.EncodeDeferred writes with PSN psn, both in place
+// around the same payload in buffers of the same stale bytes, and the same
+// frame once each is sealed.
+func templateMatches(tb testing.TB, h FrameHeader, plen int, psn uint32, r *rand.Rand) {
+	tb.Helper()
+	tp, err := h.Template(plen)
+	if err != nil {
+		if _, err2 := h.EncodeDeferred(make([]byte, 1<<17), make([]byte, plen)); err2 == nil {
+			tb.Fatalf("%#x, %d bytes: Template: %v, but EncodeDeferred encodes it", byte(h.Opcode), plen, err)
+		}
+		if tp.PayloadLen() != -1 || tp.EncodeDeferred(make([]byte, 1<<17), psn) != 0 {
+			tb.Fatalf("failed Template encodes")
+		}
+		return
+	}
+	if tp.PayloadLen() != plen {
+		tb.Fatalf("PayloadLen %d, want %d", tp.PayloadLen(), plen)
+	}
+	h.PSN = psn
+	want := make([]byte, h.Len(plen)+r.IntN(8))
+	for j := range want {
+		want[j] = byte(r.Uint32()) // stale bytes: the pad must be cleared
+	}
+	got := append([]byte(nil), want...)
+	off := h.PayloadOffset()
+	n0, err := h.EncodeDeferred(want, want[off:off+plen])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := tp.EncodeDeferred(got, psn)
+	if n != n0 || !bytes.Equal(got, want) {
+		tb.Fatalf("%#x, %d bytes, PSN %#x: template wrote %d bytes\n got % x\nwant % x", byte(h.Opcode), plen, psn, n, got[:n], want[:n0])
+	}
+	SealICRC(got[:n])
+	SealICRC(want[:n0])
+	if !bytes.Equal(got, want) || !CheckICRC(got[:n]) {
+		tb.Fatalf("%#x: sealed frames differ", byte(h.Opcode))
+	}
+	if tp.EncodeDeferred(got[:n-1], psn) != 0 {
+		tb.Fatalf("a short buffer took a frame")
+	}
+}
+
+// TestTemplate: a template writes what EncodeDeferred writes, for random
+// headers, opcodes, payload lengths (every pad) and PSNs, and the zero
+// Template writes nothing.
+func TestTemplate(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 25))
+	ops := rcAndUCOps()
+	for i := 0; i < 3000; i++ {
+		op := ops[r.IntN(len(ops))]
+		if i%3 == 0 {
+			op = OpUCSendOnly // what the workers send
+		}
+		templateMatches(t, randHeader(r, op), r.IntN(1100), r.Uint32(), r)
+	}
+	var zero Template
+	if zero.PayloadLen() != -1 || zero.EncodeDeferred(make([]byte, 100), 1) != 0 {
+		t.Fatal("the zero Template encodes")
+	}
+	h := randHeader(r, OpUCSendOnly)
+	tp, _ := h.Template(286)
+	buf := make([]byte, h.Len(286))
+	if a := testing.AllocsPerRun(100, func() { tp.EncodeDeferred(buf, 7) }); a != 0 {
+		t.Fatalf("%v allocations", a)
+	}
+}
+
+// FuzzTemplate: TestTemplate for any header a seed makes, any opcode byte,
+// payload length and PSN.
+func FuzzTemplate(f *testing.F) {
+	f.Add(uint64(1), byte(OpUCSendOnly), uint16(286), uint32(5))
+	f.Add(uint64(2), byte(OpRDMAWriteOnlyImm), uint16(3), uint32(0xFFFFFF))
+	f.Fuzz(func(t *testing.T, seed uint64, op byte, plen uint16, psn uint32) {
+		r := rand.New(rand.NewPCG(seed, 26))
+		templateMatches(t, randHeader(r, Opcode(op)), int(plen)%70000, psn, r)
+	})
+}
