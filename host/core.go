@@ -144,6 +144,25 @@ func (r RxStats) Add(o RxStats) RxStats {
 		Malformed: r.Malformed + o.Malformed}
 }
 
+// EncodeInPlace finishes p as the frame of fh around its payload, the n
+// bytes at fh.PayloadOffset() that the caller wrote there, and sets p's
+// length: with t, fh's template, where it fits (n is its payload length
+// and env defers ICRCs: a copy of the headers and the PSN), else by
+// encoding fh (EncodeSealed). It returns what fh.Encode returns, and
+// frees nothing.
+func EncodeInPlace(env *emu.Env, p *emu.Packet, fh *rdma.FrameHeader, t *rdma.Template, n int) error {
+	if n == t.PayloadLen() && env.Defers() {
+		p.SetLen(t.EncodeDeferred(p.Bytes(), fh.PSN))
+		p.Defer(rdma.SealICRC)
+		return nil
+	}
+	p.SetLen(fh.Len(n))
+	b := p.Bytes()
+	off := fh.PayloadOffset()
+	_, err := EncodeSealed(env, p, fh, b, b[off:off+n])
+	return err
+}
+
 // EncodeSealed encodes frame header fh and payload into buf, p's bytes
 // (rdma.FrameHeader.Encode), and marks p sealed. Where env.Defers, the
 // ICRC is deferred (emu.Packet.Defer): written only where the frame is

@@ -142,6 +142,7 @@ type Worker struct {
 	armedUC bool
 	ucPSN   uint32
 	ucHdr   rdma.FrameHeader // PathUC contributions' headers (PSN set per frame)
+	ucTmpl  rdma.Template    // ucHdr's headers for a whole chunk's payload
 	// PathUC's round-trip estimate from results of contributions sent
 	// once (Karn): the retransmission timeout (ucRTO) grows when round
 	// trips do (a busy switch, or processes running late in real time)
@@ -229,6 +230,7 @@ func NewWorker(cfg WorkerConfig, tensors ...Tensor) (*Worker, error) {
 		plans: map[uint16]Plan{}}
 	w.ucHdr = rdma.FrameHeader{Src: cfg.Addr, Dst: cfg.PS.Addr, Opcode: rdma.OpUCSendOnly, DestQP: cfg.PSUCQPN,
 		SrcPort: rdma.SourcePort(cfg.UCQPN), TOS: cfg.QP.TOS}
+	w.ucTmpl, _ = w.ucHdr.Template(inahdr.Len + 4*cfg.Values) // none if it fails: sendUC encodes each frame
 	w.ring = make([][]byte, cfg.Ring)
 	for i := range w.ring {
 		w.ring[i] = make([]byte, inahdr.Len+4*cfg.Values)
@@ -457,9 +459,7 @@ func (w *Worker) sendUC(env *emu.Env, c uint32) {
 	p.SetLen(fh.Len(inahdr.Len + 4*w.cfg.Values))
 	off := fh.PayloadOffset()
 	n := w.EncodeChunk(p.Bytes()[off:], w.cur, c, c, 0, nil)
-	p.SetLen(fh.Len(n))
-	b := p.Bytes()
-	if _, err := EncodeSealed(env, p, fh, b, b[off:off+n]); err != nil {
+	if err := EncodeInPlace(env, p, fh, &w.ucTmpl, n); err != nil {
 		env.Free(p)
 		return
 	}

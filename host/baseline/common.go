@@ -92,11 +92,17 @@ func (b *clientBase) finish(rep *Report) {
 	b.cur++
 }
 
+// ucHeader returns the header of a UC SEND Only frame from src's QP
+// srcQPN to dst's QP destQP.
+func ucHeader(src, dst rdma.Endpoint, destQP, srcQPN uint32, psn uint32) rdma.FrameHeader {
+	return rdma.FrameHeader{Src: src, Dst: dst, Opcode: rdma.OpUCSendOnly, DestQP: destQP,
+		SrcPort: rdma.SourcePort(srcQPN), PSN: psn & rdma.PSNMask, TOS: 2}
+}
+
 // ucSend builds a UC SEND Only frame carrying payload and sends it on
 // port 0.
 func ucSend(env *emu.Env, src, dst rdma.Endpoint, destQP, srcQPN uint32, psn uint32, payload []byte) {
-	fh := rdma.FrameHeader{Src: src, Dst: dst, Opcode: rdma.OpUCSendOnly, DestQP: destQP,
-		SrcPort: rdma.SourcePort(srcQPN), PSN: psn & rdma.PSNMask, TOS: 2}
+	fh := ucHeader(src, dst, destQP, srcQPN, psn)
 	p := env.NewPacket()
 	p.SetLen(fh.Len(len(payload)))
 	n, err := host.EncodeSealed(env, p, &fh, p.Bytes(), payload)

@@ -87,8 +87,11 @@ type INAWorker struct {
 	// (SwitchML: slots are chunk sequence mod 2·window across all-reduces).
 	bases []uint32
 	st    inaState
-	buf   []byte
-	armed bool
+	// psHdr is the header of the contributions to the PS (the PSN set
+	// per frame), psTmpl its template for a whole chunk.
+	psHdr  rdma.FrameHeader
+	psTmpl rdma.Template
+	armed  bool
 	// nudges (ATP/ESA): chunks whose result came from a held aggregator;
 	// our raw contribution goes to the PS every RTO until the PS's ACK for
 	// the chunk is seen (the PS may need it: its copy of the result was
@@ -167,7 +170,8 @@ func NewINAWorker(cfg INAConfig, ts []host.Tensor) *INAWorker {
 		w.adm.ctlQPN = cfg.SwitchCtlQPN
 	}
 	w.init(cfg.Job, cfg.Rank, cfg.Workers, cfg.Values, cfg.Quant, cfg.Timeline, ts)
-	w.buf = make([]byte, inahdr.Len+4*w.Values())
+	w.psHdr = ucHeader(w.addr, w.ps, w.psQPN, w.ucQPN, 0)
+	w.psTmpl, _ = w.psHdr.Template(inahdr.Len + 4*w.Values()) // none if it fails: send encodes each frame
 	w.ndDone = map[uint64]bool{}
 	var s uint32
 	for i := range ts {
@@ -336,8 +340,16 @@ func (w *INAWorker) pump(env *emu.Env) {
 
 func (w *INAWorker) send(env *emu.Env, i int, c uint32, flags uint8, rep *Report) {
 	hc := w.hdrChunk(i, c)
-	n := w.EncodeChunk(w.buf, i, c, hc, flags, rep)
-	ucSend(env, w.addr, w.ps, w.psQPN, w.ucQPN, hc, w.buf[:n])
+	fh := &w.psHdr
+	fh.PSN = hc & rdma.PSNMask
+	p := env.NewPacket()
+	p.SetLen(fh.Len(inahdr.Len + 4*w.Values()))
+	n := w.EncodeChunk(p.Bytes()[fh.PayloadOffset():], i, c, hc, flags, rep)
+	if err := host.EncodeInPlace(env, p, fh, &w.psTmpl, n); err != nil {
+		env.Free(p)
+		return
+	}
+	env.Send(0, p)
 }
 
 // AcceptsDeferred implements emu.DeferAware: the worker trusts a sealed
