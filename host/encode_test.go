@@ -171,7 +171,14 @@ func testQuantizeWire(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	q := Quantizer{Mode: QuantExponent, Workers: 8}
 	lim := float64(q.Limit())
+	// Exponents −70..70 take the float32 kernel (scale 2^-43..2^97);
+	// below −100 the scale is beyond a float32 and they take the float64
+	// one (−100 is the last of the float32 kernel's: 2^127).
+	exps := []int8{-128, -110, -101, -100}
 	for e := int8(-70); e <= 70; e++ {
+		exps = append(exps, e)
+	}
+	for _, e := range exps {
 		s := q.Shift(e)
 		var src []float32
 		for range 2000 {

@@ -18,6 +18,13 @@ DATA packSwap<>+0x10(SB)/8, $0x08090a0b00010203
 DATA packSwap<>+0x18(SB)/8, $0x8080808080808080
 GLOBL packSwap<>(SB), RODATA|NOPTR, $32
 
+// Each 32-bit lane's bytes turned around (big-endian).
+DATA bswap32<>+0x00(SB)/8, $0x0405060700010203
+DATA bswap32<>+0x08(SB)/8, $0x0c0d0e0f08090a0b
+DATA bswap32<>+0x10(SB)/8, $0x0405060700010203
+DATA bswap32<>+0x18(SB)/8, $0x0c0d0e0f08090a0b
+GLOBL bswap32<>(SB), RODATA|NOPTR, $32
+
 // func quantizeWireAVX2(dst *byte, src *float32, n int, scale float64, lim int64) int
 //
 // Quantizes groups of eight values of src into dst (32 bytes a group)
@@ -70,4 +77,49 @@ loop:
 done:
 	VZEROUPPER
 	MOVQ AX, ret+40(FP)
+	RET
+
+// func quantizeWire32AVX2(dst *byte, src *float32, n int, scale float32, lim int32) int
+//
+// quantizeWireAVX2 in float32, for a scale that is a normal float32 (a
+// power of two in [2^-126, 2^127]): x·scale is then exact wherever it is a
+// normal float32, and rounds to 0 either way where it is not; VCVTPS2DQ
+// rounds it to the nearest integer, ties to even (Go keeps MXCSR's default
+// rounding), and gives 0x80000000, below -lim, for anything beyond int32,
+// infinities and NaN. So every value comes out as the float64 kernel's,
+// and the same groups are out of range.
+TEXT ·quantizeWire32AVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	XORQ         AX, AX
+	SHRQ         $3, CX
+	JZ           done32
+	VBROADCASTSS scale+24(FP), Y15
+	MOVL         lim+28(FP), R8
+	VMOVD        R8, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y12, Y12, Y12
+	VPSUBD       Y13, Y12, Y12          // -lim
+	VMOVDQU      bswap32<>(SB), Y11
+
+loop32:
+	VMULPS    (SI), Y15, Y0
+	VCVTPS2DQ Y0, Y0                    // the rounded values, int32
+	VPCMPGTD  Y13, Y0, Y2               // v > lim
+	VPCMPGTD  Y0, Y12, Y3               // v < -lim
+	VPOR      Y2, Y3, Y2
+	VPTEST    Y2, Y2
+	JNZ       done32
+	VPSHUFB   Y11, Y0, Y0
+	VMOVDQU   Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	ADDQ      $8, AX
+	DECQ      CX
+	JNZ       loop32
+
+done32:
+	VZEROUPPER
+	MOVQ AX, ret+32(FP)
 	RET
