@@ -25,6 +25,17 @@ DATA bswap32<>+0x10(SB)/8, $0x0405060700010203
 DATA bswap32<>+0x18(SB)/8, $0x0c0d0e0f08090a0b
 GLOBL bswap32<>(SB), RODATA|NOPTR, $32
 
+// GROUPS loads both kernels' first arguments (dst in DI, src in SI, the
+// groups of eight in CX), zeroes the count done (AX), and jumps to done if
+// there is no group.
+#define GROUPS(done) \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+	XORQ AX, AX; \
+	SHRQ $3, CX; \
+	JZ   done
+
 // func quantizeWireAVX2(dst *byte, src *float32, n int, scale float64, lim int64) int
 //
 // Quantizes groups of eight values of src into dst (32 bytes a group)
@@ -32,12 +43,7 @@ GLOBL bswap32<>(SB), RODATA|NOPTR, $32
 // done: n rounded down to eight, or where the first group with a value out
 // of range starts (that group is not written).
 TEXT ·quantizeWireAVX2(SB), NOSPLIT, $0-48
-	MOVQ         dst+0(FP), DI
-	MOVQ         src+8(FP), SI
-	MOVQ         n+16(FP), CX
-	XORQ         AX, AX
-	SHRQ         $3, CX
-	JZ           done
+	GROUPS(done)
 	VBROADCASTSD scale+24(FP), Y15
 	VBROADCASTSD roundMagic<>(SB), Y14
 	VPBROADCASTQ lim+32(FP), Y13
@@ -89,12 +95,7 @@ done:
 // infinities and NaN. So every value comes out as the float64 kernel's,
 // and the same groups are out of range.
 TEXT ·quantizeWire32AVX2(SB), NOSPLIT, $0-40
-	MOVQ         dst+0(FP), DI
-	MOVQ         src+8(FP), SI
-	MOVQ         n+16(FP), CX
-	XORQ         AX, AX
-	SHRQ         $3, CX
-	JZ           done32
+	GROUPS(done32)
 	VBROADCASTSS scale+24(FP), Y15
 	MOVL         lim+28(FP), R8
 	VMOVD        R8, X13
