@@ -152,9 +152,11 @@ func (r RxStats) Add(o RxStats) RxStats {
 // frees nothing.
 func EncodeInPlace(env *emu.Env, p *emu.Packet, fh *rdma.FrameHeader, t *rdma.Template, n int) error {
 	if n == t.PayloadLen() && env.Defers() {
-		p.SetLen(t.EncodeDeferred(p.Bytes(), fh.PSN))
-		p.Defer(rdma.SealICRC)
-		return nil
+		if m := t.EncodeDeferred(p.Bytes(), fh.PSN); m > 0 { // 0: p is too short for it
+			p.SetLen(m)
+			p.Defer(rdma.SealICRC)
+			return nil
+		}
 	}
 	p.SetLen(fh.Len(n))
 	b := p.Bytes()
