@@ -220,11 +220,12 @@ func (t *Template) PayloadLen() int {
 	return t.payloadLen
 }
 
-// EncodeDeferred writes the frame of psn around its payload, which must
-// already be in place (buf[h.PayloadOffset():], PayloadLen bytes): the
-// headers, the BTH's PSN and the pad, not the ICRC (as
-// FrameHeader.EncodeDeferred). It returns the frame's length, 0 if buf is
-// too short or t the zero Template. It allocates nothing.
+// EncodeDeferred writes the frame of psn (its low 24 bits) around its
+// payload, which must already be in place (PayloadLen bytes at the
+// template's header's PayloadOffset): the headers, the BTH's PSN and the
+// pad, not the ICRC (as FrameHeader.EncodeDeferred). It returns the
+// frame's length, 0 if buf is too short or t the zero Template. It
+// allocates nothing.
 func (t *Template) EncodeDeferred(buf []byte, psn uint32) int {
 	if t.n == 0 || len(buf) < t.n {
 		return 0
