@@ -328,6 +328,9 @@ func (s *Switch) portSource(port int, src PortSource, add bool) error {
 		s.t.sources[port] = s.t.sources[port][:0]
 	}
 	s.t.sources[port] = append(s.t.sources[port], src)
+	if port < maxCachePorts {
+		s.cache[port] = workerCache{} // its express words check the sources
+	}
 	return nil
 }
 

@@ -11,7 +11,7 @@ import (
 
 // expressSwitch is the switch of the express tests: job 1 of four workers
 // on ports 1–4 (hashed stage, PS on port 40), port security on ports 1
-// and 2, and each worker's ina_worker entry in its port's cache (one
+// and 2 (one source each) and 3 (two sources), and each worker's ina_worker entry in its port's cache (one
 // contribution each to chunk 0 of all-reduce 3).
 func expressSwitch(tb testing.TB) *Switch {
 	tb.Helper()
@@ -25,10 +25,25 @@ func expressSwitch(tb testing.TB) *Switch {
 			tb.Fatal(err)
 		}
 	}
+	for _, a := range []uint8{3, 7} { // port 3: worker 2's host and another
+		if err := s.AddPortSource(3, PortSource{MAC: mac(a), IP: ip(a)}); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	for w := range 4 {
 		s.Process([]Frame{{Data: workerPkt(1, 3, 0, uint8(w), []int32{1}).build(), InPort: w + 1}})
 	}
+	s.Process([]Frame{{Data: psLookalike(), InPort: 40}}) // the PS's entry in port 40's cache
 	return s
+}
+
+// psLookalike is a frame from the PS of expressSwitch's job shaped like a
+// contribution of worker 0 (the PS entry's worker field): no flag, bitmap
+// 1. It is the PS's, and not express's to take.
+func psLookalike() []byte {
+	p := workerPkt(1, 3, 2, 0, []int32{1})
+	p.qp = qpFor(1, 0xFF)
+	return p.build()
 }
 
 // expressSame runs frame through express on one expressSwitch and through
@@ -104,6 +119,16 @@ func expressFrames() (frames [][]byte, ports []int) {
 	add(d, 2)
 	d = workerPkt(1, 3, 2, 1, []int32{1, 2}).build()
 	add(append(d, 0, 0, 0, 0), 2) // Ethernet padding
+	d = workerPkt(1, 3, 2, 1, []int32{1, 2}).build()
+	d[23] = 6 // TCP
+	add(d, 2)
+	p = workerPkt(1, 3, 2, 2, []int32{1})
+	p.srcMAC = mac(7) // port 3's other source's MAC, worker 2's IPv4
+	add(p.build(), 3)
+	p = workerPkt(1, 3, 2, 2, []int32{1})
+	p.srcMAC, p.src = mac(7), ip(7) // port 3's other source
+	add(p.build(), 3)
+	add(psLookalike(), 40)
 	return frames, ports
 }
 
@@ -119,9 +144,10 @@ func TestExpress(t *testing.T) {
 			}
 		}
 	}
-	// The four workers, UC, the window's move and the padded frame, sealed
-	// or not, and the bad ICRC sealed (a sealed frame's ICRC is trusted).
-	if want := 2*7 + 1; took != want {
+	// The four workers, UC, the window's move, the padded frame and port
+	// 3's other source, sealed or not, and the bad ICRC sealed (a sealed
+	// frame's ICRC is trusted).
+	if want := 2*8 + 1; took != want {
 		t.Fatalf("express took %d frames, want %d", took, want)
 	}
 }
@@ -131,9 +157,36 @@ func TestExpress(t *testing.T) {
 func FuzzExpress(f *testing.F) {
 	frames, ports := expressFrames()
 	for i, d := range frames {
-		f.Add(d, uint8(ports[i]), false)
+		f.Add(d, uint8(min(ports[i], 8)), false)
 	}
 	f.Fuzz(func(t *testing.T, frame []byte, port uint8, sealed bool) {
-		expressSame(t, frame, int(port%8), sealed)
+		p := int(port % 9) // ports 0–7, and the PS's
+		if p == 8 {
+			p = 40
+		}
+		expressSame(t, frame, p, sealed)
 	})
+}
+
+// TestExpressSourceChange: port security installed after a worker's frames
+// filled its port's cache applies to the next frame.
+func TestExpressSourceChange(t *testing.T) {
+	s := newTestSwitch(t, 64)
+	if err := s.SetPool(1, 0, 64, 4); err != nil {
+		t.Fatal(err)
+	}
+	installJob(t, s, 1, 2, StageHashed, 1, 0, 40)
+	frames := []Frame{{Data: workerPkt(1, 1, 0, 0, []int32{1}).build(), InPort: 1}}
+	s.Process(frames)
+	if frames[0].Reason != ReasonAbsorbed {
+		t.Fatalf("first contribution: %v", frames[0].Reason)
+	}
+	if err := s.SetPortSource(1, PortSource{MAC: mac(9), IP: ip(9)}); err != nil {
+		t.Fatal(err)
+	}
+	frames = []Frame{{Data: workerPkt(1, 1, 1, 0, []int32{1}).build(), InPort: 1}}
+	s.Process(frames)
+	if frames[0].Reason != ReasonSpoofed {
+		t.Fatalf("contribution from a source the port no longer accepts: %v, want %v", frames[0].Reason, ReasonSpoofed)
+	}
 }

@@ -216,7 +216,7 @@ func (s *Switch) classify(f *Frame, m *pmeta) {
 	if !hit {
 		we, hit = s.t.workers[workerKey{f.InPort, qp}]
 		if hit && f.InPort >= 0 && f.InPort < maxCachePorts {
-			s.cache[f.InPort] = workerCache{valid: true, qp: qp, e: we}
+			s.cache[f.InPort] = s.newWorkerCache(f.InPort, qp, we)
 		}
 	}
 	job := h.Job()

@@ -89,10 +89,27 @@ type aggRegs struct {
 
 const maxCachePorts = 256
 
+// workerCache is a port's last ina_worker hit, and what express matches
+// a frame from that worker against.
 type workerCache struct {
 	valid bool
 	qp    uint32
 	e     WorkerEntry
+	// express's eight words, masked, must equal want (expressWords);
+	// with sources, the port's security takes sourceOK's loop.
+	mask, want [8]uint64
+	sources    bool
+}
+
+// newWorkerCache is port's cache entry for worker entry e on QP qp.
+func (s *Switch) newWorkerCache(port int, qp uint32, e WorkerEntry) workerCache {
+	c := workerCache{valid: true, qp: qp, e: e}
+	var src []PortSource
+	if port >= 0 && port < len(s.t.sources) {
+		src = s.t.sources[port]
+	}
+	c.mask, c.want, c.sources = expressWords(qp, e, src)
+	return c
 }
 
 // Switch is the aggregation switch. Its methods are safe for concurrent
