@@ -11,18 +11,54 @@ import "github.com/inabox/inabox/switch/inahdr"
 // locate finds the contribution's aggregator with the job's stage and
 // reports whether there is one: the packet's passes fit the pool's stride,
 // the stage has memory for the chunk, and the aggregator lies in the pool.
+//
+// A stage whose Locate is a function of the tag, the pool's geometry and
+// the job's budget alone (Job.pure) is asked once for a run of the same
+// tag: the chunk's other workers find the answer in Job.located.
 func (c contribution) locate() bool {
 	m, j := c.m, c.m.from.job
 	p := j.Pool
 	if m.pkt.passes > p.Stride {
 		return false
 	}
-	head, ok := j.stage.Locate(j, m.from.tag)
-	if !ok || head < p.Base || head+p.Stride > p.Base+p.Slots {
+	tag := m.from.tag
+	var head int
+	if l := &j.located; j.pure && l.tag == tag && l.base == p.Base && l.slots == p.Slots && l.stride == p.Stride {
+		head = l.head
+	} else {
+		var ok bool
+		if head, ok = j.stage.Locate(j, tag); !ok {
+			return false
+		}
+		if j.pure {
+			j.located = located{tag: tag, base: p.Base, slots: p.Slots, stride: p.Stride, head: head}
+		}
+	}
+	if head < p.Base || head+p.Stride > p.Base+p.Slots {
 		return false
 	}
 	m.agg.head = head
 	return true
+}
+
+// located is the last tag a pure stage located, its head, and the pool
+// geometry it was located in (SetPool changes that in place; SetJob, the
+// only way to change a job's budget, starts the job with none).
+type located struct {
+	tag                 Tag // 0 (no job's tag): none
+	base, slots, stride int
+	head                int
+}
+
+// locatesPurely reports whether st's Locate depends on nothing but the
+// tag, the job's pool geometry and its budget: the built-in contention
+// stages.
+func locatesPurely(st SlotStage) bool {
+	switch st.(type) {
+	case Static, Hashed, Preemptive:
+		return true
+	}
+	return false
 }
 
 // occupant reads the aggregator's owner.

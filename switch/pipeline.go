@@ -117,7 +117,7 @@ func (s *Switch) process(batch []Frame) {
 		case m.from.ps:
 			s.fromPS(f, m)
 		default:
-			m.from.job.stage.contribute(contribution{s, m})
+			contribute(m.from.job.stage, contribution{s, m})
 			if m.agg.op != opNone && m.pkt.passes > 0 && m.pkt.count > 0 {
 				V := s.cfg.ValuesPerPass // valueStages' registers, for later
 				prefetch(s.r.values[m.agg.head*V : m.agg.head*V+m.pkt.count])

@@ -27,6 +27,21 @@ type SlotStage interface {
 	contribute(c contribution)
 }
 
+// contribute hands c to st, calling the built-in contention stages
+// directly (no method-value wrapper, and inlined where the compiler will).
+func contribute(st SlotStage, c contribution) {
+	switch st := st.(type) {
+	case Hashed:
+		c.contend(st)
+	case Static:
+		c.contend(st)
+	case Preemptive:
+		c.contend(st)
+	default:
+		st.contribute(c)
+	}
+}
+
 // contribution is one worker's INA packet at the slot stage: Process hands
 // it to the job's stage.
 type contribution struct {

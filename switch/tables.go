@@ -65,9 +65,11 @@ type Job struct {
 	arHigh uint16
 	arSeen bool
 
-	stage SlotStage
-	stats JobStats
-	perm  permCache // HashIndex's permutation for the newest all-reduce located
+	stage   SlotStage
+	stats   JobStats
+	perm    permCache // HashIndex's permutation for the newest all-reduce located
+	pure    bool      // the stage locates purely (locatesPurely)
+	located located   // with pure: the last tag located, and where
 }
 
 // JobStats are per-job counters.
