@@ -37,7 +37,7 @@ func (c contribution) locate() bool {
 	if head < p.Base || head+p.Stride > p.Base+p.Slots {
 		return false
 	}
-	m.agg.head = head
+	m.agg.head, m.agg.regs = head, &c.s.r.agg[head]
 	return true
 }
 
@@ -63,13 +63,13 @@ func locatesPurely(st SlotStage) bool {
 
 // occupant reads the aggregator's owner.
 func (c contribution) occupant() Occupant {
-	a := &c.s.r.agg[c.m.agg.head]
+	a := c.m.agg.regs
 	return Occupant{Tag: a.owner, State: a.state, Priority: a.prio, Bitmap: a.bitmap}
 }
 
 // counted reports whether the aggregator holds the sender's contribution.
 func (c contribution) counted() bool {
-	return c.s.r.agg[c.m.agg.head].bitmap&(1<<c.m.from.worker) != 0
+	return c.m.agg.regs.bitmap&(1<<c.m.from.worker) != 0
 }
 
 // claim makes the contribution the first of its aggregator (free,
@@ -78,8 +78,7 @@ func (c contribution) counted() bool {
 // carry the old values out.
 func (c contribution) claim(op valueOp) {
 	s, m, j := c.s, c.m, c.m.from.job
-	h := m.agg.head
-	a := &s.r.agg[h]
+	h, a := m.agg.head, m.agg.regs
 	switch {
 	case op == opSwap:
 		j.Pool.stats.Preemptions++
@@ -108,7 +107,7 @@ func (c contribution) claim(op valueOp) {
 // add counts the contribution into its claimed aggregator; the value
 // stages add its values.
 func (c contribution) add() {
-	a, m := &c.s.r.agg[c.m.agg.head], c.m
+	a, m := c.m.agg.regs, c.m
 	a.bitmap |= 1 << m.from.worker
 	a.count++
 	if e := m.pkt.hdr.Exponent(); e > a.exp {
@@ -121,8 +120,7 @@ func (c contribution) add() {
 // it did, the packet carries the sum out (FlagResult) and the aggregator
 // moves to st: StateComplete, or StateHeld until the PS's ACK.
 func (c contribution) complete(st SlotState) bool {
-	h, m, j := c.m.agg.head, c.m, c.m.from.job
-	a := &c.s.r.agg[h]
+	h, a, m, j := c.m.agg.head, c.m.agg.regs, c.m, c.m.from.job
 	if a.bitmap != j.Mask {
 		return false
 	}
@@ -140,7 +138,7 @@ func (c contribution) complete(st SlotState) bool {
 // resend answers a retransmission that finds its chunk complete: the value
 // stages read the stored sum into the packet, which carries FlagResult.
 func (c contribution) resend() {
-	a, m := &c.s.r.agg[c.m.agg.head], c.m
+	a, m := c.m.agg.regs, c.m
 	m.agg.op = opRead
 	m.out.reason, m.out.flags = ReasonResent, inahdr.FlagResult
 	m.out.carry = carried{tag: m.from.tag, bitmap: a.bitmap, exp: a.exp, ovf: a.ovf != 0}

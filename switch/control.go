@@ -123,7 +123,7 @@ func (s *Switch) SetJob(js JobSpec) error {
 	}
 	*j = Job{ID: js.ID, Mask: js.Mask, Group: js.Group, PSPort: js.PSPort, ResultToPS: js.ResultToPS,
 		Priority: js.Priority, ReclaimHeld: js.ReclaimHeld, Budget: js.Budget, PolicyID: js.PolicyID, Pool: pool,
-		Window: win, stage: st, pure: locatesPurely(st), stats: j.stats}
+		Window: win, stage: st, rule: contentionRule(st), pure: locatesPurely(st), stats: j.stats}
 	return nil
 }
 

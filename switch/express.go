@@ -82,7 +82,7 @@ func (s *Switch) express(f *Frame, m *pmeta) bool {
 	ps.RxPackets++
 	ps.RxBytes += uint64(len(d))
 	s.stats.INAPackets++
-	j.stale(ar)
+	j.see(ar) // not behind (above)
 	j.stats.Packets++
 	*m = pmeta{}
 	m.pkt.hdr, m.pkt.ina, m.pkt.count, m.pkt.passes = h, ina, n, passes

@@ -2,7 +2,10 @@ package sw
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"testing"
+
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // TestLocateRemembered: a job of a pure stage that remembers its last
@@ -86,5 +89,65 @@ func TestLocateRemembered(t *testing.T) {
 	}
 	if s.jobByID(4).pure {
 		t.Fatal("FreeINA's stage (leases) taken as located purely")
+	}
+}
+
+// TestContentionRule: a job of a built-in contention stage, whose
+// contributions go straight to contend with the job's rule (Job.rule),
+// leaves every frame and the switch as the same job does through its
+// stage's contribute, over random contributions of two jobs of different
+// priorities that collide in a small pool: new, repeated and resent
+// chunks, of current, newer and older all-reduces.
+func TestContentionRule(t *testing.T) {
+	for _, stage := range []int{StageStatic, StageHashed, StagePreemptive} {
+		if contentionRule(newTestSwitch(t, 8).t.stages[stage]) == nil {
+			t.Fatalf("stage %d: no rule", stage)
+		}
+		mk := func(direct bool) *Switch {
+			s := newTestSwitch(t, 64)
+			if err := s.SetPool(1, 0, 8, 1); err != nil {
+				t.Fatal(err)
+			}
+			installJob(t, s, 1, 3, stage, 1, 1, 40)
+			installJob(t, s, 2, 3, stage, 1, 2, 41)
+			if !direct {
+				s.jobByID(1).rule, s.jobByID(2).rule = nil, nil
+			}
+			return s
+		}
+		a, b := mk(true), mk(false)
+		rng := rand.New(rand.NewPCG(uint64(stage), 7))
+		for round := range 400 {
+			var batch [][]byte
+			var ports []int
+			for range 1 + rng.IntN(3) { // chunks, each from most of its workers
+				job, ar, chunk := uint16(1+rng.IntN(2)), uint16(1+round/40+rng.IntN(2)-rng.IntN(2)), uint32(rng.IntN(24))
+				for _, w := range rng.Perm(3)[:1+rng.IntN(3)] {
+					p := workerPkt(job, ar, chunk, uint8(w), []int32{int32(rng.IntN(9)), 1})
+					if rng.IntN(5) == 0 {
+						p.meta.Flags = inahdr.FlagResend
+					}
+					batch, ports = append(batch, p.build()), append(ports, w+1)
+				}
+			}
+			fa, fb := make([]Frame, len(batch)), make([]Frame, len(batch))
+			for i, d := range batch {
+				fa[i] = Frame{Data: append([]byte(nil), d...), InPort: ports[i]}
+				fb[i] = Frame{Data: append([]byte(nil), d...), InPort: ports[i]}
+			}
+			a.Process(fa)
+			b.Process(fb)
+			if !reflect.DeepEqual(fa, fb) {
+				t.Fatalf("stage %d round %d: frames differ:\n%+v\n%+v", stage, round, fa, fb)
+			}
+		}
+		a.jobByID(1).rule, a.jobByID(2).rule = nil, nil
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("stage %d: the switches differ after the rounds: stats %+v and %+v", stage, a.Stats(), b.Stats())
+		}
+		st := a.Stats()
+		if contended := st.ByReason[ReasonCollision] + st.ByReason[ReasonPreempted] + st.ByReason[ReasonStale]; st.ByReason[ReasonResult] == 0 || contended == 0 {
+			t.Fatalf("stage %d: the rounds gave no results or no contention: %v", stage, st.ByReason)
+		}
 	}
 }

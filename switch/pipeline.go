@@ -48,8 +48,9 @@ type sender struct {
 
 // aggOp is the slot stage's order to the value stages.
 type aggOp struct {
-	op   valueOp // opNone: the value stages skip the packet
-	head int     // the aggregator's first slot; pass k uses slot head+k
+	op   valueOp  // opNone: the value stages skip the packet
+	head int      // the aggregator's first slot; pass k uses slot head+k
+	regs *aggRegs // its registers, &Switch.r.agg[head]
 }
 
 // verdict is what happens to the frame and what deparse writes into it.
@@ -106,6 +107,7 @@ func (s *Switch) process(batch []Frame) {
 	meta := s.meta[:len(batch)]
 	s.stats.Batches++
 	s.stats.Packets += uint64(len(batch))
+	fetched := -1 // the aggregator whose value registers were fetched last
 	for i := range batch {
 		f, m := &batch[i], &meta[i]
 		if !s.express(f, m) {
@@ -117,10 +119,11 @@ func (s *Switch) process(batch []Frame) {
 		case m.from.ps:
 			s.fromPS(f, m)
 		default:
-			contribute(m.from.job.stage, contribution{s, m})
-			if m.agg.op != opNone && m.pkt.passes > 0 && m.pkt.count > 0 {
-				V := s.cfg.ValuesPerPass // valueStages' registers, for later
+			contribute(contribution{s, m})
+			if m.agg.op != opNone && m.agg.head != fetched && m.pkt.passes > 0 && m.pkt.count > 0 {
+				V := s.cfg.ValuesPerPass // valueStages' registers, for later (once for a chunk's run of contributions)
 				prefetch(s.r.values[m.agg.head*V : m.agg.head*V+m.pkt.count])
+				fetched = m.agg.head
 			}
 		}
 	}
@@ -266,10 +269,15 @@ func (j *Job) stale(ar uint16) bool {
 	if j.behind(ar) {
 		return true
 	}
+	j.see(ar)
+	return false
+}
+
+// see moves the job's window to all-reduce ar if ar is the newest yet.
+func (j *Job) see(ar uint16) {
 	if !j.arSeen || int16(ar-j.arHigh) > 0 {
 		j.arHigh, j.arSeen = ar, true
 	}
-	return false
 }
 
 // behind reports whether all-reduce ar is older than the job's window

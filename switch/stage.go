@@ -27,19 +27,29 @@ type SlotStage interface {
 	contribute(c contribution)
 }
 
-// contribute hands c to st, calling the built-in contention stages
-// directly (no method-value wrapper, and inlined where the compiler will).
-func contribute(st SlotStage, c contribution) {
-	switch st := st.(type) {
-	case Hashed:
-		c.contend(st)
-	case Static:
-		c.contend(st)
-	case Preemptive:
-		c.contend(st)
-	default:
-		st.contribute(c)
+// contribute hands c to its job's stage: a built-in contention stage's
+// rule straight to contend (Job.rule), without the stage's method wrapper.
+func contribute(c contribution) {
+	if r := c.m.from.job.rule; r != nil {
+		c.contend(r)
+		return
 	}
+	c.m.from.job.stage.contribute(c)
+}
+
+// contentionRule is st's rule if st is a built-in contention stage
+// (Static, Hashed, Preemptive: their contribute is contend with it), else
+// nil.
+func contentionRule(st SlotStage) contender {
+	switch st := st.(type) {
+	case Static:
+		return st
+	case Hashed:
+		return st
+	case Preemptive:
+		return st
+	}
+	return nil
 }
 
 // contribution is one worker's INA packet at the slot stage: Process hands

@@ -83,7 +83,7 @@ func (c contribution) contend(rule contender) {
 		if v == Reclaim && occ.State == StateHeld && m.pkt.hdr.Has(inahdr.FlagResend) {
 			v = Collide
 		}
-		if v == Preempt && m.pkt.count != int(c.s.r.agg[m.agg.head].vals) {
+		if v == Preempt && m.pkt.count != int(m.agg.regs.vals) {
 			// The evicted sum leaves in this packet, which has room for
 			// its own chunk's values only: a chunk of another size (a
 			// tensor's last) collides instead.
@@ -155,7 +155,7 @@ func (c contribution) force() {
 func (c contribution) preempt(occ Occupant) {
 	m := c.m
 	victim := c.s.jobByID(occ.Tag.Job())
-	m.out.carry = carried{tag: occ.Tag, bitmap: occ.Bitmap, exp: c.s.r.agg[m.agg.head].exp}
+	m.out.carry = carried{tag: occ.Tag, bitmap: occ.Bitmap, exp: m.agg.regs.exp}
 	c.claim(opSwap)
 	m.out.act, m.out.reason, m.out.flags = ActForward, ReasonPreempted, inahdr.FlagPartial
 	m.out.port = -1 // the victim's job is gone: dropped

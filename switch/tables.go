@@ -68,6 +68,7 @@ type Job struct {
 	stage   SlotStage
 	stats   JobStats
 	perm    permCache // HashIndex's permutation for the newest all-reduce located
+	rule    contender // the stage's rule if it is a built-in contention stage (contentionRule)
 	pure    bool      // the stage locates purely (locatesPurely)
 	located located   // with pure: the last tag located, and where
 }

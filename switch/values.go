@@ -33,7 +33,7 @@ func (s *Switch) valueStages(m *pmeta) {
 	V := s.cfg.ValuesPerPass
 	reg := s.r.values[head*V : head*V+n]
 	pkt := m.pkt.hdr[inahdr.Len : inahdr.Len+4*n]
-	a := &s.r.agg[head]
+	a := m.agg.regs
 	j := m.from.job
 	switch op {
 	case opWrite:
