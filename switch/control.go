@@ -124,6 +124,7 @@ func (s *Switch) SetJob(js JobSpec) error {
 	*j = Job{ID: js.ID, Mask: js.Mask, Group: js.Group, PSPort: js.PSPort, ResultToPS: js.ResultToPS,
 		Priority: js.Priority, ReclaimHeld: js.ReclaimHeld, Budget: js.Budget, PolicyID: js.PolicyID, Pool: pool,
 		Window: win, stage: st, rule: contentionRule(st), pure: locatesPurely(st), stats: j.stats}
+	s.cache = [maxCachePorts]workerCache{} // entries hold the job and its mask
 	return nil
 }
 
@@ -189,6 +190,7 @@ func (s *Switch) RemoveJob(id uint16) {
 	if int(id) < len(s.t.jobs) && s.t.jobs[id] != nil {
 		s.t.gone[id] = s.t.jobs[id].stats
 		s.t.jobs[id] = nil
+		s.cache = [maxCachePorts]workerCache{} // entries may hold the job
 	}
 }
 

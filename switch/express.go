@@ -58,20 +58,15 @@ func (s *Switch) express(f *Frame, m *pmeta) bool {
 	if n == 0 || n > inahdr.MaxValues || len(h) < inahdr.Len+4*n {
 		return false
 	}
-	j := s.jobByID(we.Job)
-	if j == nil || j.Mask&(1<<we.Worker) == 0 {
+	j := c.job // the job's, with the worker in its mask
+	if j == nil {
 		return false
 	}
 	ar := h.AllReduce()
 	if j.behind(ar) { // stale: parse and classify give the reason
 		return false
 	}
-	var passes int
-	if s.passShift >= 0 {
-		passes = (n + s.cfg.ValuesPerPass - 1) >> s.passShift
-	} else {
-		passes = (n + s.cfg.ValuesPerPass - 1) / s.cfg.ValuesPerPass
-	}
+	passes := s.passesFor(n)
 	if passes > s.cfg.MaxPasses || c.sources && !s.sourceOK(port, d) ||
 		int(ip.TotalLength()) != end-rdma.EthLen || // CheckSealedSpan's IPv4 length, then its ICRC
 		!f.Sealed && !r.CheckSealedSpan(end, false) {

@@ -190,3 +190,40 @@ func TestExpressSourceChange(t *testing.T) {
 		t.Fatalf("contribution from a source the port no longer accepts: %v, want %v", frames[0].Reason, ReasonSpoofed)
 	}
 }
+
+// TestExpressJobChange: a job installed again without a worker, or
+// removed, after that worker's frames filled its port's cache, decides
+// the worker's next frame as it does on a switch whose cache never held
+// the worker.
+func TestExpressJobChange(t *testing.T) {
+	for _, change := range []string{"mask", "remove"} {
+		var reasons [2]Reason
+		for i, warm := range []bool{true, false} {
+			s := newTestSwitch(t, 64)
+			if err := s.SetPool(1, 0, 64, 4); err != nil {
+				t.Fatal(err)
+			}
+			installJob(t, s, 1, 2, StageHashed, 1, 0, 40)
+			if warm {
+				frames := []Frame{{Data: workerPkt(1, 1, 0, 0, []int32{1}).build(), InPort: 1}}
+				s.Process(frames)
+				if frames[0].Reason != ReasonAbsorbed {
+					t.Fatalf("first contribution: %v", frames[0].Reason)
+				}
+			}
+			if change == "mask" {
+				if err := s.SetJob(JobSpec{ID: 1, Mask: 2, Group: 1, PSPort: 40, PolicyID: StageHashed, PoolID: 1}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				s.RemoveJob(1)
+			}
+			frames := []Frame{{Data: workerPkt(1, 1, 1, 0, []int32{1}).build(), InPort: 1}}
+			s.Process(frames)
+			reasons[i] = frames[0].Reason
+		}
+		if reasons[0] != reasons[1] || reasons[0] == ReasonAbsorbed {
+			t.Fatalf("%s: worker 0's frame after the change: %v with its cache filled, %v without", change, reasons[0], reasons[1])
+		}
+	}
+}

@@ -186,11 +186,7 @@ func (s *Switch) parse(f *Frame, m *pmeta) {
 		return
 	}
 	m.pkt.count = h.Count()
-	if s.passShift >= 0 {
-		m.pkt.passes = (m.pkt.count + s.cfg.ValuesPerPass - 1) >> s.passShift
-	} else {
-		m.pkt.passes = (m.pkt.count + s.cfg.ValuesPerPass - 1) / s.cfg.ValuesPerPass
-	}
+	m.pkt.passes = s.passesFor(m.pkt.count)
 	if m.pkt.passes > s.cfg.MaxPasses {
 		m.out.reason = ReasonTooLong
 	}

@@ -2,11 +2,11 @@ package sw
 
 import (
 	"errors"
-	"math/bits"
 	"sync"
 	"time"
 
 	"github.com/inabox/inabox/internal/hugemem"
+	"github.com/inabox/inabox/switch/inahdr"
 )
 
 // Defaults, modelled on Tofino-1 (see docs: SwitchML configuration.p4 uses
@@ -99,6 +99,9 @@ type workerCache struct {
 	// with sources, the port's security takes sourceOK's loop.
 	mask, want [8]uint64
 	sources    bool
+	// job is the worker's job if its mask has the worker (express's);
+	// SetJob and RemoveJob clear the cache.
+	job *Job
 }
 
 // newWorkerCache is port's cache entry for worker entry e on QP qp.
@@ -109,6 +112,9 @@ func (s *Switch) newWorkerCache(port int, qp uint32, e WorkerEntry) workerCache 
 		src = s.t.sources[port]
 	}
 	c.mask, c.want, c.sources = expressWords(qp, e, src)
+	if j := s.jobByID(e.Job); j != nil && j.Mask&(1<<e.Worker) != 0 {
+		c.job = j
+	}
 	return c
 }
 
@@ -122,8 +128,9 @@ type Switch struct {
 	r     regs
 	cache [maxCachePorts]workerCache // last ina_worker hit per port
 	meta  []pmeta
-	// passShift is log2(ValuesPerPass) if that is a power of two, else -1.
-	passShift int
+	// passTable[n] is ⌈n / ValuesPerPass⌉, the passes n values take
+	// (passesFor).
+	passTable [inahdr.MaxValues + 1]uint16
 
 	stats      Stats
 	ports      []PortStats
@@ -153,14 +160,22 @@ func (js *jobSlots) advance(now time.Duration) {
 	}
 }
 
+// passesFor returns the pipeline passes n values take: ⌈n / ValuesPerPass⌉.
+func (s *Switch) passesFor(n int) int {
+	if uint(n) < uint(len(s.passTable)) {
+		return int(s.passTable[n])
+	}
+	return (n + s.cfg.ValuesPerPass - 1) / s.cfg.ValuesPerPass
+}
+
 // New returns a switch with empty tables.
 func New(cfg Config) (*Switch, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Switch{cfg: cfg, passShift: -1}
-	if v := cfg.ValuesPerPass; v&(v-1) == 0 {
-		s.passShift = bits.TrailingZeros(uint(v))
+	s := &Switch{cfg: cfg}
+	for n := range s.passTable {
+		s.passTable[n] = uint16((n + cfg.ValuesPerPass - 1) / cfg.ValuesPerPass)
 	}
 	s.initTables()
 	n := cfg.Slots
