@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/inabox/inabox/rdma"
@@ -785,6 +786,41 @@ func TestSlotsPerAggregator(t *testing.T) {
 	for _, c := range [][2]int{{0, 1}, {1, 1}, {64, 1}, {65, 2}, {128, 2}, {256, 4}} {
 		if got := SlotsPerAggregator(c[0]); got != c[1] {
 			t.Errorf("SlotsPerAggregator(%d) = %d, want %d", c[0], got, c[1])
+		}
+	}
+}
+
+// TestOverflowWide: a whole-lane contribution (64 values) that overflows
+// when it is added, not when it completes the chunk, saturates each lane
+// that overflowed, up and down, and flags the result; with the lanes'
+// AVX2 kernels and without.
+func TestOverflowWide(t *testing.T) {
+	for _, w := range laneModes(t) {
+		restore := setWide(w)
+		s := newTestSwitch(t, 64)
+		s.SetPool(1, 0, 64, 1)
+		installJob(t, s, 1, 3, StageHashed, 1, 0, 40)
+		a, b, c := make([]int32, 64), make([]int32, 64), make([]int32, 64)
+		want := make([]int32, 64)
+		for i := range a {
+			switch i % 4 {
+			case 0: // up
+				a[i], b[i], c[i], want[i] = math.MaxInt32-5, int32(i)+6, -1, math.MaxInt32-1
+			case 1: // down
+				a[i], b[i], c[i], want[i] = math.MinInt32+5, -int32(i)-6, 1, math.MinInt32+1
+			default:
+				a[i], b[i], c[i] = int32(i), -3, 2
+				want[i] = a[i] + b[i] + c[i]
+			}
+		}
+		o := run(s, workerPkt(1, 1, 1, 0, a).build(), workerPkt(1, 1, 1, 1, b).build(), workerPkt(1, 1, 1, 2, c).build())
+		restore()
+		if len(o) != 3 {
+			t.Fatalf("wide %t: outs %d", w, len(o))
+		}
+		m, v := resultOf(t, o[0])
+		if m.Flags&inahdr.FlagOverflow == 0 || !slices.Equal(v, want) {
+			t.Fatalf("wide %t: flags %#x, values %v, want %v", w, m.Flags, v, want)
 		}
 	}
 }

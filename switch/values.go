@@ -42,7 +42,12 @@ func (s *Switch) valueStages(m *pmeta) {
 		j.stats.ValuesAdded += uint64(n)
 		return
 	case opAdd:
-		if addBlock(reg, pkt) {
+		if wholeWide(len(reg)) { // addBlock, without its call
+			if addWrapWide(reg, pkt) {
+				saturate(reg, pkt)
+				a.ovf = 1
+			}
+		} else if addBlock(reg, pkt) {
 			a.ovf = 1
 		}
 		j.stats.ValuesAdded += uint64(n)
