@@ -11,8 +11,9 @@ import (
 
 // expressSwitch is the switch of the express tests: job 1 of four workers
 // on ports 1–4 (hashed stage, PS on port 40), port security on ports 1
-// and 2 (one source each) and 3 (two sources), and each worker's ina_worker entry in its port's cache (one
-// contribution each to chunk 0 of all-reduce 3).
+// and 2 (one source each) and 3 (two sources), each worker's ina_worker
+// entry in its port's cache (one contribution each to chunk 0 of
+// all-reduce 3), and the PS's in port 40's.
 func expressSwitch(tb testing.TB) *Switch {
 	tb.Helper()
 	s := newTestSwitch(tb, 64)

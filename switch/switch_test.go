@@ -824,3 +824,19 @@ func TestOverflowWide(t *testing.T) {
 		}
 	}
 }
+
+// TestPassesFor: the passes n values take are ⌈n / ValuesPerPass⌉ for
+// any ValuesPerPass, within the table and beyond it.
+func TestPassesFor(t *testing.T) {
+	for _, v := range []int{1, 3, 8, 48, 64, 1000} {
+		s, err := New(Config{Slots: 64, ValuesPerPass: v, MaxPasses: 4, Ports: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n <= inahdr.MaxValues+80; n++ {
+			if got, want := s.passesFor(n), (n+v-1)/v; got != want {
+				t.Fatalf("ValuesPerPass %d: passesFor(%d) = %d, want %d", v, n, got, want)
+			}
+		}
+	}
+}

@@ -12,8 +12,8 @@ import (
 // located tag (Job.located) finds every contribution's aggregator where
 // the stage's Locate puts it, while the pool moves and resizes under it,
 // the job is installed again with another budget, and runs of one tag
-// alternate with others; a job of a stage that is not
-// pure remembers nothing.
+// alternate with others; a job of a stage that is not pure remembers
+// nothing.
 func TestLocateRemembered(t *testing.T) {
 	for _, tc := range []struct {
 		stage  int
@@ -148,22 +148,6 @@ func TestContentionRule(t *testing.T) {
 		st := a.Stats()
 		if contended := st.ByReason[ReasonCollision] + st.ByReason[ReasonPreempted] + st.ByReason[ReasonStale]; st.ByReason[ReasonResult] == 0 || contended == 0 {
 			t.Fatalf("stage %d: the rounds gave no results or no contention: %v", stage, st.ByReason)
-		}
-	}
-}
-
-// TestPassesFor: the passes n values take are ⌈n / ValuesPerPass⌉ for
-// any ValuesPerPass, within the table and beyond it.
-func TestPassesFor(t *testing.T) {
-	for _, v := range []int{1, 3, 8, 48, 64, 1000} {
-		s, err := New(Config{Slots: 64, ValuesPerPass: v, MaxPasses: 4, Ports: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for n := 0; n <= inahdr.MaxValues+80; n++ {
-			if got, want := s.passesFor(n), (n+v-1)/v; got != want {
-				t.Fatalf("ValuesPerPass %d: passesFor(%d) = %d, want %d", v, n, got, want)
-			}
 		}
 	}
 }
