@@ -130,6 +130,25 @@ func expressFrames() (frames [][]byte, ports []int) {
 	p.srcMAC, p.src = mac(7), ip(7) // port 3's other source
 	add(p.build(), 3)
 	add(psLookalike(), 40)
+	// Worker 3's contribution on port 4 (no port security), one field off:
+	// every field express's words check, alone.
+	for _, edit := range []func(d []byte){
+		func(d []byte) { d[12], d[13] = 0x86, 0xDD },     // EtherType IPv6
+		func(d []byte) { d[14] = 0x46 },                  // IPv4 IHL 6
+		func(d []byte) { d[23] = 6 },                     // TCP
+		func(d []byte) { d[37]++ },                       // UDP port 4792
+		func(d []byte) { d[42] = byte(rdma.OpSendLast) }, // RC SEND Last
+		func(d []byte) { d[49]++ },                       // another QP
+		func(d []byte) { d[54] = 0xA2 },                  // INA version
+		func(d []byte) { d[55] = inahdr.FlagResend },     // a flag
+		func(d []byte) { d[57] = 2 },                     // job 2
+		func(d []byte) { d[66] = 2 },                     // worker 2, worker 3's bitmap
+		func(d []byte) { d[73] = 1 << 2 },                // worker 3, worker 2's bitmap
+	} {
+		d := workerPkt(1, 3, 2, 3, []int32{1, 2}).build()
+		edit(d)
+		add(d, 4)
+	}
 	return frames, ports
 }
 
