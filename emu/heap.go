@@ -41,12 +41,21 @@ type arrival struct {
 // sequence number, and which event it is, so that keeping the order moves
 // 24 bytes and no pointers.
 type entry struct {
-	at  int64
+	key uint64 // the time, its sign bit flipped: compared unsigned, in order
 	seq uint64
 	// ref ≥ 0: the event in Network.slots[ref]; ref < 0: the first
 	// in-order arrival of link direction ^ref.
 	ref int32
 }
+
+// newEntry is the heap entry of the event at time at with sequence number
+// seq and reference ref.
+func newEntry(at int64, seq uint64, ref int32) entry {
+	return entry{key: uint64(at) ^ 1<<63, seq: seq, ref: ref}
+}
+
+// time is the entry's event time.
+func (a *entry) time() int64 { return int64(a.key ^ 1<<63) }
 
 // less reports whether a comes before b.
 func (a *entry) less(b *entry) bool { return a.before(b) != 0 }
@@ -55,7 +64,7 @@ func (a *entry) less(b *entry) bool { return a.before(b) != 0 }
 // 128-bit number, by a subtraction's borrow, with no branch to mispredict.
 func (a *entry) before(b *entry) int {
 	_, borrow := bits.Sub64(a.seq, b.seq, 0)
-	_, borrow = bits.Sub64(uint64(a.at)^1<<63, uint64(b.at)^1<<63, borrow)
+	_, borrow = bits.Sub64(a.key, b.key, borrow)
 	return int(borrow)
 }
 

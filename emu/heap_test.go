@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -16,17 +17,11 @@ func TestEventHeap(t *testing.T) {
 	seq := uint64(0)
 	next := func() entry {
 		seq++
-		return entry{at: int64(rng.IntN(40)), seq: seq, ref: int32(seq)}
+		return newEntry(int64(rng.IntN(40)-8), seq, int32(seq)) // some before 0: signed order
 	}
 	insert := func(e entry) {
-		i, _ := slices.BinarySearchFunc(ref, e, func(a, b entry) int {
-			switch {
-			case a.less(&b):
-				return -1
-			case b.less(&a):
-				return 1
-			}
-			return 0
+		i, _ := slices.BinarySearchFunc(ref, e, func(a, b entry) int { // (time, seq), not the heap's less
+			return cmp.Or(cmp.Compare(a.time(), b.time()), cmp.Compare(a.seq, b.seq))
 		})
 		ref = slices.Insert(ref, i, e)
 	}
@@ -40,16 +35,16 @@ func TestEventHeap(t *testing.T) {
 			got := *h.peek()
 			h.pop()
 			if got.ref != ref[0].ref {
-				t.Fatalf("step %d: pop gave (%d, %d), want (%d, %d)", step, got.at, got.seq, ref[0].at, ref[0].seq)
+				t.Fatalf("step %d: pop gave (%d, %d), want (%d, %d)", step, got.time(), got.seq, ref[0].time(), ref[0].seq)
 			}
 			ref = ref[1:]
 		default:
 			e := next()
-			e.at += ref[0].at // not before the top, as the in-order arrivals are
+			e = newEntry(e.time()+8+ref[0].time(), e.seq, e.ref) // not before the top, as the in-order arrivals are
 			got := *h.peek()
 			h.replaceTop(e)
 			if got.ref != ref[0].ref {
-				t.Fatalf("step %d: replaceTop gave (%d, %d), want (%d, %d)", step, got.at, got.seq, ref[0].at, ref[0].seq)
+				t.Fatalf("step %d: replaceTop gave (%d, %d), want (%d, %d)", step, got.time(), got.seq, ref[0].time(), ref[0].seq)
 			}
 			ref = ref[1:]
 			insert(e)
@@ -69,7 +64,7 @@ func BenchmarkEventHeap(b *testing.B) {
 	seq := uint64(0)
 	for range 42 {
 		seq++
-		h.push(entry{at: rng.Int64N(1000), seq: seq})
+		h.push(newEntry(rng.Int64N(1000), seq, 0))
 	}
 	step := make([]int64, 4096)
 	for i := range step {
@@ -78,6 +73,6 @@ func BenchmarkEventHeap(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		seq++
-		h.replaceTop(entry{at: h.peek().at + step[i&4095], seq: seq})
+		h.replaceTop(newEntry(h.peek().time()+step[i&4095], seq, 0))
 	}
 }

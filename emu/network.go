@@ -313,7 +313,7 @@ func (n *Network) push(e event) {
 		i = int32(len(n.slots))
 		n.slots = append(n.slots, e)
 	}
-	n.events.push(entry{at: e.at, seq: e.seq, ref: i})
+	n.events.push(newEntry(e.at, e.seq, i))
 }
 
 // scheduleArrival schedules p's arrival at the far end of d at time at. An
@@ -330,7 +330,7 @@ func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
 	n.seq++
 	d.inOrder.push(arrival{at: at, seq: n.seq, pkt: p, gen: d.epoch, fcs: fcs}, &n.aBlocks)
 	if d.inOrder.len() == 1 {
-		n.events.push(entry{at: at, seq: n.seq, ref: ^d.idx})
+		n.events.push(newEntry(at, n.seq, ^d.idx))
 		return
 	}
 	n.waiting++
@@ -354,7 +354,7 @@ func (n *Network) pop() event {
 	} else {
 		f := d.inOrder.front()
 		n.waiting--
-		n.events.replaceTop(entry{at: f.at, seq: f.seq, ref: ref})
+		n.events.replaceTop(newEntry(f.at, f.seq, ref))
 	}
 	return event{at: a.at, seq: a.seq, kind: evArrive, idx: d.idx, gen: a.gen, pkt: a.pkt, fcs: a.fcs}
 }
@@ -364,7 +364,7 @@ func (n *Network) pop() event {
 // an arrival there at that time.
 func (n *Network) nextJoins(at int64, idx int32, gen uint32) bool {
 	top := n.events.peek()
-	if top.at != at {
+	if top.time() != at {
 		return false
 	}
 	if top.ref < 0 {
@@ -671,7 +671,7 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 	}
 	n.start()
 	dl := int64(deadline)
-	for n.events.Len() > 0 && n.events.peek().at <= dl {
+	for n.events.Len() > 0 && n.events.peek().time() <= dl {
 		if n.stop.Load() {
 			return n.Now(), ErrInterrupted
 		}

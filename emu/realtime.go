@@ -476,8 +476,8 @@ func (n *Network) endRealtime(rt *realtime, wgW, wgR *sync.WaitGroup, err error)
 func (n *Network) runDue(rt *realtime, backlog []ingress, now int64) []ingress {
 	head := 0
 	for {
-		due := n.events.Len() > 0 && n.events.peek().at <= now
-		if head < len(backlog) && (!due || backlog[head].at <= n.events.peek().at) {
+		due := n.events.Len() > 0 && n.events.peek().time() <= now
+		if head < len(backlog) && (!due || backlog[head].at <= n.events.peek().time()) {
 			backlog[head].at = min(backlog[head].at, now)
 			n.ingest(backlog[head])
 			backlog[head] = ingress{}
@@ -505,7 +505,7 @@ func (n *Network) runDue(rt *realtime, backlog []ingress, now int64) []ingress {
 func (n *Network) nextWait(zero time.Time, until time.Duration) time.Duration {
 	wait := time.Duration(1<<62 - 1)
 	if n.events.Len() > 0 {
-		wait = time.Duration(n.events.peek().at - int64(time.Since(zero)))
+		wait = time.Duration(n.events.peek().time() - int64(time.Since(zero)))
 	}
 	if until > 0 {
 		wait = min(wait, until-time.Since(zero))
