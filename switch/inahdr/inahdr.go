@@ -242,16 +242,12 @@ type Meta struct {
 // Encode writes the header for m into h (which needs Len bytes) and sets
 // the version. Values are not touched.
 func (h Header) Encode(m Meta) {
-	h[0] = Version
-	h[1] = m.Flags
-	h.SetJob(m.Job)
-	h.SetAllReduce(m.AllReduce)
-	h.SetCount(m.Count)
-	h.SetChunk(m.Chunk)
-	h[12] = m.Worker
-	h[13] = uint8(m.Exponent)
-	h.SetSlot(m.Slot)
-	h.SetBitmap(m.Bitmap)
+	_ = h[Len-1]
+	// Three stores: version, flags, job, all-reduce and count; chunk,
+	// worker, exponent and slot; bitmap.
+	binary.BigEndian.PutUint64(h[0:], uint64(Version)<<56|uint64(m.Flags)<<48|uint64(m.Job)<<32|uint64(m.AllReduce)<<16|uint64(uint16(m.Count)))
+	binary.BigEndian.PutUint64(h[8:], uint64(m.Chunk)<<32|uint64(m.Worker)<<24|uint64(uint8(m.Exponent))<<16|uint64(m.Slot))
+	binary.BigEndian.PutUint32(h[16:], m.Bitmap)
 }
 
 // Meta returns the header fields as a struct.
