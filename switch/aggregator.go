@@ -50,17 +50,6 @@ type located struct {
 	head                int
 }
 
-// locatesPurely reports whether st's Locate depends on nothing but the
-// tag, the job's pool geometry and its budget: the built-in contention
-// stages.
-func locatesPurely(st SlotStage) bool {
-	switch st.(type) {
-	case Static, Hashed, Preemptive:
-		return true
-	}
-	return false
-}
-
 // occupant reads the aggregator's owner.
 func (c contribution) occupant() Occupant {
 	a := c.m.agg.regs

@@ -123,7 +123,8 @@ func (s *Switch) SetJob(js JobSpec) error {
 	}
 	*j = Job{ID: js.ID, Mask: js.Mask, Group: js.Group, PSPort: js.PSPort, ResultToPS: js.ResultToPS,
 		Priority: js.Priority, ReclaimHeld: js.ReclaimHeld, Budget: js.Budget, PolicyID: js.PolicyID, Pool: pool,
-		Window: win, stage: st, rule: contentionRule(st), pure: locatesPurely(st), stats: j.stats}
+		Window: win, stage: st, rule: contentionRule(st), stats: j.stats}
+	j.pure = j.rule != nil                 // the built-in contention stages locate purely
 	s.cache = [maxCachePorts]workerCache{} // entries hold the job and its mask
 	return nil
 }

@@ -39,7 +39,8 @@ func contribute(c contribution) {
 
 // contentionRule is st's rule if st is a built-in contention stage
 // (Static, Hashed, Preemptive: their contribute is contend with it), else
-// nil.
+// nil. These stages also locate purely: by the tag, the job's pool
+// geometry and its budget alone (Job.pure).
 func contentionRule(st SlotStage) contender {
 	switch st := st.(type) {
 	case Static:

@@ -69,7 +69,7 @@ type Job struct {
 	stats   JobStats
 	perm    permCache // HashIndex's permutation for the newest all-reduce located
 	rule    contender // the stage's rule if it is a built-in contention stage (contentionRule)
-	pure    bool      // the stage locates purely (locatesPurely)
+	pure    bool      // the stage locates purely (a built-in contention stage: contentionRule)
 	located located   // with pure: the last tag located, and where
 }
 
