@@ -93,8 +93,8 @@ func newSampleCheck(c *Testbed, inputs [][]float32, stride int) *sampleCheck {
 	return s
 }
 
-// err reports the first wrong value, or a worker that did not store every
-// chunk exactly once.
+// err reports the first wrong value, or a worker that stored another
+// number of chunks than the tensor has (an endpoint passes each chunk once).
 func (s *sampleCheck) err() error {
 	if s.bad != nil {
 		return s.bad
