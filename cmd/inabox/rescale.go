@@ -21,7 +21,7 @@ func rescaleFlags(o *rescaleOptions) *flag.FlagSet {
 
 const rescaleDoc = "Writes the scenario at another rate scale to stdout, with what its results depend on kept: tensor_scale moves with " +
 	"rate_scale, a stretched link delay is stretched anew (a true one kept), and the switch's memory and DynaINA's minimum pool keep their " +
-	"size in windows. Stderr says what changed. E.g. the true-scale check of a scaled run: inabox rescale --rate-scale 1 FILE > true.yaml."
+	"size in windows. Its first line, a comment, says what was rescaled; stderr says what changed. E.g. the true-scale check of a scaled run: inabox rescale --rate-scale 1 FILE > true.yaml."
 
 // cmdRescale runs `inabox rescale --rate-scale R FILE`.
 func cmdRescale(o *rescaleOptions, args []string, stdout, stderr io.Writer) error {

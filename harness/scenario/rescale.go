@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
@@ -29,6 +30,8 @@ type Rescaled struct {
 // aggregators, and rounded. ("Keep true delays and scale slot counts with
 // the window": docs/results.md, "Scaling check", measures where that holds
 // a true-scale result.) The file must have tensor_scale = rate_scale.
+// Where anything changed, the output's first line is a comment saying
+// what was rescaled (withRescaleNote), in place of an earlier rescale's.
 func Rescale(file string, data []byte, rateScale float64) ([]byte, Rescaled, error) {
 	var r Rescaled
 	if !(rateScale > 0 && rateScale <= 1) {
@@ -82,10 +85,31 @@ func Rescale(file string, data []byte, rateScale float64) ([]byte, Rescaled, err
 		}
 		r.Changes = append(r.Changes, fmt.Sprintf("%s: %s → %s", f.path, f.old, f.new))
 	}
+	if len(r.Changes) > 0 {
+		out = withRescaleNote(out, r)
+	}
 	if _, err := Parse(file, out, defaultModels); err != nil {
 		return nil, r, fmt.Errorf("%s rescaled to rate_scale %g: %w", file, rateScale, err)
 	}
 	return out, r, nil
+}
+
+// rescaleNote begins the first line of a rescaled file: what was rescaled,
+// since the file's own comments still speak of the scale it was written
+// for ("a window here is 6 aggregators").
+const rescaleNote = "# inabox rescale: "
+
+// withRescaleNote returns data with a first comment line saying what r
+// changed, in place of the line an earlier rescale put there.
+func withRescaleNote(data []byte, r Rescaled) []byte {
+	if bytes.HasPrefix(data, []byte(rescaleNote)) {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
+		}
+	}
+	note := fmt.Sprintf("%srate_scale %s → %s, a window of %d → %d aggregators (comments below may be of the old scale)\n",
+		rescaleNote, fmtScale(r.RateScale), fmtScale(r.NewRateScale), r.Window, r.NewWindow)
+	return append([]byte(note), data...)
 }
 
 func fmtScale(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -12,7 +13,8 @@ import (
 // slots, pools of 5 and 41), its delay kept; dynaina-contention's
 // stretched 200 µs links become the true 2 µs at 1, its 512 slots grow
 // with the window; the output parses, and rescaling back gives the
-// original's fields.
+// original's fields; the output's first line says what was rescaled
+// (one such line, however often rescaled).
 func TestRescale(t *testing.T) {
 	duty, err := os.ReadFile("../../docs/results/ablation/duty.yaml")
 	if err != nil {
@@ -36,9 +38,18 @@ func TestRescale(t *testing.T) {
 			t.Errorf("duty at %g: scaling %+v, slots %d, min_slots %d, delay %v, windows %d → %d; want slots %d, min_slots %d, window %d",
 				c.scale, s.Scaling, s.Topology.Switch.Slots, s.DynaINA.MinSlots, s.Topology.LinkDelay, r.Window, r.NewWindow, c.slots, c.mins, c.window)
 		}
+		// The first line says what was rescaled; the file's own comments
+		// (of rate_scale 0.01) follow.
+		note := fmt.Sprintf("# inabox rescale: rate_scale 0.01 → %g, a window of 7 → %d aggregators", c.scale, c.window)
+		if first, _, _ := strings.Cut(string(out), "\n"); !strings.HasPrefix(first, note) || !strings.Contains(string(out), "\n# DynaINA ablation") {
+			t.Errorf("duty at %g begins %q, want %q and the file's comments after it", c.scale, first, note)
+		}
 		back, _, err := Rescale("out.yaml", out, 0.01)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if n := strings.Count(string(back), "# inabox rescale: "); n != 1 || !strings.HasPrefix(string(back), "# inabox rescale: rate_scale "+fmt.Sprint(c.scale)+" → 0.01,") {
+			t.Errorf("duty back from %g: %d rescale notes, begins %.80q; want one, of this rescale", c.scale, n, back)
 		}
 		b, err := Parse("back.yaml", back, DefaultModels())
 		if err != nil {
