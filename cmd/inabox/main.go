@@ -43,7 +43,8 @@ var commands []command
 func init() {
 	commands = []command{
 		newCommand("run", "[FILE]", "Runs a scenario (default: the embedded default.yaml) in virtual time and prints a summary per job. "+
-			"Every all-reduce result is checked exactly; Ctrl-C stops the run and prints and writes what was measured, marked incomplete.",
+			"Every all-reduce result is checked exactly; Ctrl-C stops the run and prints and writes what was measured, marked incomplete. "+
+			"Stderr ends with what the run cost to emulate: packet-hops, wall and CPU time, wall ÷ virtual time.",
 			runFlags, cmdRun),
 		newCommand("compare", "[FILE]", "Runs a scenario under every policy (or --policies) and prints one table with ratios to ATP and to the best baseline; "+
 			"a policy whose run fails gets no column and is named. --seeds N repeats every run over N seeds and prints means with 95 % confidence intervals.",

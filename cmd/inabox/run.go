@@ -8,11 +8,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/inabox/inabox/harness/report"
 	"github.com/inabox/inabox/harness/run"
 	"github.com/inabox/inabox/harness/scenario"
 	"github.com/inabox/inabox/harness/testbed"
+	"github.com/inabox/inabox/internal/rusage"
 	"github.com/inabox/inabox/rdma"
 	"github.com/inabox/inabox/switch/inahdr"
 )
@@ -49,6 +51,21 @@ func progressEnabled(stderr io.Writer, force bool) bool {
 	}
 	f, ok := stderr.(*os.File)
 	return ok && report.IsTerminal(f)
+}
+
+// printCost writes what emulating a run cost (docs/emulator.md, "What a
+// run cost, printed"): its packet-hops and events, the wall and CPU time
+// (every thread's: the gradients made and the results checked on other
+// cores too), and the rates a larger run of the same kind can be sized by.
+func printCost(w io.Writer, m run.Measures, virtual, wall, cpu time.Duration) {
+	if virtual <= 0 || wall <= 0 || cpu <= 0 {
+		return
+	}
+	si := func(x float64) string { return report.FormatSI(report.Num(x), "") }
+	sec := func(d time.Duration) string { return report.FormatSeconds(report.Num(d.Seconds())) }
+	fmt.Fprintf(w, "emulation: %s packet-hops (%s events) in %s wall, %s CPU: %s packet-hops per CPU-second; wall %.3g× the %s of virtual time\n",
+		si(float64(m.PacketHops)), si(float64(m.Events)), sec(wall), sec(cpu), si(float64(m.PacketHops)/cpu.Seconds()),
+		float64(wall)/float64(virtual), sec(virtual))
 }
 
 // runOpts are the flags of `inabox run`.
@@ -113,12 +130,19 @@ func cmdRun(o *runOpts, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := run.Run(s, run.Options{Seed: o.seed, Policy: o.policy, PcapDir: o.pcap, Progress: prog, Context: ctx})
+	var m run.Measures
+	u0, uerr := rusage.Self()
+	w0 := time.Now()
+	res, err := run.Run(s, run.Options{Seed: o.seed, Policy: o.policy, PcapDir: o.pcap, Progress: prog, Context: ctx, Measures: &m})
+	wall := time.Since(w0)
 	if perr := stopProfile(); err == nil {
 		err = perr
 	}
 	if res == nil {
 		return err
+	}
+	if u1, err1 := rusage.Self(); uerr == nil && err1 == nil && m.PacketHops > 0 {
+		printCost(stderr, m, time.Duration(float64(res.End)*float64(time.Second)), wall, u1.CPU-u0.CPU)
 	}
 	res.PrintSummary(stdout)
 	defer func() {

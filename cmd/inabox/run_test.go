@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -43,7 +44,8 @@ func scenarioFile(t *testing.T, name, src string) string {
 
 // TestRunScenario: `inabox run FILE --out DIR --pcap DIR --seed N --policy
 // P` prints the summary and writes results.json, CSVs, plots and pcaps;
-// the same seed writes the same results.json.
+// the same seed writes the same results.json; stderr ends with what the
+// emulation cost.
 func TestRunScenario(t *testing.T) {
 	f := tinyFile(t)
 	dir := t.TempDir()
@@ -59,6 +61,9 @@ func TestRunScenario(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "100%") {
 		t.Errorf("no progress bar on stderr: %q", errb.String())
+	}
+	if !regexp.MustCompile(`\nemulation: [0-9.]+k packet-hops \([0-9.]+k events\) in [0-9.]+ [mµ]?s wall, [0-9.]+ [mµ]?s CPU: [0-9.]+[kM]? packet-hops per CPU-second; wall [0-9.e+-]+× the [0-9.]+ m?s of virtual time\n`).MatchString(errb.String()) {
+		t.Errorf("no line of the emulation's cost on stderr: %q", errb.String())
 	}
 	for _, name := range []string{"a/results.json", "a/jobs.csv", "a/job-vgg.csv", "a/memory.svg", "pcap/h0-w1.0-sw2.pcap", "pcap/ps0-sw0.pcap"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {

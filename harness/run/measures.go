@@ -18,6 +18,11 @@ type Measures struct {
 	Links map[string]LinkMeasure
 	// Workers are every worker's all-reduces, job by job, rank by rank.
 	Workers []WorkerMeasure
+	// PacketHops are the packets delivered over every link direction (a
+	// packet that crosses two links counts twice) and Events the
+	// emulator's events: what the run cost to emulate, not what the
+	// emulated network did (docs/emulator.md).
+	PacketHops, Events uint64
 }
 
 // LinkMeasure is one link's two directions at the end of a run.
@@ -42,6 +47,10 @@ type Span struct{ Start, End time.Duration }
 // by the node at the far end.
 func (r *runner) measure(m *Measures) {
 	m.Links = map[string]LinkMeasure{}
+	m.PacketHops, m.Events = 0, r.tb.Net.Events
+	for _, l := range r.tb.Net.Links() {
+		m.PacketHops += l.Stats(emu.AtoB).DeliveredPackets + l.Stats(emu.BtoA).DeliveredPackets
+	}
 	for _, l := range r.tb.Net.Links() {
 		a, b := l.Ends()
 		up, down := emu.AtoB, emu.BtoA

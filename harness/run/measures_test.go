@@ -13,7 +13,8 @@ import (
 // iteration, inside the run) and the links' physics (a worker's link
 // toward the switch carried its gradient, at no more than its rate over
 // its all-reduces, and loss toward the switch shows on that direction
-// only), and asking for them changes no result.
+// only), its packet-hops are the links' delivered packets, and asking for
+// them changes no result.
 func TestRunMeasures(t *testing.T) {
 	s := tiny(t, "")
 	var m Measures
@@ -58,6 +59,15 @@ func TestRunMeasures(t *testing.T) {
 		if frac := 8 * float64(up) / (rate * busy.Seconds()); frac > 1.01 {
 			t.Errorf("%s: %d bytes in %v of all-reduces at %.0f b/s: %.3f of the rate", w.Node, up, busy, rate, frac)
 		}
+	}
+	// Every link of the star is to the switch: the packet-hops are their
+	// delivered packets, and each delivery is one of the emulator's events.
+	var hops uint64
+	for _, lm := range m.Links {
+		hops += lm.ToSwitch.DeliveredPackets + lm.FromSwitch.DeliveredPackets
+	}
+	if m.PacketHops != hops || hops == 0 || m.Events < hops {
+		t.Errorf("%d packet-hops, %d events; the links delivered %d packets", m.PacketHops, m.Events, hops)
 	}
 	var lossy Measures
 	runJSON(t, tiny(t, "impairments:\n  - {link: all, loss: 0.01, direction: up}\n"), Options{Measures: &lossy})
