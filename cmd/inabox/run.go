@@ -142,7 +142,8 @@ func cmdRun(o *runOpts, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if u1, err1 := rusage.Self(); uerr == nil && err1 == nil && m.PacketHops > 0 {
-		printCost(stderr, m, time.Duration(float64(res.End)*float64(time.Second)), wall, u1.CPU-u0.CPU)
+		// last, after the summary and the files written
+		defer printCost(stderr, m, time.Duration(float64(res.End)*float64(time.Second)), wall, u1.CPU-u0.CPU)
 	}
 	res.PrintSummary(stdout)
 	defer func() {
