@@ -146,3 +146,109 @@ func (h *eventHeap) down(e entry) {
 	}
 	ev[i] = e
 }
+
+// runDepth is how far from its end an entry may go into an eventQueue's
+// run; one that would go deeper goes to the heap instead.
+const runDepth = 4
+
+// eventQueue holds the scheduler's entries and gives them in (time,
+// sequence) order. Link directions' first in-order arrivals go to a
+// sorted run, where each one nearly always goes last: a busy direction's
+// next arrival is a serialization later than the one it replaces, while
+// the other directions' arrivals come in turn. (In a true-scale all-reduce
+// of 8 workers, 99 % of them go last or one from last, against the 16th
+// place of 41 in a heap of every entry.) Everything else, and any such
+// arrival that would go more than runDepth from the run's end, goes to
+// a heap. The earliest entry is the earlier of the run's first and the
+// heap's top.
+type eventQueue struct {
+	run     []entry // run[head:] are held, sorted
+	head    int
+	heap    eventHeap
+	n       int   // entries held
+	fromRun bool  // the earliest is run[head]
+	top     entry // a copy of the earliest
+}
+
+func (q *eventQueue) Len() int { return q.n }
+
+// settle notes where the earliest entry is, after a change.
+func (q *eventQueue) settle() {
+	switch {
+	case q.head < len(q.run) && (len(q.heap.ev) == 0 || q.run[q.head].before(&q.heap.ev[0]) != 0):
+		q.fromRun, q.top = true, q.run[q.head]
+	case len(q.heap.ev) > 0:
+		q.fromRun, q.top = false, q.heap.ev[0]
+	}
+}
+
+// peek returns the earliest entry; the queue must not be empty.
+func (q *eventQueue) peek() *entry { return &q.top }
+
+// pop removes the earliest entry; the queue must not be empty.
+func (q *eventQueue) pop() {
+	if q.fromRun {
+		q.head++
+	} else {
+		q.heap.pop()
+	}
+	q.n--
+	q.settle()
+}
+
+// replaceTop puts e in place of the earliest entry; e must not come
+// before it.
+func (q *eventQueue) replaceTop(e entry) {
+	switch {
+	case q.fromRun:
+		q.head++
+		q.insert(e)
+	case e.ref >= 0:
+		q.heap.replaceTop(e)
+	default:
+		q.heap.pop()
+		q.insert(e)
+	}
+	q.settle()
+}
+
+// push adds e.
+func (q *eventQueue) push(e entry) {
+	q.insert(e)
+	q.n++
+	q.settle()
+}
+
+// insert adds e to the run or the heap.
+func (q *eventQueue) insert(e entry) {
+	if e.ref >= 0 {
+		q.heap.push(e)
+		return
+	}
+	n := len(q.run)
+	i := n
+	for i > q.head && e.before(&q.run[i-1]) != 0 {
+		if n-i == runDepth {
+			q.heap.push(e)
+			return
+		}
+		i--
+	}
+	if n == cap(q.run) {
+		// Move the held entries to the front, of a slice twice as long
+		// if they fill half of this one or more: at most one move per
+		// entry taken from the run since the last.
+		run := q.run
+		if 2*(n-q.head) >= cap(run) {
+			run = make([]entry, 0, max(16, 2*cap(run)))
+		}
+		k := copy(run[:cap(run)], q.run[q.head:])
+		i -= q.head
+		q.run, q.head, n = run[:k], 0, k
+	}
+	q.run = q.run[:n+1]
+	for ; n > i; n-- { // at most runDepth
+		q.run[n] = q.run[n-1]
+	}
+	q.run[i] = e
+}

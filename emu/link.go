@@ -280,6 +280,9 @@ func (d *linkDir) drain(now int64, bp *blockPool[queued]) {
 	}
 }
 
+// serialization returns how long a frame of bytes takes to send, in ns,
+// carrying the remainder (d.rem) to the next frame so that no time is lost
+// to rounding.
 func (d *linkDir) serialization(bytes int) int64 {
 	bps := d.cfg.BitsPerSecond
 	if bps == 0 {

@@ -97,8 +97,8 @@ type Network struct {
 	dirs   []*linkDir
 	exts   []*extPort
 
-	events  eventHeap
-	slots   []event // the events of the heap's entries with ref ≥ 0
+	events  eventQueue
+	slots   []event // the events of the queue's entries with ref ≥ 0
 	free    []int32 // slots not in use
 	cache   cache   // the pool's packets for the run's goroutine
 	qBlocks blockPool[queued]
@@ -303,7 +303,7 @@ func (n *Network) schedule(e event) {
 	n.push(e)
 }
 
-// push puts e, whose seq is set, in the heap.
+// push puts e, whose seq is set, in the queue.
 func (n *Network) push(e event) {
 	var i int32
 	if k := len(n.free) - 1; k >= 0 {
@@ -318,9 +318,9 @@ func (n *Network) push(e event) {
 
 // scheduleArrival schedules p's arrival at the far end of d at time at. An
 // arrival no earlier than the direction's previous in-order one joins its
-// in-order deque, whose first arrival has an entry in the heap; an earlier
+// in-order deque, whose first arrival has an entry in the queue; an earlier
 // one (reordered) is an ordinary event. Either way events fire in (at,
-// seq) order, as if all were in the heap.
+// seq) order, as if all were in the queue.
 func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
 	if at < d.inOrderAt {
 		n.schedule(event{at: at, kind: evArrive, idx: d.idx, gen: d.epoch, pkt: p, fcs: fcs})
@@ -337,7 +337,7 @@ func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
 }
 
 // pop removes the earliest event and returns it; when it is a direction's
-// first in-order arrival, the next of them takes its entry in the heap.
+// first in-order arrival, the next of them takes its entry in the queue.
 func (n *Network) pop() event {
 	ref := n.events.peek().ref
 	if ref >= 0 {
@@ -348,15 +348,22 @@ func (n *Network) pop() event {
 		return e
 	}
 	d := n.dirs[^ref]
+	a := n.popArrival(d)
+	return event{at: a.at, seq: a.seq, kind: evArrive, idx: d.idx, gen: a.gen, pkt: a.pkt, fcs: a.fcs}
+}
+
+// popArrival removes the earliest event, the first in-order arrival of
+// direction d, and returns it; the next of them takes its entry.
+func (n *Network) popArrival(d *linkDir) arrival {
 	a := d.inOrder.pop(&n.aBlocks)
 	if d.inOrder.len() == 0 {
 		n.events.pop()
 	} else {
 		f := d.inOrder.front()
 		n.waiting--
-		n.events.replaceTop(newEntry(f.at, f.seq, ref))
+		n.events.replaceTop(newEntry(f.at, f.seq, ^d.idx))
 	}
-	return event{at: a.at, seq: a.seq, kind: evArrive, idx: d.idx, gen: a.gen, pkt: a.pkt, fcs: a.fcs}
+	return a
 }
 
 // nextJoins reports whether the earliest event is an arrival at time at on
@@ -574,37 +581,7 @@ func (n *Network) dispatch(e *event) {
 	n.Events++
 	switch e.kind {
 	case evArrive:
-		d := n.dirs[e.idx]
-		if e.gen != d.epoch {
-			d.stats.Drops.LinkDown++
-			n.cache.put(e.pkt)
-			return
-		}
-		if e.fcs {
-			n.dropFCS(d, e.pkt)
-			return
-		}
-		d.stats.DeliveredPackets++
-		d.stats.DeliveredBytes += uint64(e.pkt.Len())
-		if d.to.ext != nil {
-			e.pkt.Finish()
-			d.to.ext.deliver(n, e.pkt)
-			return
-		}
-		ns := n.nodes[d.to.node]
-		b := append(n.batch[:0], e.pkt)
-		// Coalesce packets arriving at the same port at the same instant
-		// into one batch.
-		for n.events.Len() > 0 && n.nextJoins(e.at, e.idx, d.epoch) {
-			x := n.pop()
-			n.Events++
-			d.stats.DeliveredPackets++
-			d.stats.DeliveredBytes += uint64(x.pkt.Len())
-			b = append(b, x.pkt)
-		}
-		n.batch = b
-		n.deliver(ns, d.to.port, b)
-		clear(n.batch)
+		n.arrive(n.dirs[e.idx], e.at, e.pkt, e.gen, e.fcs)
 	case evTimer:
 		ns := n.nodes[e.idx]
 		st, ok := ns.timers[e.key]
@@ -624,6 +601,41 @@ func (n *Network) dispatch(e *event) {
 	case evFunc:
 		e.fn()
 	}
+}
+
+// arrive fires the arrival of p at the far end of d at time at: p was
+// sent in d's epoch gen; fcs is whether it came with a bad FCS.
+func (n *Network) arrive(d *linkDir, at int64, p *Packet, gen uint32, fcs bool) {
+	if gen != d.epoch {
+		d.stats.Drops.LinkDown++
+		n.cache.put(p)
+		return
+	}
+	if fcs {
+		n.dropFCS(d, p)
+		return
+	}
+	d.stats.DeliveredPackets++
+	d.stats.DeliveredBytes += uint64(p.Len())
+	if d.to.ext != nil {
+		p.Finish()
+		d.to.ext.deliver(n, p)
+		return
+	}
+	ns := n.nodes[d.to.node]
+	b := append(n.batch[:0], p)
+	// Coalesce packets arriving at the same port at the same instant
+	// into one batch.
+	for n.events.Len() > 0 && n.nextJoins(at, d.idx, d.epoch) {
+		x := n.pop()
+		n.Events++
+		d.stats.DeliveredPackets++
+		d.stats.DeliveredBytes += uint64(x.pkt.Len())
+		b = append(b, x.pkt)
+	}
+	n.batch = b
+	n.deliver(ns, d.to.port, b)
+	clear(n.batch)
 }
 
 // deliver hands a batch of packets that arrived on a port to its node.
@@ -675,8 +687,16 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 		if n.stop.Load() {
 			return n.Now(), ErrInterrupted
 		}
+		top := n.events.peek()
+		n.now = top.time()
+		if top.ref < 0 { // the most common event, without an event made of it
+			d := n.dirs[^top.ref]
+			a := n.popArrival(d)
+			n.Events++
+			n.arrive(d, a.at, a.pkt, a.gen, a.fcs)
+			continue
+		}
 		e := n.pop()
-		n.now = e.at
 		n.dispatch(&e)
 	}
 	if n.stop.Load() {
