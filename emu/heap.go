@@ -26,17 +26,6 @@ type event struct {
 	fcs  bool // evArrive: the frame was corrupted on the wire (bad FCS)
 }
 
-// arrival is an in-order packet arrival in its link direction's deque:
-// the event it becomes, without the fields every arrival of the direction
-// shares.
-type arrival struct {
-	at  int64
-	seq uint64
-	pkt *Packet
-	gen uint32
-	fcs bool
-}
-
 // entry is an event's place in the scheduler's heap: its time and
 // sequence number, and which event it is, so that keeping the order moves
 // 24 bytes and no pointers.
@@ -44,7 +33,7 @@ type entry struct {
 	key uint64 // the time, its sign bit flipped: compared unsigned, in order
 	seq uint64
 	// ref ≥ 0: the event in Network.slots[ref]; ref < 0: the first
-	// in-order arrival of link direction ^ref.
+	// in-order arrival of link direction ^ref (linkDir.first).
 	ref int32
 }
 

@@ -242,9 +242,11 @@ type linkDir struct {
 	// Arrivals in time order: the earliest has an entry in the scheduler's
 	// heap, the rest wait behind it, so the heap holds one entry per busy
 	// direction instead of one per packet in flight.
-	inOrder   deque[arrival]
-	inOrderAt int64 // the latest arrival scheduled in order
-	geBad     bool
+	// The in-order arrivals, earliest first, linked by Packet.next; the
+	// first has an entry in the scheduler's queue.
+	first, last *Packet
+	inOrderAt   int64 // the latest arrival scheduled in order
+	geBad       bool
 
 	// Fault overlays, added to the configured values while a window is open.
 	extraLoss      float64

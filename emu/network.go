@@ -102,7 +102,6 @@ type Network struct {
 	free    []int32 // slots not in use
 	cache   cache   // the pool's packets for the run's goroutine
 	qBlocks blockPool[queued]
-	aBlocks blockPool[arrival]
 	waiting int // in-order arrivals behind their direction's first
 	seq     uint64
 	// timersTo is the latest expiry any timer was ever armed for: until
@@ -318,7 +317,7 @@ func (n *Network) push(e event) {
 
 // scheduleArrival schedules p's arrival at the far end of d at time at. An
 // arrival no earlier than the direction's previous in-order one joins its
-// in-order deque, whose first arrival has an entry in the queue; an earlier
+// in-order list (linkDir.first), whose first has an entry in the queue; an earlier
 // one (reordered) is an ordinary event. Either way events fire in (at,
 // seq) order, as if all were in the queue.
 func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
@@ -328,11 +327,13 @@ func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
 	}
 	d.inOrderAt = at
 	n.seq++
-	d.inOrder.push(arrival{at: at, seq: n.seq, pkt: p, gen: d.epoch, fcs: fcs}, &n.aBlocks)
-	if d.inOrder.len() == 1 {
+	p.at, p.seq, p.gen, p.fcs, p.next = at, n.seq, d.epoch, fcs, nil
+	if d.last == nil {
+		d.first, d.last = p, p
 		n.events.push(newEntry(at, n.seq, ^d.idx))
 		return
 	}
+	d.last.next, d.last = p, p
 	n.waiting++
 }
 
@@ -348,22 +349,23 @@ func (n *Network) pop() event {
 		return e
 	}
 	d := n.dirs[^ref]
-	a := n.popArrival(d)
-	return event{at: a.at, seq: a.seq, kind: evArrive, idx: d.idx, gen: a.gen, pkt: a.pkt, fcs: a.fcs}
+	p := n.popArrival(d)
+	return event{at: p.at, seq: p.seq, kind: evArrive, idx: d.idx, gen: p.gen, pkt: p, fcs: p.fcs}
 }
 
 // popArrival removes the earliest event, the first in-order arrival of
-// direction d, and returns it; the next of them takes its entry.
-func (n *Network) popArrival(d *linkDir) arrival {
-	a := d.inOrder.pop(&n.aBlocks)
-	if d.inOrder.len() == 0 {
+// direction d, and returns its packet; the next of them takes its entry.
+func (n *Network) popArrival(d *linkDir) *Packet {
+	p := d.first
+	d.first, p.next = p.next, nil
+	if f := d.first; f == nil {
+		d.last = nil
 		n.events.pop()
 	} else {
-		f := d.inOrder.front()
 		n.waiting--
 		n.events.replaceTop(newEntry(f.at, f.seq, ^d.idx))
 	}
-	return a
+	return p
 }
 
 // nextJoins reports whether the earliest event is an arrival at time at on
@@ -375,7 +377,7 @@ func (n *Network) nextJoins(at int64, idx int32, gen uint32) bool {
 		return false
 	}
 	if top.ref < 0 {
-		f := n.dirs[^top.ref].inOrder.front()
+		f := n.dirs[^top.ref].first
 		return ^top.ref == idx && f.gen == gen && !f.fcs
 	}
 	e := &n.slots[top.ref]
@@ -691,9 +693,9 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 		n.now = top.time()
 		if top.ref < 0 { // the most common event, without an event made of it
 			d := n.dirs[^top.ref]
-			a := n.popArrival(d)
+			p := n.popArrival(d)
 			n.Events++
-			n.arrive(d, a.at, a.pkt, a.gen, a.fcs)
+			n.arrive(d, p.at, p, p.gen, p.fcs)
 			continue
 		}
 		e := n.pop()

@@ -34,8 +34,16 @@ type Packet struct {
 	// the first time a frame needs more room, keeping what it has.
 	held  [numClasses]*byte // first byte; the length is the pool's class size
 	class int8
-	pool  *Pool
-	next  *Packet // on its pool's free list
+	// While the packet crosses a link in order: its link direction's epoch
+	// when it was sent (gen), whether it will arrive with a bad FCS (fcs),
+	// its arrival time (at) and sequence number (seq); next links it to
+	// the arrival after it.
+	fcs  bool
+	gen  uint32
+	pool *Pool
+	next *Packet // on its pool's free list, or its link direction's arrivals
+	at   int64
+	seq  uint64
 
 	// Port is the ingress port number of the node that received the packet.
 	Port int

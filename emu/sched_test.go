@@ -82,7 +82,7 @@ func TestSchedulerOrder(t *testing.T) {
 				if rng.IntN(4) > 0 {
 					at = max(at, d.inOrderAt) // in order, as a FIFO link keeps them
 				}
-				n.scheduleArrival(d, at, nil, rng.IntN(9) == 0)
+				n.scheduleArrival(d, at, &Packet{}, rng.IntN(9) == 0)
 				want = append(want, event{at: at, seq: n.seq, kind: evArrive, idx: d.idx})
 			case r < 8:
 				at := clock + rng.Int64N(50)
