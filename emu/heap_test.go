@@ -7,100 +7,41 @@ import (
 	"testing"
 )
 
-// TestEventHeap: random pushes, pops and replaceTops, with many equal
-// times, give the entries in (time, sequence) order, checked against a
-// sorted list of what the heap holds.
-func TestEventHeap(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	var h eventHeap
-	var ref []entry // what h holds, sorted
-	seq := uint64(0)
-	next := func() entry {
-		seq++
-		return newEntry(int64(rng.IntN(40)-8), seq, int32(seq)) // some before 0: signed order
-	}
-	insert := func(e entry) {
-		i, _ := slices.BinarySearchFunc(ref, e, func(a, b entry) int { // (time, seq), not the heap's less
-			return cmp.Or(cmp.Compare(a.time(), b.time()), cmp.Compare(a.seq, b.seq))
-		})
-		ref = slices.Insert(ref, i, e)
-	}
-	for step := range 200000 {
-		switch op := rng.IntN(3); {
-		case h.Len() == 0 || op == 0 || (op == 1 && h.Len() < 50):
-			e := next()
-			h.push(e)
-			insert(e)
-		case op == 1:
-			got := *h.peek()
-			h.pop()
-			if got.ref != ref[0].ref {
-				t.Fatalf("step %d: pop gave (%d, %d), want (%d, %d)", step, got.time(), got.seq, ref[0].time(), ref[0].seq)
-			}
-			ref = ref[1:]
-		default:
-			e := next()
-			e = newEntry(e.time()+8+ref[0].time(), e.seq, e.ref) // not before the top, as the in-order arrivals are
-			got := *h.peek()
-			h.replaceTop(e)
-			if got.ref != ref[0].ref {
-				t.Fatalf("step %d: replaceTop gave (%d, %d), want (%d, %d)", step, got.time(), got.seq, ref[0].time(), ref[0].seq)
-			}
-			ref = ref[1:]
-			insert(e)
-		}
-		if h.Len() != len(ref) || (h.Len() > 0 && h.peek().ref != ref[0].ref) {
-			t.Fatalf("step %d: %d events, top %v; want %d", step, h.Len(), h.peek(), len(ref))
-		}
-	}
+// orderQueue is what the scheduler asks of its queue.
+type orderQueue interface {
+	Len() int
+	push(entry)
+	peek() *entry
+	pop()
+	replaceTop(entry)
 }
 
-// TestEventQueue: as TestEventHeap, on the scheduler's queue, with half
-// the entries link directions' first arrivals (which go to its run),
-// mostly later than every entry before them, as a busy link's next
-// arrival is, some a little earlier (into the run, or too deep for it and
-// into the heap), and the rest timers (the heap).
-func TestEventQueue(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	var q eventQueue
+// checkOrder runs 200,000 random pushes, pops and replaceTops on q and
+// checks every entry it gives, and its earliest after each step, against
+// a sorted list of what it holds. next makes the entry to push, or with
+// replacing set the entry to put in place of the earliest, whose time is
+// top (0 when q is empty); before is called before each pop.
+func checkOrder(t *testing.T, q orderQueue, rng *rand.Rand, next func(top int64, replacing bool) entry, before func()) {
+	t.Helper()
 	var ref []entry // what q holds, sorted
-	seq, last := uint64(0), int64(0)
-	next := func(base int64) entry {
-		seq++
-		r := int32(seq)
-		at := base + int64(rng.IntN(40)-8)
-		if rng.IntN(2) == 0 {
-			r = ^r
-			if rng.IntN(4) > 0 {
-				at = max(at, last+int64(rng.IntN(3))) // after the latest: last in the run
-			}
-		}
-		last = max(last, at)
-		return newEntry(at, seq, r)
-	}
 	insert := func(e entry) {
-		i, _ := slices.BinarySearchFunc(ref, e, func(a, b entry) int {
+		i, _ := slices.BinarySearchFunc(ref, e, func(a, b entry) int { // (time, seq), not the queue's less
 			return cmp.Or(cmp.Compare(a.time(), b.time()), cmp.Compare(a.seq, b.seq))
 		})
 		ref = slices.Insert(ref, i, e)
 	}
-	inRun, inHeap := 0, 0
 	for step := range 200000 {
-		base := int64(0)
+		top := int64(0)
 		if len(ref) > 0 {
-			base = ref[0].time()
+			top = ref[0].time()
 		}
 		switch op := rng.IntN(3); {
 		case q.Len() == 0 || op == 0 || (op == 1 && q.Len() < 50):
-			e := next(base)
+			e := next(top, false)
 			q.push(e)
 			insert(e)
 		case op == 1:
-			if q.fromRun {
-				inRun++
-			} else {
-				inHeap++
-			}
+			before()
 			got := *q.peek()
 			q.pop()
 			if got.ref != ref[0].ref {
@@ -108,7 +49,7 @@ func TestEventQueue(t *testing.T) {
 			}
 			ref = ref[1:]
 		default:
-			e := next(base + 8) // not before the top, as the in-order arrivals are
+			e := next(top, true)
 			got := *q.peek()
 			q.replaceTop(e)
 			if got.ref != ref[0].ref {
@@ -121,6 +62,55 @@ func TestEventQueue(t *testing.T) {
 			t.Fatalf("step %d: %d entries, top %v; want %d", step, q.Len(), q.peek(), len(ref))
 		}
 	}
+}
+
+// TestEventHeap: random pushes, pops and replaceTops, with many equal
+// times, give the entries in (time, sequence) order.
+func TestEventHeap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	seq := uint64(0)
+	checkOrder(t, &eventHeap{}, rng, func(top int64, replacing bool) entry {
+		seq++
+		at := int64(rng.IntN(40) - 8) // some before 0: signed order
+		if replacing {
+			at += 8 + top // not before the top, as the in-order arrivals are
+		}
+		return newEntry(at, seq, int32(seq))
+	}, func() {})
+}
+
+// TestEventQueue: as TestEventHeap, on the scheduler's queue, with half
+// the entries link directions' first arrivals (which go to its run),
+// mostly later than every entry before them, as a busy link's next
+// arrival is, some a little earlier (into the run, or too deep for it and
+// into the heap), and the rest timers (the heap).
+func TestEventQueue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var q eventQueue
+	seq, last := uint64(0), int64(0)
+	inRun, inHeap := 0, 0
+	checkOrder(t, &q, rng, func(top int64, replacing bool) entry {
+		seq++
+		r := int32(seq)
+		if replacing {
+			top += 8 // not before the top, as the in-order arrivals are
+		}
+		at := top + int64(rng.IntN(40)-8)
+		if rng.IntN(2) == 0 {
+			r = ^r
+			if rng.IntN(4) > 0 {
+				at = max(at, last+int64(rng.IntN(3))) // after the latest: last in the run
+			}
+		}
+		last = max(last, at)
+		return newEntry(at, seq, r)
+	}, func() {
+		if q.fromRun {
+			inRun++
+		} else {
+			inHeap++
+		}
+	})
 	if inRun < 10000 || inHeap < 10000 {
 		t.Fatalf("%d pops from the run, %d from the heap: want both exercised", inRun, inHeap)
 	}
