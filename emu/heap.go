@@ -145,7 +145,7 @@ const runDepth = 4
 // sorted run, where each one nearly always goes last: a busy direction's
 // next arrival is a serialization later than the one it replaces, while
 // the other directions' arrivals come in turn. (In a true-scale all-reduce
-// of 8 workers, 99 % of them go last or one from last, against the 16th
+// of 8 workers, 98 % of them go last or one from last, against the 16th
 // place of 41 in a heap of every entry.) Everything else, and any such
 // arrival that would go more than runDepth from the run's end, goes to
 // a heap. The earliest entry is the earlier of the run's first and the

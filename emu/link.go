@@ -239,11 +239,10 @@ type linkDir struct {
 	qBytes    int
 	lastArr   int64 // latest in-order arrival (jitter never reorders)
 
-	// Arrivals in time order: the earliest has an entry in the scheduler's
-	// heap, the rest wait behind it, so the heap holds one entry per busy
-	// direction instead of one per packet in flight.
-	// The in-order arrivals, earliest first, linked by Packet.next; the
-	// first has an entry in the scheduler's queue.
+	// The in-order arrivals, earliest first, linked by Packet.next: the
+	// first has an entry in the scheduler's queue, the rest wait behind
+	// it, so the queue holds one entry per busy direction instead of one
+	// per packet in flight.
 	first, last *Packet
 	inOrderAt   int64 // the latest arrival scheduled in order
 	geBad       bool
