@@ -14,7 +14,7 @@
 // propagation delay, jitter, MTU, a drop-tail queue in packets and bytes,
 // ECN marking, and [Impairments] (Bernoulli and Gilbert–Elliott loss,
 // duplication, reordering, corruption) — and Capture to write a port's
-// frames to a pcap file. The drivers share one event heap ordered by time,
+// frames to a pcap file. The drivers share one event queue ordered by time,
 // then scheduling order:
 //
 //   - Run and RunUntil step virtual time: a run is a function of its
