@@ -4,35 +4,66 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // freePort returns a loopback port nothing listens on (network "tcp4" or
-// "udp4").
+// "udp4"), below the kernel's ephemeral range: the processes bind it only
+// later, and a port from that range may meanwhile go to any socket the
+// kernel numbers itself (a connect, a bind to port 0), here or in another
+// package's test. Each port is handed out once per test binary.
 func freePort(t *testing.T, network string) int {
 	t.Helper()
-	if network == "tcp4" {
-		ln, err := net.Listen(network, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo := 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				lo = v
+			}
 		}
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
 	}
-	c, err := net.ListenPacket(network, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := 1024 + rand.IntN(lo-1024)
+		if portsGiven[p] {
+			continue
+		}
+		var err error
+		if network == "tcp4" {
+			var ln net.Listener
+			if ln, err = net.Listen(network, fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				ln.Close()
+			}
+		} else {
+			var c net.PacketConn
+			if c, err = net.ListenPacket(network, fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				c.Close()
+			}
+		}
+		if err == nil {
+			portsGiven[p] = true
+			return p
+		}
 	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	t.Fatalf("no free %s port below %d in 1,000 tries", network, lo)
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 type roleProc struct {
 	name           string
@@ -186,8 +217,21 @@ func TestUDPRolesLost(t *testing.T) {
 		if n == len(procs)-1 {
 			break
 		}
+		for name, p := range procs {
+			select {
+			case <-p.done:
+				t.Fatalf("%s exited %d before every peer was ready: %s", name, p.cmd.ProcessState.ExitCode(), p.stderr.String())
+			default:
+			}
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the peers are not ready within 40 s")
+			var late []string
+			for name := range procs {
+				if _, err := os.Stat(filepath.Join(dir, name+".ready")); err != nil && name != switchProc {
+					late = append(late, name) // still running: its stderr is not ours to read yet
+				}
+			}
+			t.Fatalf("not ready within 40 s: %s", strings.Join(late, ", "))
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // running
