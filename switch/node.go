@@ -227,7 +227,9 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	if len(keep) > 0 {
 		n.process(env, port, keep)
 	}
-	clear(keep)
+	for i := range keep { // not clear: mostly one packet, and clear calls the runtime
+		keep[i] = nil
+	}
 	n.keep = keep[:0]
 	cp.Settle(c)
 }
@@ -355,8 +357,10 @@ func (n *Node) out(env *emu.Env, timed bool, at time.Duration, port int, p *emu.
 		env.Send(port, p)
 		return
 	}
-	if n.head > 0 && len(n.pending) == cap(n.pending) {
-		// compact the FIFO instead of growing it
+	if len(n.pending) == cap(n.pending) && 2*n.head >= len(n.pending) {
+		// compact the FIFO instead of growing it, where that frees half of
+		// it or more: otherwise append doubles it, so that each entry is
+		// moved a bounded number of times
 		k := copy(n.pending, n.pending[n.head:])
 		clear(n.pending[k:])
 		n.pending, n.head = n.pending[:k], 0
