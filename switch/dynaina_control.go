@@ -140,12 +140,10 @@ func (d *DynaINAControl) Start(c *CtlEnv) {
 	d.expireAt, d.idle.armed = -1, false
 }
 
-// Frames implements ControlPlane: the lease table learns the time, and
-// the decisions made since the last callback are sent.
-func (d *DynaINAControl) Frames(c *CtlEnv) {
-	d.f.SetNow(c.Now())
-	d.events(c)
-}
+// Frames implements ControlPlane: the decisions made since the last
+// callback are sent. (A packet that uses a lease marks it used at the time
+// the Node gives the switch with each batch.)
+func (d *DynaINAControl) Frames(c *CtlEnv) { d.events(c) }
 
 // Control implements ControlPlane: ALLOC and FREE go to the scheduler.
 func (d *DynaINAControl) Control(c *CtlEnv, port int, m inahdr.Ctl) {

@@ -90,7 +90,8 @@ func (f *FreeINA) Config() FreeINAConfig { return f.cfg }
 func (f *FreeINA) Aggregators() int { return len(f.used) }
 
 // SetNow tells the lease table the current time: a packet that uses a
-// lease marks it used at that time (lease idle accounting).
+// lease marks it used at the later of it and the switch's time, which a
+// Node sets with each batch (lease idle accounting).
 func (f *FreeINA) SetNow(now time.Duration) {
 	f.s.mu.Lock()
 	f.now = now

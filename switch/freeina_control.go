@@ -43,8 +43,10 @@ func (fc *FreeINAControl) Start(c *CtlEnv) {
 	fc.idle.arm(c, fc.f)
 }
 
-// Frames implements ControlPlane: the lease table learns the time.
-func (fc *FreeINAControl) Frames(c *CtlEnv) { fc.f.SetNow(c.Now()) }
+// Frames implements ControlPlane: nothing to do; a packet that uses a
+// lease marks it used at the time the Node gives the switch with each
+// batch.
+func (fc *FreeINAControl) Frames(c *CtlEnv) {}
 
 // Control implements ControlPlane: ALLOC and FREE.
 func (fc *FreeINAControl) Control(c *CtlEnv, port int, m inahdr.Ctl) {

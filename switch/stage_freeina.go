@@ -37,7 +37,7 @@ func (f *FreeINA) Locate(j *Job, tag Tag) (int, bool) {
 	if l == nil || l.Slots == 0 {
 		return 0, false
 	}
-	l.LastUse = f.now
+	l.LastUse = max(f.now, f.s.now) // the batch's time (SetNow: callers without a Node)
 	return l.Base + int(tag.Chunk()%uint32(l.Slots))*f.pool.Stride, true
 }
 
