@@ -58,6 +58,7 @@ type PS struct {
 	addr  rdma.Endpoint
 	sw    rdma.Endpoint
 	jobs  map[uint16]*psJob
+	hot   *psJob // the job of the last frame (jobs are never removed)
 	stats PSStats
 	// ReAck bounds ACK repetitions per chunk (0: 20 µs).
 	ReAck time.Duration
@@ -83,6 +84,9 @@ type psJob struct {
 	// every all-reduce before floor is retired.
 	seen  []uint16
 	floor uint16
+	// hot is ars[hotAR], the all-reduce of the job's last frame, or nil.
+	hot   *psAR
+	hotAR uint16
 }
 
 // psAR is the PS's state of one all-reduce of a job.
@@ -139,6 +143,9 @@ func (p *PS) note(j *psJob, ar uint16, bits uint32) {
 	j.floor = floor
 	for id := range j.ars {
 		if before(id, floor) {
+			if j.hot != nil && id == j.hotAR {
+				j.hot = nil
+			}
 			delete(j.ars, id)
 			p.stats.RetiredAllReduces++
 		}
@@ -187,7 +194,7 @@ func (p *PS) Stats() PSStats { return p.stats }
 // pieces of every open chunk, the ACKs it repeats); StateLost reports it.
 func (p *PS) Reset() {
 	for _, j := range p.jobs {
-		j.ars = map[uint16]*psAR{}
+		j.ars, j.hot = map[uint16]*psAR{}, nil
 		clear(j.seen)
 		j.floor = 0
 	}
@@ -230,7 +237,12 @@ func (p *PS) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 
 func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 	p.stats.Frames++
-	j := p.jobs[h.Job()]
+	j := p.hot
+	if j == nil || j.id != h.Job() {
+		if j = p.jobs[h.Job()]; j != nil {
+			p.hot = j
+		}
+	}
 	if j == nil || h.Count() == 0 {
 		p.stats.Stale++
 		return
@@ -256,10 +268,13 @@ func (p *PS) frame(env *emu.Env, h inahdr.Header) {
 		return
 	}
 	p.note(j, h.AllReduce(), b)
-	a := j.ars[h.AllReduce()]
-	if a == nil {
-		a = &psAR{}
-		j.ars[h.AllReduce()] = a
+	a := j.hot
+	if a == nil || j.hotAR != h.AllReduce() {
+		if a = j.ars[h.AllReduce()]; a == nil {
+			a = &psAR{}
+			j.ars[h.AllReduce()] = a
+		}
+		j.hot, j.hotAR = a, h.AllReduce()
 	}
 	c := a.chunks.get(h.Chunk())
 	if c == nil {
