@@ -117,6 +117,10 @@ func (h *Host) flush(env *emu.Env) {
 type QPTimer struct {
 	at time.Duration
 	on bool
+	// qp and ver: the QP and its version (QP.ver) when FlushQP last left
+	// it with nothing to send and this timer at its next timeout.
+	qp  *QP
+	ver uint64
 	// buf holds a frame from PollTransmit until FlushQP copies it into a
 	// packet of its size (PollTransmit needs room for a full MTU; a packet
 	// that size for every ACK would touch 9 KiB to send 60 bytes).
@@ -125,7 +129,7 @@ type QPTimer struct {
 
 // Expired records that the timer has fired, so that FlushQP sets it again
 // even for the same deadline.
-func (t *QPTimer) Expired() { t.on = false }
+func (t *QPTimer) Expired() { t.on, t.qp = false, nil }
 
 // FlushQP is the output half of driving a QP from an emu.Node: it sends on
 // port every frame qp has to send at env.Now(), then sets the node's timer
@@ -134,8 +138,13 @@ func (t *QPTimer) Expired() { t.on = false }
 // the completions those produced are drained: PollTransmit completes
 // nothing, so no completion is pending afterwards. It allocates nothing
 // after its first call for a QP (frames go into the emulator's pooled
-// packets, each sized to its frame).
+// packets, each sized to its frame). A flush with no input to qp since the
+// last one (as a node that flushes after every batch often makes) returns
+// at once: it would send nothing and leave the timer as it is.
 func FlushQP(env *emu.Env, port int, qp *QP, key uint64, t *QPTimer) {
+	if t.qp == qp && t.ver == qp.ver {
+		return // no input since the last flush: nothing to send, the timer as it was
+	}
 	now := env.Now()
 	if len(t.buf) < qp.MaxFrameLen() {
 		t.buf = make([]byte, qp.MaxFrameLen())
@@ -169,4 +178,5 @@ func FlushQP(env *emu.Env, port int, qp *QP, key uint64, t *QPTimer) {
 		env.StopTimer(key)
 		t.on = false
 	}
+	t.qp, t.ver = qp, qp.ver
 }

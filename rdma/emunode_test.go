@@ -201,3 +201,97 @@ func TestHostZeroAllocsPerPacket(t *testing.T) {
 		t.Errorf("%.1f allocs per run of %.0f messages (%.4f per message)", allocs, perRun, allocs/perRun)
 	}
 }
+
+// flushProbe is an emu.Node that drives one QP by hand through phases
+// (timers 1, 2, …, a microsecond apart), to see what each FlushQP sends.
+type flushProbe struct {
+	timer QPTimer
+	phase func(env *emu.Env, p *flushProbe, k int)
+}
+
+func (p *flushProbe) Start(env *emu.Env) { p.Timer(env, 0) }
+func (p *flushProbe) Receive(env *emu.Env, _ int, pkts []*emu.Packet) {
+	for _, k := range pkts {
+		env.Free(k)
+	}
+}
+func (p *flushProbe) Timer(env *emu.Env, key uint64) {
+	if p.phase == nil || key >= 100 {
+		return
+	}
+	p.phase(env, p, int(key))
+	env.SetTimer(env.Now()+time.Microsecond, key+1)
+}
+
+// TestFlushQPAfterInputOnly: a FlushQP with no input to its QP since the
+// last sends nothing; one after an input (PostSend, a fired timeout) sends
+// what the input made sendable.
+func TestFlushQPAfterInputOnly(t *testing.T) {
+	ca, cb := qpConfigs(1024, 0, 0)
+	ca.MaxUnacked = 1 // the second message waits for the first's ACK
+	qa, err := NewQP(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := NewQP(cb) // the peer, by hand: its request makes qa answer
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := emu.NewNetwork(emu.Config{Seed: 1})
+	var sent []uint64 // frames sent before each phase from 1 on
+	post := func(id uint64) {
+		if err := qa.PostSend(WorkRequest{ID: id, Op: WRSend, Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := &flushProbe{phase: func(env *emu.Env, p *flushProbe, k int) {
+		if k > 0 && k <= 6 {
+			s, _ := net.PortStats("a", 0)
+			sent = append(sent, s.TxPackets)
+		}
+		switch k {
+		case 0: // no input yet
+		case 1:
+			post(1) // sent
+		case 2: // no input
+		case 3:
+			post(2) // waits for the first's ACK, which never comes
+		case 4:
+			at, ok := qa.NextTimeout()
+			if !ok {
+				t.Fatal("no timeout armed")
+			}
+			qa.HandleTimeout(at) // the first is sent again (the timer left as it is)
+		case 5: // a request from the peer: qa owes it an ACK
+			if err := qb.PostSend(WorkRequest{ID: 9, Op: WRSend, Data: []byte("y")}); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, qb.MaxFrameLen())
+			n := qb.PollTransmit(env.Now(), buf)
+			if err := qa.Receive(env.Now(), buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			return
+		}
+		FlushQP(env, 0, qa, 0, &p.timer)
+	}}
+	if err := net.AddNode("a", 1, probe); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.AddNode("b", 1, &flushProbe{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Connect("a", 0, "b", 0, emu.LinkConfig{BitsPerSecond: 1e9, MTUBytes: 9000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.RunUntil(10 * time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{0, 1, 1, 1, 2, 3}; fmt.Sprint(sent) != fmt.Sprint(want) {
+		t.Fatalf("frames sent before phases 1-6: %v, want %v", sent, want)
+	}
+	if at, _ := qa.NextTimeout(); at != probe.timer.at || !probe.timer.on {
+		t.Fatalf("the timer is at %v (on %v), the QP's next timeout at %v", probe.timer.at, probe.timer.on, at)
+	}
+}

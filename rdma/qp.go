@@ -40,6 +40,10 @@ type QP struct {
 	state   QPState
 	err     error
 	stats   Stats
+	// ver counts the calls that may change what PollTransmit or
+	// NextTimeout return (every input and every frame sent): FlushQP
+	// skips a QP that has had none since its last flush.
+	ver uint64
 
 	// Requester.
 	sq         []wqe // ring
@@ -416,6 +420,7 @@ func (q *QP) ExpectedPSN() uint32 { return q.ePSN }
 // PostSend queues a work request. It fails when the QP is in the error
 // state, the send queue is full or the message is too long.
 func (q *QP) PostSend(wr WorkRequest) error {
+	q.ver++
 	if q.state == StateError {
 		return ErrQPError
 	}
@@ -441,6 +446,7 @@ func (q *QP) PollCompletion() (Completion, bool) {
 	if q.cqHead == len(q.cq) {
 		return Completion{}, false
 	}
+	q.ver++
 	c := q.cq[q.cqHead]
 	q.cq[q.cqHead] = Completion{}
 	q.cqHead++
@@ -476,6 +482,7 @@ func (q *QP) NextTimeout() (time.Duration, bool) {
 
 // HandleTimeout runs the timers that have expired at now.
 func (q *QP) HandleTimeout(now time.Duration) {
+	q.ver++
 	if q.state == StateError {
 		return
 	}
@@ -606,6 +613,7 @@ func (q *QP) Receive(now time.Duration, frame []byte) error {
 // know to be right (sealed, as CheckSealed: emu.Packet.Sealed): a sealed
 // frame's ICRC is not recomputed; everything else is checked.
 func (q *QP) ReceiveSealed(now time.Duration, frame []byte, sealed bool) error {
+	q.ver++
 	q.stats.RxPackets++
 	if !CheckSealed(frame, sealed) {
 		q.stats.RxBadICRC++
@@ -953,6 +961,7 @@ func (q *QP) pollTransmit(now time.Duration, buf []byte, seal bool) int {
 }
 
 func (q *QP) emit(buf, payload []byte, seal bool) int {
+	q.ver++
 	n, err := q.hdr.encode(buf, payload, seal)
 	if err != nil {
 		panic("rdma: encode: " + err.Error()) // unreachable: config and sizes were checked
