@@ -340,6 +340,22 @@ func (w *Worker) pump(env *emu.Env) {
 		return
 	}
 	uc := w.cfg.INAPath == PathUC
+	// Shadow half: at most ⌈n/2⌉ INA chunks in flight, so a slot is
+	// reused only after the chunk sent half a lease later has completed,
+	// i.e. after every RC retransmission of the slot's previous chunk has
+	// passed the switch (docs/freeina.md). PathUC: ⌊n/2⌋ (at least 1), the
+	// SwitchML self-clocked window: a slot's next chunk is sent by anyone
+	// only after every worker holds the slot's previous result
+	// (docs/freeina.md §11).
+	h := (st.plan.INA + 1) / 2
+	if uc {
+		// At most half the window asked for, even when granted more
+		// (DynaINA's pools have a minimum size): the UC timeout covers
+		// the queue of that window only, and more in flight made it fire
+		// spuriously (a retransmission storm: 8 slots wanted, 64
+		// granted, 230× slower).
+		h = max(min(st.plan.INA, max(w.cfg.WantSlots, 2))/2, 1)
+	}
 	for st.next < st.chunks && w.ringN < len(w.ring) {
 		c := st.next
 		ina := st.onINA(c)
@@ -347,22 +363,6 @@ func (w *Worker) pump(env *emu.Env) {
 			s := st.plan.Slot(c)
 			if b := st.slotBusy[s]; b >= 0 && !st.have[b] {
 				return // SwitchML: the slot's previous chunk is not done
-			}
-			// Shadow half: at most ⌈n/2⌉ INA chunks in flight, so a slot is
-			// reused only after the chunk sent half a lease later has
-			// completed, i.e. after every RC retransmission of the slot's
-			// previous chunk has passed the switch (docs/freeina.md).
-			// PathUC: ⌊n/2⌋ (at least 1), the SwitchML self-clocked window:
-			// a slot's next chunk is sent by anyone only after every worker
-			// holds the slot's previous result (docs/freeina.md §11).
-			h := (st.plan.INA + 1) / 2
-			if uc {
-				// At most half the window asked for, even when granted
-				// more (DynaINA's pools have a minimum size): the UC
-				// timeout covers the queue of that window only, and more
-				// in flight made it fire spuriously (a retransmission
-				// storm: 8 slots wanted, 64 granted, 230× slower).
-				h = max(min(st.plan.INA, max(w.cfg.WantSlots, 2))/2, 1)
 			}
 			if len(st.inaSent) >= h && !st.have[st.inaSent[len(st.inaSent)-h]] {
 				return
