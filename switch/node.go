@@ -227,8 +227,10 @@ func (n *Node) Receive(env *emu.Env, port int, pkts []*emu.Packet) {
 	if len(keep) > 0 {
 		n.process(env, port, keep)
 	}
-	for i := range keep { // not clear: mostly one packet, and clear calls the runtime
-		keep[i] = nil
+	if len(keep) == 1 { // mostly; clear (or a loop the compiler turns into it) calls the runtime
+		keep[0] = nil
+	} else {
+		clear(keep)
 	}
 	n.keep = keep[:0]
 	cp.Settle(c)
