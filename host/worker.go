@@ -182,7 +182,7 @@ type arState struct {
 	nHave    uint32
 	slotBusy []int64
 	inaSent  []uint32 // INA chunks in send order
-	ord      []int32  // chunk → index in inaSent (INA chunks)
+	ord      []int32  // chunk → index in inaSent (INA chunks; RC path only)
 	scan     int      // inaSent[:scan] checked by the gap detector
 	psOut    int
 	dl       []Deadline
@@ -280,10 +280,12 @@ func (w *Worker) begin(env *emu.Env) {
 	r := w.Begin(w.cur, w.now)
 	rep := &r
 	w.st = &arState{ar: t.AllReduce, chunks: chunks, psFrom: chunks, have: hugemem.Make[bool](int(chunks)), fetched: hugemem.Make[bool](int(chunks)),
-		ord: hugemem.Make[int32](int(chunks)), acked: hugemem.Make[bool](int(chunks)), inaSent: hugemem.Make[uint32](int(chunks))[:0], rep: rep}
+		acked: hugemem.Make[bool](int(chunks)), inaSent: hugemem.Make[uint32](int(chunks))[:0], rep: rep}
 	if w.cfg.INAPath == PathUC {
 		w.st.ucTries = hugemem.Make[uint16](int(chunks))
 		w.st.ucSent = hugemem.Make[time.Duration](int(chunks))
+	} else {
+		w.st.ord = hugemem.Make[int32](int(chunks)) // for gapFetch, on the RC path only
 	}
 	w.postCtl(ctl(inahdr.Ctl{Op: inahdr.CtlBegin, Job: w.cfg.Job, AllReduce: t.AllReduce, Want: w.cfg.WantSlots, Chunks: chunks}))
 	if p, ok := w.plans[t.AllReduce]; ok {
@@ -368,7 +370,9 @@ func (w *Worker) pump(env *emu.Env) {
 				return
 			}
 			st.slotBusy[s] = int64(c)
-			st.ord[c] = int32(len(st.inaSent))
+			if !uc {
+				st.ord[c] = int32(len(st.inaSent))
+			}
 			st.inaSent = append(st.inaSent, c)
 			if uc {
 				if !st.have[c] { // a PS result (pull) may have come first
