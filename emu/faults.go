@@ -238,7 +238,7 @@ func (n *Network) crash(ns *nodeState) {
 		return
 	}
 	ns.up = false
-	clear(ns.timers)
+	ns.timers.clear()
 }
 
 func (n *Network) restart(ns *nodeState) {

@@ -61,7 +61,7 @@ type nodeState struct {
 	node   Node
 	rng    *rand.Rand
 	ports  []portState
-	timers map[uint64]timerState // the armed timers, by key
+	timers timerTable // the armed timers, by key
 	gen    uint32
 	up     bool
 	// deferOK: the node takes deferred frames as they are (DeferAware)
@@ -79,6 +79,53 @@ type timerState struct {
 	at, evAt int64
 	seq      uint64
 	gen      uint32
+}
+
+// smallTimers is how many timer keys, from 0, a timerTable holds in an
+// array: the keys nodes use most (a worker's few, the switch's output
+// timer), each found without a map's hashing.
+const smallTimers = 16
+
+// timerTable is a node's armed timers by key: keys below smallTimers in an
+// array (set marks those armed), the rest in a map made on first use.
+type timerTable struct {
+	set   uint16
+	small [smallTimers]timerState
+	big   map[uint64]timerState
+}
+
+func (t *timerTable) get(key uint64) (timerState, bool) {
+	if key < smallTimers {
+		return t.small[key], t.set&(1<<key) != 0
+	}
+	st, ok := t.big[key]
+	return st, ok
+}
+
+func (t *timerTable) put(key uint64, st timerState) {
+	if key < smallTimers {
+		t.small[key] = st
+		t.set |= 1 << key
+		return
+	}
+	if t.big == nil {
+		t.big = map[uint64]timerState{}
+	}
+	t.big[key] = st
+}
+
+func (t *timerTable) del(key uint64) {
+	if key < smallTimers {
+		t.set &^= 1 << key
+		return
+	}
+	delete(t.big, key)
+}
+
+// clear disarms every timer.
+func (t *timerTable) clear() {
+	t.set = 0
+	clear(t.big)
 }
 
 // Network is a set of nodes joined by links, and the scheduler that runs
@@ -177,7 +224,7 @@ func (n *Network) AddNode(name string, ports int, node Node) error {
 	ns := &nodeState{
 		name: name, idx: len(n.nodes), nports: ports, node: node,
 		rng: n.rngFor("node:" + name), ports: make([]portState, ports),
-		timers: map[uint64]timerState{}, up: true,
+		up: true,
 	}
 	if d, ok := node.(DeferAware); ok {
 		ns.deferOK = d.AcceptsDeferred()
@@ -420,19 +467,19 @@ func (n *Network) finishEnv(ns *nodeState) {
 	}
 	for _, t := range e.timer {
 		if t.stop {
-			delete(ns.timers, t.key)
+			ns.timers.del(t.key)
 			continue
 		}
 		at := int64(t.at)
 		n.seq++
 		n.timersTo = max(n.timersTo, at)
-		if st, ok := ns.timers[t.key]; ok && st.evAt <= at { // its event comes first and moves on
+		if st, ok := ns.timers.get(t.key); ok && st.evAt <= at { // its event comes first and moves on
 			st.at, st.seq = at, n.seq
-			ns.timers[t.key] = st
+			ns.timers.put(t.key, st)
 			continue
 		}
 		ns.gen++
-		ns.timers[t.key] = timerState{at: at, evAt: at, seq: n.seq, gen: ns.gen}
+		ns.timers.put(t.key, timerState{at: at, evAt: at, seq: n.seq, gen: ns.gen})
 		n.push(event{at: at, seq: n.seq, kind: evTimer, idx: int32(ns.idx), key: t.key, gen: ns.gen})
 	}
 	e.node = nil
@@ -586,17 +633,17 @@ func (n *Network) dispatch(e *event) {
 		n.arrive(n.dirs[e.idx], e.at, e.pkt, e.gen, e.fcs)
 	case evTimer:
 		ns := n.nodes[e.idx]
-		st, ok := ns.timers[e.key]
+		st, ok := ns.timers.get(e.key)
 		if !ns.up || !ok || st.gen != e.gen {
 			return // stopped, fired, or re-armed earlier (by another event)
 		}
 		if st.at != e.at || st.seq != e.seq { // re-armed later: on to its expiry
 			st.evAt = st.at
-			ns.timers[e.key] = st
+			ns.timers.put(e.key, st)
 			n.push(event{at: st.at, seq: st.seq, kind: evTimer, idx: e.idx, key: e.key, gen: e.gen})
 			return
 		}
-		delete(ns.timers, e.key)
+		ns.timers.del(e.key)
 		env := n.beginEnv(ns)
 		ns.node.Timer(env, e.key)
 		n.finishEnv(ns)

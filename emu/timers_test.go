@@ -28,6 +28,10 @@ type fired struct {
 	key  uint64
 }
 
+// churnKeys are the keys a churnNode arms: small ones, as most nodes use,
+// and large ones (the switch's control-plane timers set the top bit).
+var churnKeys = []uint64{0, 1, 2, 100, 1<<63 | 1}
+
 // act draws one to three timer operations at time now, the last of them
 // an arming.
 func (c *churnNode) act(now time.Duration, set func(at time.Duration, key uint64), stop func(key uint64)) {
@@ -35,7 +39,7 @@ func (c *churnNode) act(now time.Duration, set func(at time.Duration, key uint64
 		return
 	}
 	for k := c.rng.IntN(3) + 1; k > 0; k-- {
-		key := uint64(c.rng.IntN(4))
+		key := churnKeys[c.rng.IntN(len(churnKeys))]
 		switch r := c.rng.IntN(10); {
 		case r == 0 && k > 1: // the last operation arms, so the node goes on
 			stop(key)
