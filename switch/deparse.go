@@ -10,6 +10,7 @@ import (
 func (s *Switch) deparse(f *Frame, m *pmeta) {
 	v := &m.out
 	f.Reason = v.reason
+	f.Deferred = false
 	f.Passes = 1
 	f.Len = 0
 	if m.agg.op != opNone {
@@ -63,15 +64,25 @@ func (s *Switch) deparse(f *Frame, m *pmeta) {
 			return
 		}
 		f.Action, f.OutPort = ActForward, port
-		f.Sealed = rdma.SetICRC(f.Data) == nil
+		s.seal(f)
 		s.countTx(port, len(f.Data))
 	case ActForwardMulticast:
 		f.Action, f.OutPort, f.Group = ActForwardMulticast, v.port, m.from.job.Group
-		f.Sealed = rdma.SetICRC(f.Data) == nil
+		s.seal(f)
 		s.countTx(v.port, len(f.Data))
 	case ActMulticast:
 		f.Action, f.Group = ActMulticast, m.from.job.Group
 	}
+}
+
+// seal writes the ICRC of a rewritten frame, or leaves it to the caller
+// (Frame.DeferICRC).
+func (s *Switch) seal(f *Frame) {
+	if f.DeferICRC {
+		f.Deferred = true
+		return
+	}
+	f.Sealed = rdma.SetICRC(f.Data) == nil
 }
 
 func (s *Switch) countTx(p, n int) {

@@ -32,6 +32,12 @@ type Frame struct {
 	// it rewrote the frame without writing its ICRC (ActMulticast: Egress
 	// does, per replica) and sets it when it wrote one.
 	Sealed bool
+	// DeferICRC, on input, says the caller writes the ICRC of a frame
+	// where it is seen (emu.Packet.Defer, in virtual time): the pipeline
+	// then writes none, and on output Deferred says which frames it
+	// rewrote and left so (Sealed is then false).
+	DeferICRC bool
+	Deferred  bool
 
 	Action  Action
 	OutPort int

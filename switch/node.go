@@ -257,8 +257,9 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 		n.frames = make([]Frame, len(pkts))
 	}
 	fr := n.frames[:len(pkts)]
+	deferred := env.Defers() // in virtual time each ICRC is written where its frame is seen
 	for i, p := range pkts {
-		fr[i] = Frame{Data: p.Bytes(), InPort: port, Sealed: p.Sealed}
+		fr[i] = Frame{Data: p.Bytes(), InPort: port, Sealed: p.Sealed, DeferICRC: deferred}
 	}
 	n.s.processAt(env.Now(), fr)
 	timed := n.timed()
@@ -267,7 +268,11 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 		if f.Len > 0 {
 			p.SetLen(f.Len)
 		}
-		p.Sealed = f.Sealed
+		if f.Deferred {
+			p.Defer(rdma.SealICRC)
+		} else {
+			p.Sealed = f.Sealed
+		}
 		var at time.Duration
 		if timed {
 			if n.busyUntil < env.Now() {
@@ -289,7 +294,7 @@ func (n *Node) process(env *emu.Env, port int, pkts []*emu.Packet) {
 			// where it is seen (emu.Packet.Defer); otherwise one ICRC over
 			// the result, then each replica's updated for its rewritten
 			// headers.
-			if env.Defers() {
+			if deferred {
 				p.Defer(rdma.SealICRC)
 			} else {
 				p.Sealed = rdma.SetICRC(p.Bytes()) == nil
