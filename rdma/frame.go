@@ -233,7 +233,9 @@ func (t *Template) EncodeDeferred(buf []byte, psn uint32) int {
 	b := buf[:t.n]
 	copy(b, t.hdr[:t.off])
 	BTH(b[HeadersLen : HeadersLen+BTHLen]).SetPSN(psn)
-	clear(b[t.off+t.payloadLen : t.n-ICRCLen])
+	for i := t.off + t.payloadLen; i < t.n-ICRCLen; i++ { // the pad: at most 3 bytes, mostly none
+		b[i] = 0
+	}
 	return t.n
 }
 
