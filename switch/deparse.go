@@ -10,7 +10,6 @@ import (
 func (s *Switch) deparse(f *Frame, m *pmeta) {
 	v := &m.out
 	f.Reason = v.reason
-	f.Deferred = false
 	f.Passes = 1
 	f.Len = 0
 	if m.agg.op != opNone {
@@ -78,11 +77,9 @@ func (s *Switch) deparse(f *Frame, m *pmeta) {
 // seal writes the ICRC of a rewritten frame, or leaves it to the caller
 // (Frame.DeferICRC).
 func (s *Switch) seal(f *Frame) {
-	if f.DeferICRC {
-		f.Deferred = true
-		return
+	if f.Deferred = f.DeferICRC; !f.Deferred {
+		f.Sealed = rdma.SetICRC(f.Data) == nil
 	}
-	f.Sealed = rdma.SetICRC(f.Data) == nil
 }
 
 func (s *Switch) countTx(p, n int) {

@@ -35,7 +35,8 @@ type Frame struct {
 	// DeferICRC, on input, says the caller writes the ICRC of a frame
 	// where it is seen (emu.Packet.Defer, in virtual time): the pipeline
 	// then writes none, and on output Deferred says which frames it
-	// rewrote and left so (Sealed is then false).
+	// rewrote and left so (Sealed is then false). The caller hands every
+	// frame in with Deferred false.
 	DeferICRC bool
 	Deferred  bool
 
