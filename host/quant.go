@@ -71,10 +71,20 @@ func (q Quantizer) Shift(e int8) int {
 	return q.frac()
 }
 
+// pow2 is 2^k, math.Ldexp(1, k), built from its bits where k is a normal
+// float64's exponent: once per chunk quantized, Ldexp's general case cost
+// more than a chunk's header.
+func pow2(k int) float64 {
+	if k >= -1022 && k <= 1023 {
+		return math.Float64frombits(uint64(k+1023) << 52)
+	}
+	return math.Ldexp(1, k)
+}
+
 // Quantize writes round(x · 2^Shift(e)) of src into dst, clipping to
 // ±Limit(); it returns how many values were clipped.
 func (q Quantizer) Quantize(dst []int32, src []float32, e int8) (clipped int) {
-	scale := math.Ldexp(1, q.Shift(e))
+	scale := pow2(q.Shift(e))
 	lim := float64(q.Limit())
 	dst = dst[:len(src)]
 	// Four at a time, bounds checks hoisted; a group with a value out of
@@ -131,7 +141,7 @@ const (
 // NaN) gives a difference far outside ±Limit, so one unsigned comparison
 // a value sends it to quantizeSlow with the values that need clipping.
 func (q Quantizer) quantizeWire(dst []byte, src []float32, e int8) (clipped int) {
-	scale := math.Ldexp(1, q.Shift(e))
+	scale := pow2(q.Shift(e))
 	lim := int64(q.Limit())
 	span := uint64(2 * lim)
 	dst = dst[:4*len(src)]

@@ -116,3 +116,12 @@ func TestQuantExponent(t *testing.T) {
 		}
 	}
 }
+
+// TestPow2: pow2 is math.Ldexp(1, k) for every k, normal or not.
+func TestPow2(t *testing.T) {
+	for k := -1100; k <= 1100; k++ {
+		if got, want := pow2(k), math.Ldexp(1, k); got != want {
+			t.Fatalf("pow2(%d) = %v, want %v", k, got, want)
+		}
+	}
+}
