@@ -171,6 +171,16 @@ func (q *eventQueue) settle() {
 	}
 }
 
+// second returns the entry after the earliest if the run holds both (a
+// guess at the next but one, for prefetching: the heap may hold an
+// earlier one).
+func (q *eventQueue) second() (*entry, bool) {
+	if q.fromRun && q.head+1 < len(q.run) {
+		return &q.run[q.head+1], true
+	}
+	return nil, false
+}
+
 // peek returns the earliest entry; the queue must not be empty.
 func (q *eventQueue) peek() *entry { return &q.top }
 

@@ -745,6 +745,16 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 		if top.ref < 0 { // the most common event, without an event made of it
 			d := n.dirs[^top.ref]
 			p := n.popArrival(d)
+			if nx := n.events.peek(); n.events.Len() > 0 && nx.ref < 0 {
+				// The next arrival's packet was asked for one event ago:
+				// now its frame's first lines, and the packet after it.
+				if f := n.dirs[^nx.ref].first; f != nil {
+					prefetchFrame(f)
+				}
+				if r, ok := n.events.second(); ok && r.ref < 0 {
+					prefetchPacket(n.dirs[^r.ref].first)
+				}
+			}
 			n.Events++
 			n.arrive(d, p.at, p, p.gen, p.fcs)
 			continue
