@@ -5,6 +5,8 @@ package sw
 import (
 	"unsafe"
 
+	pf "github.com/inabox/inabox/internal/prefetch"
+
 	"golang.org/x/sys/cpu"
 )
 
@@ -67,13 +69,10 @@ func anchorAddWide(acc []int32, pkt []byte) bool {
 	return true
 }
 
-//go:noescape
-func prefetchLines(p *uint32, n int)
-
 // prefetch asks the CPU to bring reg's cache lines in (PREFETCHT0): the
 // value stages of a batch run after every frame's slot stage, so the
 // registers a frame will add into are loaded while the frames after it are
 // classified. It changes no state. reg must not be empty.
 func prefetch(reg []uint32) {
-	prefetchLines(unsafe.SliceData(reg), 4*len(reg))
+	pf.Lines(unsafe.Pointer(unsafe.SliceData(reg)), 4*len(reg))
 }

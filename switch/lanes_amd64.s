@@ -167,17 +167,3 @@ anchorLoop:
 anchorDone:
 	VZEROUPPER
 	RET
-
-// func prefetchLines(p *uint32, n int)
-//
-// Asks for the cache lines of the n bytes from p on (PREFETCHT0, one per
-// 64 bytes; at least one). A prefetch never faults and changes no state.
-TEXT ·prefetchLines(SB), NOSPLIT, $0-16
-	MOVQ p+0(FP), AX
-	MOVQ n+8(FP), CX
-pfLoop:
-	PREFETCHT0 (AX)
-	ADDQ $64, AX
-	SUBQ $64, CX
-	JGT  pfLoop
-	RET
