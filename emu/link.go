@@ -218,24 +218,20 @@ type queued struct {
 // linkDir is one direction of a link: a transmitter with a drop-tail queue,
 // then the wire with its delay and random effects.
 type linkDir struct {
-	name string
-	idx  int32
-	link *Link
-	from endpoint
-	to   endpoint
-	cfg  LinkConfig
-	rng  *rand.Rand
-
+	// The fields every packet reads or writes (enqueue, scheduleArrival,
+	// popArrival, arrive) come first, so that a hop touches few cache
+	// lines of its direction; the configuration and the rest after.
 	up    bool
 	epoch uint32
+	idx   int32
 	// plain: no random effect applies (no impairment configured, no
 	// overlay open), so enqueue draws nothing; kept by refresh whenever
 	// the configuration or an overlay changes.
 	plain bool
+	geBad bool
 
-	busyUntil int64         // when the transmitter has sent all it holds
-	rem       int64         // carried remainder of serialization, in bit·ns units over bps
-	q         deque[queued] // waiting to start transmission
+	busyUntil int64 // when the transmitter has sent all it holds
+	rem       int64 // carried remainder of serialization, in bit·ns units over bps
 	qBytes    int
 	lastArr   int64 // latest in-order arrival (jitter never reorders)
 
@@ -244,8 +240,18 @@ type linkDir struct {
 	// it, so the queue holds one entry per busy direction instead of one
 	// per packet in flight.
 	first, last *Packet
-	inOrderAt   int64 // the latest arrival scheduled in order
-	geBad       bool
+	inOrderAt   int64         // the latest arrival scheduled in order
+	q           deque[queued] // waiting to start transmission
+	to          endpoint
+	extraDelay  int64
+
+	stats LinkStats
+	cfg   LinkConfig
+
+	name string
+	link *Link
+	from endpoint
+	rng  *rand.Rand
 
 	// Fault overlays, added to the configured values while a window is open.
 	extraLoss      float64
@@ -253,10 +259,7 @@ type linkDir struct {
 	extraDuplicate float64
 	extraReorder   float64
 	extraUndetect  float64
-	extraDelay     int64
 	extraJitter    int64
-
-	stats LinkStats
 }
 
 func (d *linkDir) mtu() int {

@@ -55,17 +55,19 @@ type portState struct {
 }
 
 type nodeState struct {
-	name   string
-	idx    int
-	nports int
-	node   Node
-	rng    *rand.Rand
-	ports  []portState
-	timers timerTable // the armed timers, by key
-	gen    uint32
-	up     bool
+	// What every delivery reads comes first, in one cache line with the
+	// node and its ports; the timers' table (half a kilobyte) after.
+	up bool
 	// deferOK: the node takes deferred frames as they are (DeferAware)
 	deferOK bool
+	gen     uint32
+	idx     int
+	nports  int
+	node    Node
+	ports   []portState
+	name    string
+	rng     *rand.Rand
+	timers  timerTable // the armed timers, by key
 }
 
 // timerState is an armed timer: its expiry (at, seq: the place it fires
@@ -374,13 +376,15 @@ func (n *Network) scheduleArrival(d *linkDir, at int64, p *Packet, fcs bool) {
 	}
 	d.inOrderAt = at
 	n.seq++
-	p.at, p.seq, p.gen, p.fcs, p.next = at, n.seq, d.epoch, fcs, nil
+	p.gen, p.fcs, p.next = d.epoch, fcs, nil
 	if d.last == nil {
 		d.first, d.last = p, p
 		n.events.push(newEntry(at, n.seq, ^d.idx))
 		return
 	}
-	d.last.next, d.last = p, p
+	l := d.last
+	l.next, l.nextAt, l.nextSeq = p, at, n.seq
+	d.last = p
 	n.waiting++
 }
 
@@ -395,9 +399,11 @@ func (n *Network) pop() event {
 		n.events.pop()
 		return e
 	}
+	top := n.events.peek()
+	at, seq := top.time(), top.seq
 	d := n.dirs[^ref]
 	p := n.popArrival(d)
-	return event{at: p.at, seq: p.seq, kind: evArrive, idx: d.idx, gen: p.gen, pkt: p, fcs: p.fcs}
+	return event{at: at, seq: seq, kind: evArrive, idx: d.idx, gen: p.gen, pkt: p, fcs: p.fcs}
 }
 
 // popArrival removes the earliest event, the first in-order arrival of
@@ -405,12 +411,12 @@ func (n *Network) pop() event {
 func (n *Network) popArrival(d *linkDir) *Packet {
 	p := d.first
 	d.first, p.next = p.next, nil
-	if f := d.first; f == nil {
+	if d.first == nil {
 		d.last = nil
 		n.events.pop()
 	} else {
 		n.waiting--
-		n.events.replaceTop(newEntry(f.at, f.seq, ^d.idx))
+		n.events.replaceTop(newEntry(p.nextAt, p.nextSeq, ^d.idx))
 	}
 	return p
 }
@@ -743,7 +749,7 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 		top := n.events.peek()
 		n.now = top.time()
 		if top.ref < 0 { // the most common event, without an event made of it
-			d := n.dirs[^top.ref]
+			at, d := n.now, n.dirs[^top.ref]
 			p := n.popArrival(d)
 			if nx := n.events.peek(); n.events.Len() > 0 && nx.ref < 0 {
 				// The next arrival's packet was asked for one event ago:
@@ -756,7 +762,7 @@ func (n *Network) RunUntil(deadline time.Duration) (time.Duration, error) {
 				}
 			}
 			n.Events++
-			n.arrive(d, p.at, p, p.gen, p.fcs)
+			n.arrive(d, at, p, p.gen, p.fcs)
 			continue
 		}
 		e := n.pop()

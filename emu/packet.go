@@ -35,15 +35,17 @@ type Packet struct {
 	held  [numClasses]*byte // first byte; the length is the pool's class size
 	class int8
 	// While the packet crosses a link in order: its link direction's epoch
-	// when it was sent (gen), whether it will arrive with a bad FCS (fcs),
-	// its arrival time (at) and sequence number (seq); next links it to
-	// the arrival after it.
-	fcs  bool
-	gen  uint32
-	pool *Pool
-	next *Packet // on its pool's free list, or its link direction's arrivals
-	at   int64
-	seq  uint64
+	// when it was sent (gen) and whether it will arrive with a bad FCS
+	// (fcs); next links it to the arrival after it, whose time and
+	// sequence number are nextAt and nextSeq (its own are in the
+	// scheduler's entry or in the packet before it), so that the scheduler
+	// finds the next arrival's place without loading its packet.
+	fcs     bool
+	gen     uint32
+	pool    *Pool
+	next    *Packet // on its pool's free list, or its link direction's arrivals
+	nextAt  int64
+	nextSeq uint64
 
 	// Port is the ingress port number of the node that received the packet.
 	Port int
