@@ -42,9 +42,13 @@ type SwitchMLConfig struct {
 	// slots [Base, Base+Slots); Stride is the slots per aggregator.
 	Base, Slots, Stride int
 	// MinAggregators is the smallest pool a job is admitted with; 0 means
-	// 2 (a window of one chunk).
+	// SwitchMLMinAggregators. The memory must hold at least that many.
 	MinAggregators int
 }
+
+// SwitchMLMinAggregators is the smallest pool SwitchML admits a job with
+// by default: a window of one chunk and its shadow copy.
+const SwitchMLMinAggregators = 2
 
 // SwitchMLJob is a job the controller may admit: its job entry (installed
 // on admission with the granted pool: PoolID and PolicyID are the
@@ -120,10 +124,15 @@ func NewSwitchMLControl(s *Switch, cfg SwitchMLConfig) (*SwitchMLControl, error)
 		cfg.Stride = 1
 	}
 	if cfg.MinAggregators <= 0 {
-		cfg.MinAggregators = 2
+		cfg.MinAggregators = SwitchMLMinAggregators
 	}
 	if cfg.Base < 0 || cfg.Slots < cfg.Stride || cfg.Base+cfg.Slots > s.Config().Slots {
 		return nil, fmt.Errorf("%w: SwitchML memory [%d,+%d) stride %d", ErrPoolRange, cfg.Base, cfg.Slots, cfg.Stride)
+	}
+	if n := cfg.Slots / cfg.Stride; n < cfg.MinAggregators {
+		// No job could ever be admitted: its workers would wait forever.
+		return nil, fmt.Errorf("%w: SwitchML memory of %d aggregators, fewer than the smallest pool a job is admitted with (%d)",
+			ErrPoolRange, n, cfg.MinAggregators)
 	}
 	return &SwitchMLControl{s: s, cfg: cfg, used: make([]bool, cfg.Slots/cfg.Stride), jobs: map[uint16]*smlJob{}}, nil
 }

@@ -127,8 +127,8 @@ func TestSwitchMLControl(t *testing.T) {
 	}
 }
 
-// TestSwitchMLControlConfig: memory outside the switch is refused; a job
-// needs an id and 1–32 workers.
+// TestSwitchMLControlConfig: memory outside the switch, or too small for
+// the smallest pool, is refused; a job needs an id and 1–32 workers.
 func TestSwitchMLControlConfig(t *testing.T) {
 	s, err := New(Config{Slots: 16, Ports: 4})
 	if err != nil {
@@ -136,6 +136,16 @@ func TestSwitchMLControlConfig(t *testing.T) {
 	}
 	if _, err := NewSwitchMLControl(s, SwitchMLConfig{Base: 8, Slots: 16}); err == nil {
 		t.Error("memory past the switch accepted")
+	}
+	// Memory below the smallest pool: no job could start.
+	if _, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 1}); err == nil {
+		t.Error("1 aggregator accepted (the smallest pool is 2)")
+	}
+	if _, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 7, Stride: 2, MinAggregators: 4}); err == nil {
+		t.Error("3 aggregators accepted with MinAggregators 4")
+	}
+	if _, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 2}); err != nil {
+		t.Errorf("2 aggregators refused: %v", err)
 	}
 	sc, err := NewSwitchMLControl(s, SwitchMLConfig{Slots: 16, Stride: 2})
 	if err != nil {

@@ -103,13 +103,20 @@ func prepare(s *scenario.Scenario, opts Options, aside bool) (r *runner, err err
 	if _, ok := testbed.Lookup(policy); !ok {
 		return nil, fmt.Errorf("policy %q: must be one of %s (or a variant: %s)", policy, strings.Join(testbed.Names(), ", "), strings.Join(testbed.Variants(), ", "))
 	}
-	seed := s.Seed
-	if opts.Seed != 0 {
-		seed = opts.Seed
-	}
 	models := opts.Models
 	if models == nil {
 		models = scenario.DefaultModels()
+	}
+	if policy != s.Policy {
+		// What the file allows under its own policy it may not under
+		// this one (SwitchML's smallest pool): the file's line and field.
+		if _, err := s.WithPolicy(policy, models); err != nil {
+			return nil, err
+		}
+	}
+	seed := s.Seed
+	if opts.Seed != 0 {
+		seed = opts.Seed
 	}
 	step := opts.Step
 	if step <= 0 {

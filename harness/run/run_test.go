@@ -157,6 +157,29 @@ func TestRunBadPolicy(t *testing.T) {
 	}
 }
 
+// TestRunPolicyOverrideValidated: a file valid under its own policy but
+// not under the one a run asks for (SwitchML's smallest pool is two
+// aggregators) fails at once, naming the file's line and field, instead of
+// waiting until its time limit with every job unadmitted; the same file
+// runs under its own policy.
+func TestRunPolicyOverrideValidated(t *testing.T) {
+	src := strings.Replace(tinyScenario, "slots: 200", "slots: 1", 1)
+	s, err := scenario.Parse("tiny.yaml", []byte(src), scenario.DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(s, Options{Policy: "switchml"})
+	if want := "tiny.yaml:10: topology.switch.slots: 1: must hold at least 2 aggregators"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("switchml with 1 slot: %v, want %q", err, want)
+	}
+	if errors.Is(err, ErrUnfinished) {
+		t.Error("ran until the time limit")
+	}
+	if _, err := Run(s, Options{}); err != nil { // dynaina: the PS path
+		t.Errorf("dynaina with 1 slot: %v", err)
+	}
+}
+
 // TestRunJitter: jitter on the links (it was refused by every run) slows the
 // run and keeps every all-reduce exact; a host's own entry overrides all.
 func TestRunJitter(t *testing.T) {

@@ -70,6 +70,16 @@ func (s *Scenario) Validate(models Models) error {
 		aggs := max(t.Switch.Slots/stride, 1)
 		v.check("dynaina.min_slots", m, m <= aggs, fmt.Sprintf("must be at most the switch's %d aggregators", aggs))
 	}
+	if s.Policy == "switchml" && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
+		// SwitchML admits a job only with a whole pool: with less memory
+		// than its smallest, every job would wait until the time limit.
+		stride := sw.SlotsPerAggregator(t.Switch.ValuesPerPacket)
+		aggs := t.Switch.Slots / stride
+		v.check("topology.switch.slots", t.Switch.Slots, aggs >= sw.SwitchMLMinAggregators,
+			fmt.Sprintf("must hold at least %d aggregators (%d slots at %d values a packet) under policy switchml: "+
+				"SwitchML admits a job only with a pool of %d or more (a window of one chunk and its shadow copy), so no job could start",
+				sw.SwitchMLMinAggregators, sw.SwitchMLMinAggregators*stride, t.Switch.ValuesPerPacket, sw.SwitchMLMinAggregators))
+	}
 	if s.ATP.Budget > 0 && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
 		stride := sw.SlotsPerAggregator(t.Switch.ValuesPerPacket)
 		aggs := max(t.Switch.Slots/stride, 1)
