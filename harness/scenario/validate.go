@@ -65,26 +65,28 @@ func (s *Scenario) Validate(models Models) error {
 		fmt.Sprintf("must be between 1 and %d", inahdr.MaxValues))
 	v.check("topology.switch.pass_time", t.Switch.PassTime, t.Switch.PassTime >= 0 && t.Switch.PassTime.D() <= time.Millisecond, "must be in [0, 1ms]")
 	v.check("topology.switch.latency", t.Switch.Latency, t.Switch.Latency >= 0 && t.Switch.Latency.D() <= time.Millisecond, "must be in [0, 1ms]")
-	if m := s.DynaINA.MinSlots; m > 0 && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
+	if t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
+		// The switch's memory in aggregators, as the testbed shares it
+		// out (at least one), and what the policies ask of it.
 		stride := sw.SlotsPerAggregator(t.Switch.ValuesPerPacket)
-		aggs := max(t.Switch.Slots/stride, 1)
-		v.check("dynaina.min_slots", m, m <= aggs, fmt.Sprintf("must be at most the switch's %d aggregators", aggs))
-	}
-	if s.Policy == "switchml" && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
-		// SwitchML admits a job only with a whole pool: with less memory
-		// than its smallest, every job would wait until the time limit.
-		stride := sw.SlotsPerAggregator(t.Switch.ValuesPerPacket)
-		aggs := t.Switch.Slots / stride
-		v.check("topology.switch.slots", t.Switch.Slots, aggs >= sw.SwitchMLMinAggregators,
-			fmt.Sprintf("must hold at least %d aggregators (%d slots at %d values a packet) under policy switchml: "+
-				"SwitchML admits a job only with a pool of %d or more (a window of one chunk and its shadow copy), so no job could start",
-				sw.SwitchMLMinAggregators, sw.SwitchMLMinAggregators*stride, t.Switch.ValuesPerPacket, sw.SwitchMLMinAggregators))
-	}
-	if s.ATP.Budget > 0 && t.Switch.Slots >= 1 && t.Switch.ValuesPerPacket >= 1 {
-		stride := sw.SlotsPerAggregator(t.Switch.ValuesPerPacket)
-		aggs := max(t.Switch.Slots/stride, 1)
-		v.check("atp.budget", s.ATP.Budget, s.ATP.Budget <= aggs,
-			fmt.Sprintf("must be at most the switch's %d aggregators (topology.switch.slots / %d slots per aggregator)", aggs, stride))
+		whole := t.Switch.Slots / stride
+		aggs := max(whole, 1)
+		if m := s.DynaINA.MinSlots; m > 0 {
+			v.check("dynaina.min_slots", m, m <= aggs, fmt.Sprintf("must be at most the switch's %d aggregators", aggs))
+		}
+		if s.Policy == "switchml" {
+			// SwitchML admits a job only with a whole pool: with less
+			// memory than its smallest, every job would wait until the
+			// time limit.
+			v.check("topology.switch.slots", t.Switch.Slots, whole >= sw.SwitchMLMinAggregators,
+				fmt.Sprintf("must hold at least %d aggregators (%d slots at %d values a packet) under policy switchml: "+
+					"SwitchML admits a job only with a pool of %d or more (a window of one chunk and its shadow copy), so no job could start",
+					sw.SwitchMLMinAggregators, sw.SwitchMLMinAggregators*stride, t.Switch.ValuesPerPacket, sw.SwitchMLMinAggregators))
+		}
+		if s.ATP.Budget > 0 {
+			v.check("atp.budget", s.ATP.Budget, s.ATP.Budget <= aggs,
+				fmt.Sprintf("must be at most the switch's %d aggregators (topology.switch.slots / %d slots per aggregator)", aggs, stride))
+		}
 	}
 	if v.check("topology.ps.placement", t.PS.Placement,
 		t.PS.Placement == PlacementDedicated || t.PS.Placement == PlacementShared || t.PS.Placement == PlacementCoLocated,
