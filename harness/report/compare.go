@@ -56,6 +56,8 @@ type Comparison struct {
 	Rows      []CompareRow `json:"rows"`
 	// Costs are the host costs of the policies that model any.
 	Costs map[string]*HostCosts `json:"host_costs,omitempty"`
+	// PSLayout is the runs' Results.PSLayout (absent: dedicated).
+	PSLayout string `json:"ps_layout,omitempty"`
 }
 
 // CompareRow is one metric across policies. Gains are oriented so that
@@ -88,7 +90,7 @@ func Compare(results []*Results) *Comparison {
 		c.Policies = append(c.Policies, r.Policy)
 		byPolicy[r.Policy] = r
 		if c.Scenario == "" {
-			c.Scenario, c.Seed = r.Scenario, r.Seed
+			c.Scenario, c.Seed, c.PSLayout = r.Scenario, r.Seed, r.PSLayout
 		}
 		if r.Costs != nil {
 			if c.Costs == nil {
@@ -170,7 +172,11 @@ func arrowLabel(label, better string) string {
 // baseline; gains > 1 are better.
 func (c *Comparison) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "scenario %s, seed %d: gains are oriented so that >1× is better\n", c.Scenario, c.Seed)
-	fmt.Fprintf(w, "host costs (true scale, docs/costs.md): %s\n\n", c.costsLine())
+	fmt.Fprintf(w, "host costs (true scale, docs/costs.md): %s\n", c.costsLine())
+	if c.PSLayout != "" {
+		fmt.Fprintf(w, "parameter servers: %s\n", c.PSLayout)
+	}
+	fmt.Fprintln(w)
 	// Labels are padded to one width so that they read left-aligned in a
 	// right-aligned table.
 	labels := map[string]string{}

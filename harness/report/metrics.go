@@ -60,6 +60,8 @@ type CollectorConfig struct {
 	NoPSPath bool
 	// Costs are the host costs the run modelled (nil: none).
 	Costs *HostCosts
+	// PSLayout is Results.PSLayout.
+	PSLayout string
 	// ScenarioAsRun is the scenario as it ran, as JSON (Results.ScenarioAsRun).
 	ScenarioAsRun []byte
 }
@@ -453,7 +455,7 @@ func (c *Collector) Results(end time.Duration) *Results {
 	c.at(end) // may coarsen the bins; changes no result
 	end = c.end
 	r := &Results{SchemaVersion: ResultsSchemaVersion, Tool: Tool(), Scenario: c.cfg.Scenario, Policy: c.cfg.Policy, Seed: c.cfg.Seed,
-		End: seconds(end), Costs: c.cfg.Costs, ScenarioAsRun: c.cfg.ScenarioAsRun}
+		End: seconds(end), Costs: c.cfg.Costs, PSLayout: c.cfg.PSLayout, ScenarioAsRun: c.cfg.ScenarioAsRun}
 	merge := c.mergeFactor(end)
 	width := float64(c.cfg.Resolution) / 1e9 * float64(merge)
 	r.Bin = Num(width)

@@ -196,6 +196,9 @@ func (r *Results) PrintSummary(w io.Writer) {
 	if r.Costs != nil {
 		fmt.Fprintf(tw, "host costs (true scale)\t%s\n", r.Costs)
 	}
+	if r.PSLayout != "" {
+		fmt.Fprintf(tw, "parameter servers\t%s\n", r.PSLayout)
+	}
 	tw.Flush()
 }
 

@@ -88,6 +88,10 @@ type Results struct {
 	// Costs are the host costs the run modelled; absent: none
 	// (docs/costs.md).
 	Costs *HostCosts `json:"host_costs,omitempty"`
+	// PSLayout says where the parameter servers were when not each job's
+	// own on its own link (topology.ps.placement dedicated, the default):
+	// shared PSs or co-located ones. Absent: dedicated.
+	PSLayout string `json:"ps_layout,omitempty"`
 	// DynaINA are DynaINA's scheduler decisions over the run (a dynaina
 	// policy or ablation variant only; docs/dynaina.md).
 	DynaINA *DynaINAStats `json:"dynaina,omitempty"`
@@ -156,10 +160,20 @@ type SwitchMLStats struct {
 // HostCosts are a run's modelled host costs, at true scale (before the
 // scenario's rate_scale). A zero field is a cost not modelled.
 type HostCosts struct {
-	// SoftwareStackGbps and SoftwareStackLatency are the workers' and PSs'
-	// software network stack (the policies that run one).
+	// SoftwareStackGbps and SoftwareStackLatency are the workers' host
+	// stack, and the PSs' unless PSStackGiven: the software network stack
+	// of the policies that run one, or the limit a scenario gives an RDMA
+	// policy's NICs (topology.host_costs).
 	SoftwareStackGbps    float64 `json:"software_stack_gbps,omitempty"`
 	SoftwareStackLatency Num     `json:"software_stack_latency_s,omitempty"`
+	// PSStackGbps and PSStackLatency are the PSs' own links' host stack
+	// when it differs from the workers' (PSStackGiven).
+	PSStackGbps    float64 `json:"ps_stack_gbps,omitempty"`
+	PSStackLatency Num     `json:"ps_stack_latency_s,omitempty"`
+	PSStackGiven   bool    `json:"ps_stack_given,omitempty"`
+	// NIC marks a policy whose hosts offload to an RDMA NIC: its stack
+	// cost is the NIC's (printed as such).
+	NIC bool `json:"-"`
 	// PSCores, PSGbpsPerCore and PSPerPacket are every PS's CPU.
 	PSCores       int     `json:"ps_cpu_cores,omitempty"`
 	PSGbpsPerCore float64 `json:"ps_cpu_gbps_per_core,omitempty"`
@@ -172,15 +186,35 @@ func (h *HostCosts) String() string {
 		return "no host cost"
 	}
 	var parts []string
-	if h.SoftwareStackGbps > 0 || h.SoftwareStackLatency > 0 {
-		s := "software stack"
-		if h.SoftwareStackGbps > 0 {
-			s += fmt.Sprintf(" %g Gb/s", h.SoftwareStackGbps)
+	stack := func(name string, gbps float64, latency Num) string {
+		s := name
+		if gbps > 0 {
+			s += fmt.Sprintf(" %g Gb/s", gbps)
 		}
-		if h.SoftwareStackLatency > 0 {
-			s += " +" + FormatSeconds(h.SoftwareStackLatency) + "/packet"
+		if latency > 0 {
+			s += " +" + FormatSeconds(latency) + "/packet"
 		}
-		parts = append(parts, s)
+		if gbps <= 0 && latency <= 0 {
+			s += " none"
+		}
+		return s
+	}
+	name := "software stack"
+	if h.NIC {
+		name = "NIC"
+	}
+	if h.SoftwareStackGbps > 0 || h.SoftwareStackLatency > 0 || h.PSStackGiven {
+		if h.PSStackGiven {
+			name = "workers' " + name
+		}
+		parts = append(parts, stack(name, h.SoftwareStackGbps, h.SoftwareStackLatency))
+	}
+	if h.PSStackGiven {
+		ps := "PSs' software stack"
+		if h.NIC {
+			ps = "PSs' NIC"
+		}
+		parts = append(parts, stack(ps, h.PSStackGbps, h.PSStackLatency))
 	}
 	if h.PSCores > 0 {
 		s := fmt.Sprintf("PS CPU %d cores", h.PSCores)

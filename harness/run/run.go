@@ -160,7 +160,7 @@ func prepare(s *scenario.Scenario, opts Options, aside bool) (r *runner, err err
 		return nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	r.col = report.NewCollector(report.CollectorConfig{Scenario: s.Name, Policy: policy, Seed: seed, TotalSlots: slots, ScenarioAsRun: scJSON,
-		NoPSPath: !e.PSPath, Costs: hostCosts(s, tb)})
+		NoPSPath: !e.PSPath, Costs: hostCosts(s, tb), PSLayout: psLayout(&tb.Spec)})
 	for i, p := range plans {
 		r.col.AddJob(p.Name, p.Model.Name, p.Workers, p.Arrival)
 		for w, h := range p.Hosts {
@@ -498,6 +498,17 @@ func (r *runner) sample(now time.Duration) error {
 	return nil
 }
 
+// psLayout is Results.PSLayout for spec: "" for dedicated PSs.
+func psLayout(spec *testbed.Spec) string {
+	switch spec.PSPlacement {
+	case testbed.PSShared:
+		return fmt.Sprintf("shared: %d PSs serving every job (the old layout; each job's PS traffic shares their links, so the policies' PS capacity is not per job)", spec.PSCount)
+	case testbed.PSCoLocated:
+		return "co-located: each job's PS on its worker rank 0's host, sharing its link"
+	}
+	return ""
+}
+
 // trueGbps is a scaled rate in bits per second back at true scale, in Gb/s
 // to the kb/s: 46 Gb/s scaled by 0.1 reads 46, not 45.99999999999999.
 func trueGbps(bitsPerSecond int64, scale float64) float64 {
@@ -512,10 +523,18 @@ func hostCosts(s *scenario.Scenario, tb *testbed.Testbed) *report.HostCosts {
 		h.SoftwareStackGbps = trueGbps(st.BitsPerSecond, scale)
 		h.SoftwareStackLatency = report.Num(st.Latency.Seconds())
 	}
+	if st := tb.PSStack(); st != tb.Stack() && tb.Spec.PSPlacement != testbed.PSCoLocated {
+		h.PSStackGbps = trueGbps(st.BitsPerSecond, scale)
+		h.PSStackLatency = report.Num(st.Latency.Seconds())
+		h.PSStackGiven = true
+	}
+	if e, ok := testbed.Lookup(tb.Policy().Name()); ok && !e.SoftwareStack {
+		h.NIC = true
+	}
 	if c := tb.Spec.PSCPU; c.Enabled() {
 		h.PSCores, h.PSGbpsPerCore, h.PSPerPacket = c.Cores, trueGbps(c.BitsPerSecond, scale), report.Num(c.PerPacket.Seconds())
 	}
-	if h == (report.HostCosts{}) {
+	if h == (report.HostCosts{NIC: h.NIC}) {
 		return nil
 	}
 	return &h

@@ -422,6 +422,42 @@ func TestDynaINAStatsInResults(t *testing.T) {
 	}
 }
 
+// TestRunHostCosts: topology.host_costs reaches the run: its figures are
+// reported per node type (an RDMA policy's as its NIC's), and a slower
+// NIC on FreeINA's workers slows its all-reduces.
+func TestRunHostCosts(t *testing.T) {
+	jct := func(topo, policy string) (float64, *report.HostCosts) {
+		src := strings.Replace(tinyScenario, "topology:\n", "topology:\n"+topo, 1)
+		s, err := scenario.Parse("tiny.yaml", []byte(src), scenario.DefaultModels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(s, Options{Policy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(r.Summary.JCTMean), r.Costs
+	}
+	base, h := jct("", "freeina")
+	if h != nil {
+		t.Errorf("freeina without host costs reports %v", h)
+	}
+	// The tiny scenario's PSs are shared, which every run says.
+	if r, err := Run(tiny(t, ""), Options{Policy: "atp"}); err != nil || !strings.HasPrefix(r.PSLayout, "shared: 2 PSs serving every job (the old layout") {
+		t.Errorf("shared PSs' layout %q (%v)", r.PSLayout, err)
+	}
+	slow, h := jct("  host_costs: {freeina: {workers: {gbps: 10, latency: 2ms}}}\n", "freeina")
+	if h == nil || h.SoftwareStackGbps != 10 || h.SoftwareStackLatency != 2e-3 || !h.PSStackGiven || h.String() != "workers' NIC 10 Gb/s +2 ms/packet, PSs' NIC none" {
+		t.Errorf("freeina's host costs %+v (%v)", h, h)
+	}
+	if !(slow > base) {
+		t.Errorf("freeina's JCT mean %v s with 10 Gb/s NICs, %v s without: not slower", slow, base)
+	}
+	if _, h := jct("  host_costs: {atp: {ps: {gbps: 40}}}\n", "atp"); h == nil || h.String() != "workers' software stack 46 Gb/s, PSs' software stack 40 Gb/s" {
+		t.Errorf("atp's host costs %v", h)
+	}
+}
+
 // TestHostCostsAtTrueScale: the host costs a run reports are the
 // scenario's true-scale figures, exact at any rate_scale (46 Gb/s scaled by
 // 0.1 and back read 45.99999999999999 before).

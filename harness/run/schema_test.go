@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/inabox/inabox/harness/report"
+	"github.com/inabox/inabox/harness/scenario"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -40,10 +41,18 @@ func TestResultsSchema(t *testing.T) {
 	}
 	faults := "faults:\n  - {at: 30ms, kind: loss_burst, target: h0, duration: 2ms, value: 0.3, direction: up}\n" +
 		"  - {kind: switch_reboot, when: {run_fraction: 0.5}}\n"
-	for _, c := range []struct{ policy, extra string }{
-		{"atp", faults}, {"freeina", faults}, {"none", ""}, {"switchml", ""},
+	costs := "  host_costs: {atp: {ps: {gbps: 40}}, freeina: {workers: {gbps: 50, latency: 1us}}}\n"
+	for _, c := range []struct{ policy, extra, topology string }{
+		{"atp", faults, ""}, {"freeina", faults, ""}, {"none", "", ""}, {"switchml", "", ""},
+		{"atp", "", costs}, {"freeina", "", costs},
 	} {
 		s := tiny(t, c.extra)
+		if c.topology != "" {
+			var err error
+			if s, err = scenario.Parse("tiny.yaml", []byte(strings.Replace(tinyScenario, "topology:\n", "topology:\n"+c.topology, 1)+c.extra), scenario.DefaultModels()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		r, err := Run(s, Options{Policy: c.policy})
 		if err != nil {
 			t.Fatal(err)

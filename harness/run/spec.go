@@ -23,12 +23,11 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 		Aggregators: max(t.Switch.Slots/stride, 1),
 		PassTime:    t.Switch.PassTime.D(), Latency: t.Switch.Latency.D(), Realtime: realtime}
 	scale := func(gbps float64) int64 { return int64(math.Round(gbps * 1e9 * s.Scaling.RateScale)) }
-	switch e, _ := testbed.Lookup(policy); {
-	case s.StackGiven():
-		sp.SoftwareStack = testbed.SoftwareStack{BitsPerSecond: scale(t.SoftwareStack.Gbps), Latency: t.SoftwareStack.Latency.D()}
-	case t.Costs != scenario.CostsNone:
-		sp.SoftwareStack = testbed.SoftwareStack{BitsPerSecond: scale(float64(e.Stack.BitsPerSecond) / 1e9), Latency: e.Stack.Latency}
+	stack := func(ps bool) *testbed.SoftwareStack {
+		st := s.HostStack(policy, ps)
+		return &testbed.SoftwareStack{BitsPerSecond: scale(st.Gbps), Latency: st.Latency.D()}
 	}
+	sp.WorkerStack, sp.PSStack = stack(false), stack(true)
 	if c := t.PS.CPU; c != nil {
 		sp.PSCPU = nodes.CPUConfig{Cores: c.Cores, BitsPerSecond: scale(c.GbpsPerCore), PerPacket: c.PerPacket.D(), QueuePackets: c.QueuePackets}
 	}

@@ -231,7 +231,7 @@ func tagWord(tag string) string {
 // field" errors.
 var knownKeys = func() map[string][]string {
 	out := map[string][]string{}
-	for _, v := range []any{Scenario{}, ATP{}, ESA{}, Scaling{}, Topology{}, Switch{}, PS{}, SoftwareStack{}, Job{}, Fault{}, LinkImpairment{}, BurstLoss{}, Flap{}, When{}} {
+	for _, v := range []any{Scenario{}, ATP{}, ESA{}, Scaling{}, Topology{}, Switch{}, PS{}, SoftwareStack{}, HostCost{}, Job{}, Fault{}, LinkImpairment{}, BurstLoss{}, Flap{}, When{}} {
 		t := reflect.TypeOf(v)
 		var keys []string
 		for i := 0; i < t.NumField(); i++ {

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/inabox/inabox/emu"
+	"github.com/inabox/inabox/harness/testbed"
 	sw "github.com/inabox/inabox/switch"
 	"github.com/inabox/inabox/switch/inahdr"
 	"github.com/inabox/inabox/testdata"
@@ -72,7 +73,11 @@ import (
 //	                                # host cost at all (the network alone). docs/costs.md
 //	  software_stack:               # optional: the hosts' software network stack under the
 //	    gbps: 46                    # policies that run one (atp, esa, switchml), before
-//	    latency: 0s                 # rate_scale; overrides the sourced default
+//	    latency: 0s                 # rate_scale; each field given overrides the sourced default
+//	  host_costs:                   # optional: by policy (any, RDMA ones too) and node type;
+//	    atp:                        # each field given overrides software_stack's and the
+//	      workers: {gbps: 46}       # sourced default (a variant falls back to its policy's)
+//	      ps: {gbps: 40, latency: 1us}
 //	jobs:                           # at least one
 //	  - name: vgg16-a               # [A-Za-z0-9_.-]+, unique
 //	    model: vgg16                # a name in testdata/models/models.yaml
@@ -249,6 +254,20 @@ type Topology struct {
 	// of the policies that run one (atp, esa, switchml); the RDMA policies
 	// offload to the NIC. Given, it overrides the sourced default.
 	SoftwareStack SoftwareStack `yaml:"software_stack,omitempty" json:"software_stack,omitempty"`
+	// HostCosts are host costs by policy (a registry name; an ablation
+	// variant such as dynaina-pools falls back to its policy's entry) and
+	// node type, each field given overriding the same field of
+	// SoftwareStack and of the sourced default: under any policy,
+	// software stack or RDMA NIC (HostStack).
+	HostCosts map[string]HostCost `yaml:"host_costs,omitempty" json:"host_costs,omitempty"`
+}
+
+// HostCost is one policy's host costs by node type: its workers' links
+// and its PSs' own links (a co-located PS shares its worker's link and
+// pays Workers).
+type HostCost struct {
+	Workers SoftwareStack `yaml:"workers,omitempty" json:"workers,omitempty"`
+	PS      SoftwareStack `yaml:"ps,omitempty" json:"ps,omitempty"`
 }
 
 // The host cost settings (topology.costs).
@@ -257,10 +276,57 @@ const (
 	CostsNone    = "none"
 )
 
-// StackGiven reports whether the scenario sets topology.software_stack
-// (then it applies whatever topology.costs says).
-func (s *Scenario) StackGiven() bool {
-	return s.has("topology.software_stack") || s.Topology.SoftwareStack != (SoftwareStack{})
+// HostStack is the host cost, before rate_scale, that policy's workers
+// (ps false) or PSs (ps true) pay on their links. Each field is, in turn:
+//
+//  1. topology.host_costs.<policy>.workers (or .ps), when given (the
+//     policy's own entry, else an ablation variant's policy's);
+//  2. topology.software_stack, when given and the policy's hosts run a
+//     software stack (the registry's SoftwareStack: atp, esa, switchml);
+//  3. the policy's sourced figure (registry Entry.Stack: ATP's 46 Gb/s
+//     for atp and esa), unless topology.costs is none;
+//  4. zero: no cost (gbps 0 is the link's rate).
+func (s *Scenario) HostStack(policy string, ps bool) SoftwareStack {
+	t := &s.Topology
+	e, _ := testbed.Lookup(policy)
+	var out SoftwareStack
+	if t.Costs != CostsNone && e.SoftwareStack {
+		out = SoftwareStack{Gbps: float64(e.Stack.BitsPerSecond) / 1e9, Latency: Duration(e.Stack.Latency)}
+	}
+	take := func(at string, st SoftwareStack) {
+		if s.has(at+".gbps") || st.Gbps != 0 {
+			out.Gbps = st.Gbps
+		}
+		if s.has(at+".latency") || st.Latency != 0 {
+			out.Latency = st.Latency
+		}
+	}
+	if e.SoftwareStack {
+		take("topology.software_stack", t.SoftwareStack)
+	}
+	if key, ok := s.hostCostKey(policy); ok {
+		node, st := "workers", t.HostCosts[key].Workers
+		if ps {
+			node, st = "ps", t.HostCosts[key].PS
+		}
+		take("topology.host_costs."+key+"."+node, st)
+	}
+	return out
+}
+
+// hostCostKey is the key of topology.host_costs that applies to policy:
+// its own, or else its policy's when it is an ablation variant
+// ("dynaina-pools": "dynaina").
+func (s *Scenario) hostCostKey(policy string) (string, bool) {
+	if _, ok := s.Topology.HostCosts[policy]; ok {
+		return policy, true
+	}
+	if base, _, cut := strings.Cut(policy, "-"); cut {
+		if _, ok := s.Topology.HostCosts[base]; ok {
+			return base, true
+		}
+	}
+	return "", false
 }
 
 // PSCPU is a parameter server's CPU: each packet it receives waits for

@@ -3,6 +3,7 @@ package scenario
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -105,8 +106,19 @@ func (s *Scenario) Validate(models Models) error {
 	}
 	v.check("jobs", len(s.Jobs), len(s.Jobs) <= MaxPS || t.PS.Placement == PlacementShared,
 		fmt.Sprintf("at most %d jobs with %s PSs", MaxPS, t.PS.Placement))
-	v.check("topology.software_stack.gbps", t.SoftwareStack.Gbps, t.SoftwareStack.Gbps >= 0 && t.SoftwareStack.Gbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: the link's rate)", MaxLinkGbps))
-	v.check("topology.software_stack.latency", t.SoftwareStack.Latency, t.SoftwareStack.Latency >= 0 && t.SoftwareStack.Latency.D() <= time.Second, "must be in [0, 1s]")
+	v.stack("topology.software_stack", t.SoftwareStack)
+	for _, k := range slices.Sorted(maps.Keys(t.HostCosts)) {
+		at := "topology.host_costs." + k
+		if _, ok := testbed.Lookup(k); !v.check(at, k, ok, "must be a policy: one of "+strings.Join(testbed.Names(), ", ")+" (or a variant: "+strings.Join(testbed.Variants(), ", ")+")") {
+			continue
+		}
+		v.stack(at+".workers", t.HostCosts[k].Workers)
+		v.stack(at+".ps", t.HostCosts[k].PS)
+		if t.PS.Placement == PlacementCoLocated && (s.has(at+".ps") || t.HostCosts[k].PS != (SoftwareStack{})) {
+			v.fail(at+".ps", fmt.Sprintf("{gbps: %g, latency: %v}", t.HostCosts[k].PS.Gbps, t.HostCosts[k].PS.Latency.D()),
+				"does not apply to placement: co-located (each PS shares its worker's host link and pays the workers' cost)")
+		}
+	}
 	if c := t.PS.CPU; c != nil {
 		v.check("topology.ps.cpu.cores", c.Cores, c.Cores >= 1 && c.Cores <= MaxPSCores, fmt.Sprintf("must be between 1 and %d", MaxPSCores))
 		v.check("topology.ps.cpu.gbps_per_core", c.GbpsPerCore, c.GbpsPerCore >= 0 && c.GbpsPerCore <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: no per-byte cost)", MaxLinkGbps))
@@ -210,6 +222,12 @@ func (v *validator) check(p string, val any, ok bool, rule string) bool {
 		v.fail(p, val, rule)
 	}
 	return ok
+}
+
+// stack checks a host cost at path p.
+func (v *validator) stack(p string, st SoftwareStack) {
+	v.check(p+".gbps", st.Gbps, st.Gbps >= 0 && st.Gbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: the link's rate)", MaxLinkGbps))
+	v.check(p+".latency", st.Latency, st.Latency >= 0 && st.Latency.D() <= time.Second, "must be in [0, 1s]")
 }
 
 func (v *validator) fail(p string, val any, rule string) {

@@ -32,6 +32,44 @@ func TestSoftwareStack(t *testing.T) {
 	}
 }
 
+// TestHostStacks: Spec.WorkerStack and PSStack land on the workers' and
+// the PSs' links under every policy, RDMA ones too, in place of
+// SoftwareStack; a co-located PS's link is its worker's.
+func TestHostStacks(t *testing.T) {
+	ws := SoftwareStack{BitsPerSecond: 50e9, Latency: time.Microsecond}
+	ps := SoftwareStack{BitsPerSecond: 20e9}
+	for _, pol := range Names() {
+		for _, pl := range []PSPlacement{PSDedicated, PSCoLocated} {
+			spec := Spec{Seed: 1, SoftwareStack: SoftwareStack{BitsPerSecond: 1e9}, WorkerStack: &ws, PSStack: &ps,
+				PSPlacement: pl, Jobs: []JobSpec{{Workers: 2}}}
+			c, err := Build(spec, pol, func(job, rank int) []host.Tensor { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantPS := ps
+			if pl == PSCoLocated {
+				wantPS = ws
+			}
+			if c.Stack() != ws || c.PSStack() != ps {
+				t.Errorf("%s %v: Stack %+v, PSStack %+v", pol, pl, c.Stack(), c.PSStack())
+			}
+			for _, l := range []struct {
+				name string
+				link *emu.Link
+				want SoftwareStack
+			}{{"worker", c.Workers[0][1].Link, ws}, {"ps", c.PSs[0].Link, wantPS}} {
+				for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
+					cfg := l.link.Config(d)
+					if cfg.BitsPerSecond != l.want.BitsPerSecond || cfg.Delay != DefaultDelay+l.want.Latency {
+						t.Errorf("%s %v: %s link %d b/s, %v; want %d b/s, %v", pol, pl, l.name, cfg.BitsPerSecond, cfg.Delay,
+							l.want.BitsPerSecond, DefaultDelay+l.want.Latency)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestATPWindow: Spec.ATPWindow caps the ATP and ESA workers' window, and
 // only theirs.
 func TestATPWindow(t *testing.T) {

@@ -94,6 +94,11 @@ type Spec struct {
 	// modelled]. The RDMA policies (FreeINA, DynaINA, the ring) offload
 	// their transport to the NIC and pay none.
 	SoftwareStack SoftwareStack
+	// WorkerStack and PSStack, when not nil, are the host costs of the
+	// workers' links and of the PSs' own links under any policy, in place
+	// of SoftwareStack: a software stack's, or an RDMA NIC's limit. A
+	// co-located PS shares its worker's link, and so its WorkerStack.
+	WorkerStack, PSStack *SoftwareStack
 	// PSCPU is every PS's packet-processing CPU, under every policy (the
 	// same capacity for all) [zero: not modelled]: each packet a PS
 	// receives waits for one of its cores (nodes.CPU).
@@ -222,9 +227,10 @@ type Testbed struct {
 	// Stride is the switch slots per aggregator (ValuesPerPacket values).
 	Stride int
 	policy Policy
-	// software is the hosts' stack cost under this policy (zero: none).
-	software SoftwareStack
-	events   []Event
+	// workerStack and psStack are the host costs of the workers' and the
+	// PSs' links under this policy (zero: none).
+	workerStack, psStack SoftwareStack
+	events               []Event
 }
 
 // Event is a call the testbed's cluster manager makes at run time At on
@@ -244,9 +250,15 @@ type Event struct {
 // scheduled them.
 func (t *Testbed) Events() []Event { return t.events }
 
-// Stack is the software stack cost the policy's hosts pay (zero: none;
-// only the policies the registry marks SoftwareStack pay Spec's).
-func (t *Testbed) Stack() SoftwareStack { return t.software }
+// Stack is the host cost the policy's workers pay (zero: none): Spec's
+// WorkerStack, or else its SoftwareStack under the policies the registry
+// marks SoftwareStack.
+func (t *Testbed) Stack() SoftwareStack { return t.workerStack }
+
+// PSStack is the host cost on the PSs' own links (zero: none): Spec's
+// PSStack, or else its SoftwareStack under the policies the registry
+// marks SoftwareStack. A co-located PS pays Stack, on its worker's link.
+func (t *Testbed) PSStack() SoftwareStack { return t.psStack }
 
 // at adds e to the events Build schedules.
 func (t *Testbed) at(e Event) { t.events = append(t.events, e) }
@@ -292,7 +304,13 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		}
 	}
 	if e, ok := Lookup(p.Name()); ok && e.SoftwareStack {
-		t.software = spec.SoftwareStack
+		t.workerStack, t.psStack = spec.SoftwareStack, spec.SoftwareStack
+	}
+	if spec.WorkerStack != nil {
+		t.workerStack = *spec.WorkerStack
+	}
+	if spec.PSStack != nil {
+		t.psStack = *spec.PSStack
 	}
 	if t.SwitchNode, err = p.Switch(t); err != nil {
 		return nil, err
@@ -316,7 +334,7 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		if coloc {
 			continue // linked to its host's NIC below
 		}
-		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.hostLink(spec.PSLinkBitsPerSecond)); err != nil {
+		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.hostLink(spec.PSLinkBitsPerSecond, t.psStack)); err != nil {
 			return nil, err
 		}
 	}
@@ -335,7 +353,7 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 				}
 				continue
 			}
-			if w.Link, err = t.Net.Connect(w.Name, 0, SwitchNode, w.Port, t.hostLink(spec.LinkBitsPerSecond)); err != nil {
+			if w.Link, err = t.Net.Connect(w.Name, 0, SwitchNode, w.Port, t.hostLink(spec.LinkBitsPerSecond, t.workerStack)); err != nil {
 				return nil, err
 			}
 		}
@@ -364,7 +382,7 @@ func (t *Testbed) coLocate(w *WorkerHandle, ps *PSHandle) error {
 	if _, err := t.Net.Connect(name, 2, ps.Name, 0, in); err != nil {
 		return err
 	}
-	l, err := t.Net.Connect(name, 0, SwitchNode, w.Port, t.hostLink(t.Spec.LinkBitsPerSecond))
+	l, err := t.Net.Connect(name, 0, SwitchNode, w.Port, t.hostLink(t.Spec.LinkBitsPerSecond, t.workerStack))
 	if err != nil {
 		return err
 	}
@@ -496,11 +514,11 @@ func (t *Testbed) link(rate int64) emu.LinkConfig {
 		QueuePackets: t.Spec.QueuePackets, Impairments: t.Spec.Impairments}
 }
 
-// hostLink is a host's link at rate, slowed to the software stack's rate
-// and delayed by its latency when the policy's hosts run one.
-func (t *Testbed) hostLink(rate int64) emu.LinkConfig {
+// hostLink is a host's link at rate, slowed to its host cost s's rate
+// and delayed by s's latency.
+func (t *Testbed) hostLink(rate int64, s SoftwareStack) emu.LinkConfig {
 	l := t.link(rate)
-	if s := t.software; s.BitsPerSecond > 0 || s.Latency > 0 {
+	if s.BitsPerSecond > 0 || s.Latency > 0 {
 		if s.BitsPerSecond > 0 {
 			l.BitsPerSecond = min(l.BitsPerSecond, s.BitsPerSecond)
 		}
