@@ -2,8 +2,11 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/inabox/inabox/harness/testbed"
@@ -175,12 +178,19 @@ const LatencyShareWarn = 0.05
 // docs/results.md, "Scaling check"). Where the window is not that small,
 // SwitchML's static pools, which may lose to rounding a larger part of a
 // job's pool than at true scale (switchMLPools).
+//
+// And, in a scaled scenario, each other fixed latency given longer than
+// TrueDelayMax (the switch's, a host stack's, a PS core's per packet) that
+// FixedTraversals times over would be more than LatencyShareWarn of a
+// job's ideal all-reduce: taken as stretched like a link delay, it
+// inflates fixed latencies as much (latencyFields).
 func (s *Scenario) Warnings(models Models) []string {
 	models = s.withOwn(models)
 	var out []string
 	if s.Scaling.RateScale >= 1 {
 		return nil
 	}
+	plan := s.Plan(models)
 	// True delays at a scaled rate keep the transfer's and the delays'
 	// true lengths, but shrink the window with the rate.
 	if s.Topology.LinkDelay.D() <= TrueDelayMax {
@@ -189,10 +199,26 @@ func (s *Scenario) Warnings(models Models) []string {
 		} else if w := s.switchMLPools(models); w != "" {
 			out = append(out, w)
 		}
-		return out
+	} else {
+		out = append(out, s.latencyShares(plan, "topology.link_delay", s.Topology.LinkDelay, "link traversals")...)
 	}
-	fixed := time.Duration(FixedTraversals) * s.Topology.LinkDelay.D()
-	for _, p := range s.Plan(models) {
+	for _, f := range s.latencyFields() {
+		if f.d.D() > TrueDelayMax {
+			out = append(out, s.latencyShares(plan, f.path, f.d, "")...)
+		}
+	}
+	return out
+}
+
+// latencyShares warns, for every job of plan of whose ideal all-reduce
+// (its smallest bucket's) FixedTraversals times d is more than
+// LatencyShareWarn, that the field at path makes fixed latencies weigh far
+// more than at true scale; what names what FixedTraversals counts ("": the
+// times a latency other than a link's is paid, at most).
+func (s *Scenario) latencyShares(plan []JobPlan, path string, d Duration, what string) []string {
+	var out []string
+	fixed := time.Duration(FixedTraversals) * d.D()
+	for _, p := range plan {
 		if p.CommIdeal <= 0 {
 			continue
 		}
@@ -205,13 +231,40 @@ func (s *Scenario) Warnings(models Models) []string {
 		if share <= LatencyShareWarn {
 			continue
 		}
-		w := fmt.Sprintf("topology.link_delay: %v: %d link traversals (%v) are %.0f %% of job %s's ideal all-reduce (%v); "+
+		paid := fmt.Sprintf("%d %s (%v) are", FixedTraversals, what, fixed)
+		if what == "" {
+			paid = fmt.Sprintf("paid up to %d times an all-reduce (%v), is", FixedTraversals, fixed)
+		}
+		w := fmt.Sprintf("%s: %v: %s %.0f %% of job %s's ideal all-reduce (%v); "+
 			"fixed latencies weigh far more on policies with more round trips than at true scale",
-			s.Topology.LinkDelay, FixedTraversals, fixed, 100*share, p.Name, ideal.Round(time.Microsecond))
+			path, d, paid, 100*share, p.Name, ideal.Round(time.Microsecond))
 		if rs := s.Scaling.RateScale; rs < 1 {
-			w += fmt.Sprintf(" (%.2g %% there if the delay was stretched by 1/rate_scale)", 100*share*rs)
+			w += fmt.Sprintf(" (%.2g %% there if the %s was stretched by 1/rate_scale)", 100*share*rs, strings.ReplaceAll(path[strings.LastIndex(path, ".")+1:], "_", " "))
 		}
 		out = append(out, w)
+	}
+	return out
+}
+
+// latencyField is a fixed latency a scenario gives, as run.
+type latencyField struct {
+	path string
+	d    Duration
+}
+
+// latencyFields are the scenario's fixed latencies but the links': the
+// switch's, the host stacks' (topology.software_stack and every
+// topology.host_costs entry) and a PS core's per packet.
+func (s *Scenario) latencyFields() []latencyField {
+	t := &s.Topology
+	out := []latencyField{{"topology.switch.latency", t.Switch.Latency}, {"topology.software_stack.latency", t.SoftwareStack.Latency}}
+	for _, k := range slices.Sorted(maps.Keys(t.HostCosts)) {
+		c := t.HostCosts[k]
+		out = append(out, latencyField{"topology.host_costs." + k + ".workers.latency", c.Workers.Latency},
+			latencyField{"topology.host_costs." + k + ".ps.latency", c.PS.Latency})
+	}
+	if t.PS.CPU != nil {
+		out = append(out, latencyField{"topology.ps.cpu.per_packet", t.PS.CPU.PerPacket})
 	}
 	return out
 }

@@ -391,6 +391,27 @@ func TestWarnings(t *testing.T) {
 	if w := s.Warnings(DefaultModels()); len(w) != 0 {
 		t.Errorf("true scale warned: %q", w)
 	}
+	// Other fixed latencies, given longer than a true one in a scaled
+	// scenario, warn as a stretched link delay does; short ones do not.
+	s, err = Parse("x.yaml", []byte("scaling: {tensor_scale: 0.01, rate_scale: 0.01}\ntopology:\n  link_delay: 2us\n"+
+		"  switch: {latency: 500us}\n  software_stack: {latency: 100us}\n  host_costs: {freeina: {ps: {latency: 300us}}, atp: {workers: {latency: 4us}}}\n"+
+		"  ps: {cpu: {cores: 2, per_packet: 100us}}\n"+jobs), DefaultModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = s.Warnings(DefaultModels())
+	want := []string{"topology.switch.latency: 500µs: paid up to 8 times an all-reduce (4ms), is 37 % of job r50's ideal all-reduce (10.671ms)",
+		"topology.software_stack.latency: 100µs: paid up to 8 times an all-reduce (800µs), is 7 %",
+		"topology.host_costs.freeina.ps.latency: 300µs: paid up to 8 times an all-reduce (2.4ms), is 22 %",
+		"topology.ps.cpu.per_packet: 100µs: paid up to 8 times an all-reduce (800µs), is 7 %"}
+	if len(w) != len(want) {
+		t.Errorf("warnings %q, want %d", w, len(want))
+	}
+	for i := range min(len(w), len(want)) {
+		if !strings.Contains(w[i], want[i]) || !strings.Contains(w[i], "there if the") {
+			t.Errorf("warning %q, want %q", w[i], want[i])
+		}
+	}
 	// True delays at a scaled rate, small buckets: the share is the same at
 	// true scale, no distortion.
 	s, err = Parse("x.yaml", []byte("scaling: {tensor_scale: 0.001, rate_scale: 0.001}\njobs:\n  - {name: i, model: inception-v3, workers: 2, iterations: 1, bucket_mib: 25}\n"), DefaultModels())
