@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -328,5 +330,47 @@ func TestMultiProgress(t *testing.T) {
 	m.Close()
 	if off.Len() != 0 {
 		t.Errorf("disabled: wrote %q", off.String())
+	}
+}
+
+// TestCompareOrientation: reserved memory is a cost (less is a gain > 1×),
+// useful aggregations per reserved slot-second a gain, and a gain whose
+// reference is zero is n/a, not 0.00× or +Inf; a run's PS layout heads the
+// table.
+func TestCompareOrientation(t *testing.T) {
+	atp, fi := sampleResults("atp", 1), sampleResults("freeina", 1)
+	atp.Summary.MemUtilMean, fi.Summary.MemUtilMean = 0.5, 0.25
+	atp.Summary.UsefulPerSlotSecond, fi.Summary.UsefulPerSlotSecond = 100, 300
+	atp.Summary.Collisions, fi.Summary.Collisions = 0, 7
+	atp.PSLayout, fi.PSLayout = "shared: 2 PSs serving every job", "shared: 2 PSs serving every job"
+	c := Compare([]*Results{atp, fi})
+	want := map[string]float64{"mem_util_mean": 2, "useful_aggs_per_slot_s": 3}
+	for _, row := range c.Rows {
+		if w, ok := want[row.Metric]; ok && !near(row.VsRef["freeina"], w) {
+			t.Errorf("%s: freeina's gain over atp %v, want %v×", row.Metric, row.VsRef["freeina"], w)
+		}
+		if row.Metric == "collisions" && !math.IsNaN(float64(row.VsRef["freeina"])) {
+			t.Errorf("collisions against atp's 0: gain %v, want undefined", row.VsRef["freeina"])
+		}
+	}
+	var txt bytes.Buffer
+	if err := c.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"switch memory reserved, mean ↓", "useful aggregations / reserved slot-s ↑", "parameter servers: shared: 2 PSs serving every job\n"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, txt.String())
+		}
+	}
+	for _, line := range strings.Split(txt.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "collisions") {
+			continue
+		}
+		if strings.Contains(line, "Inf") || strings.Contains(line, "NaN") {
+			t.Errorf("line %q", line)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^  collisions ↓.*\n    vs atp +n/a +n/a$`).MatchString(txt.String()) {
+		t.Errorf("collisions against atp's 0 not n/a:\n%s", txt.String())
 	}
 }

@@ -164,11 +164,18 @@ type HostCosts struct {
 	// stack, and the PSs' unless PSStackGiven: the software network stack
 	// of the policies that run one, or the limit a scenario gives an RDMA
 	// policy's NICs (topology.host_costs).
+	// SoftwareStackTxGbps and SoftwareStackRxGbps are its rates as the
+	// host sends and receives where they differ from SoftwareStackGbps.
 	SoftwareStackGbps    float64 `json:"software_stack_gbps,omitempty"`
+	SoftwareStackTxGbps  float64 `json:"software_stack_tx_gbps,omitempty"`
+	SoftwareStackRxGbps  float64 `json:"software_stack_rx_gbps,omitempty"`
 	SoftwareStackLatency Num     `json:"software_stack_latency_s,omitempty"`
-	// PSStackGbps and PSStackLatency are the PSs' own links' host stack
-	// when it differs from the workers' (PSStackGiven).
+	// PSStackGbps, PSStackTxGbps, PSStackRxGbps and PSStackLatency are
+	// the PSs' own links' host stack when it differs from the workers'
+	// (PSStackGiven).
 	PSStackGbps    float64 `json:"ps_stack_gbps,omitempty"`
+	PSStackTxGbps  float64 `json:"ps_stack_tx_gbps,omitempty"`
+	PSStackRxGbps  float64 `json:"ps_stack_rx_gbps,omitempty"`
 	PSStackLatency Num     `json:"ps_stack_latency_s,omitempty"`
 	PSStackGiven   bool    `json:"ps_stack_given,omitempty"`
 	// NIC marks a policy whose hosts offload to an RDMA NIC: its stack
@@ -186,15 +193,21 @@ func (h *HostCosts) String() string {
 		return "no host cost"
 	}
 	var parts []string
-	stack := func(name string, gbps float64, latency Num) string {
+	stack := func(name string, gbps, tx, rx float64, latency Num) string {
 		s := name
 		if gbps > 0 {
 			s += fmt.Sprintf(" %g Gb/s", gbps)
 		}
+		if tx > 0 {
+			s += fmt.Sprintf(" sending %g Gb/s", tx)
+		}
+		if rx > 0 {
+			s += fmt.Sprintf(" receiving %g Gb/s", rx)
+		}
 		if latency > 0 {
 			s += " +" + FormatSeconds(latency) + "/packet"
 		}
-		if gbps <= 0 && latency <= 0 {
+		if gbps <= 0 && tx <= 0 && rx <= 0 && latency <= 0 {
 			s += " none"
 		}
 		return s
@@ -203,18 +216,18 @@ func (h *HostCosts) String() string {
 	if h.NIC {
 		name = "NIC"
 	}
-	if h.SoftwareStackGbps > 0 || h.SoftwareStackLatency > 0 || h.PSStackGiven {
+	if h.SoftwareStackGbps > 0 || h.SoftwareStackTxGbps > 0 || h.SoftwareStackRxGbps > 0 || h.SoftwareStackLatency > 0 || h.PSStackGiven {
 		if h.PSStackGiven {
 			name = "workers' " + name
 		}
-		parts = append(parts, stack(name, h.SoftwareStackGbps, h.SoftwareStackLatency))
+		parts = append(parts, stack(name, h.SoftwareStackGbps, h.SoftwareStackTxGbps, h.SoftwareStackRxGbps, h.SoftwareStackLatency))
 	}
 	if h.PSStackGiven {
 		ps := "PSs' software stack"
 		if h.NIC {
 			ps = "PSs' NIC"
 		}
-		parts = append(parts, stack(ps, h.PSStackGbps, h.PSStackLatency))
+		parts = append(parts, stack(ps, h.PSStackGbps, h.PSStackTxGbps, h.PSStackRxGbps, h.PSStackLatency))
 	}
 	if h.PSCores > 0 {
 		s := fmt.Sprintf("PS CPU %d cores", h.PSCores)

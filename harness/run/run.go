@@ -519,12 +519,24 @@ func trueGbps(bitsPerSecond int64, scale float64) float64 {
 func hostCosts(s *scenario.Scenario, tb *testbed.Testbed) *report.HostCosts {
 	var h report.HostCosts
 	scale := s.Scaling.RateScale
+	// rates is a stack's rate, and its sending and receiving rates where
+	// they differ from it, at true scale.
+	rates := func(st testbed.SoftwareStack) (gbps, tx, rx float64) {
+		gbps = trueGbps(st.BitsPerSecond, scale)
+		if st.Tx() != st.BitsPerSecond {
+			tx = trueGbps(st.Tx(), scale)
+		}
+		if st.Rx() != st.BitsPerSecond {
+			rx = trueGbps(st.Rx(), scale)
+		}
+		return gbps, tx, rx
+	}
 	if st := tb.Stack(); st != (testbed.SoftwareStack{}) {
-		h.SoftwareStackGbps = trueGbps(st.BitsPerSecond, scale)
+		h.SoftwareStackGbps, h.SoftwareStackTxGbps, h.SoftwareStackRxGbps = rates(st)
 		h.SoftwareStackLatency = report.Num(st.Latency.Seconds())
 	}
 	if st := tb.PSStack(); st != tb.Stack() && tb.Spec.PSPlacement != testbed.PSCoLocated {
-		h.PSStackGbps = trueGbps(st.BitsPerSecond, scale)
+		h.PSStackGbps, h.PSStackTxGbps, h.PSStackRxGbps = rates(st)
 		h.PSStackLatency = report.Num(st.Latency.Seconds())
 		h.PSStackGiven = true
 	}

@@ -41,7 +41,7 @@ func TestResultsSchema(t *testing.T) {
 	}
 	faults := "faults:\n  - {at: 30ms, kind: loss_burst, target: h0, duration: 2ms, value: 0.3, direction: up}\n" +
 		"  - {kind: switch_reboot, when: {run_fraction: 0.5}}\n"
-	costs := "  host_costs: {atp: {ps: {gbps: 40}}, freeina: {workers: {gbps: 50, latency: 1us}}}\n"
+	costs := "  host_costs: {atp: {ps: {gbps: 40, tx_gbps: 30}}, freeina: {workers: {gbps: 50, rx_gbps: 20, latency: 1us}}}\n"
 	for _, c := range []struct{ policy, extra, topology string }{
 		{"atp", faults, ""}, {"freeina", faults, ""}, {"none", "", ""}, {"switchml", "", ""},
 		{"atp", "", costs}, {"freeina", "", costs},

@@ -25,7 +25,8 @@ func testbedSpec(s *scenario.Scenario, policy string, seed uint64, plans []scena
 	scale := func(gbps float64) int64 { return int64(math.Round(gbps * 1e9 * s.Scaling.RateScale)) }
 	stack := func(ps bool) *testbed.SoftwareStack {
 		st := s.HostStack(policy, ps)
-		return &testbed.SoftwareStack{BitsPerSecond: scale(st.Gbps), Latency: st.Latency.D()}
+		return &testbed.SoftwareStack{BitsPerSecond: scale(st.Gbps), TxBitsPerSecond: scale(st.TxGbps), RxBitsPerSecond: scale(st.RxGbps),
+			Latency: st.Latency.D()}
 	}
 	sp.WorkerStack, sp.PSStack = stack(false), stack(true)
 	if c := t.PS.CPU; c != nil {

@@ -35,6 +35,7 @@ func TestHostStack(t *testing.T) {
 		{"rdma nic", "  host_costs: {freeina: {workers: {gbps: 50, latency: 1us}}}\n", "freeina", false, SoftwareStack{Gbps: 50, Latency: us}},
 		{"rdma nic under costs none", "  costs: none\n  host_costs: {freeina: {workers: {gbps: 50}}}\n", "freeina", false, SoftwareStack{Gbps: 50}},
 		{"variant falls back", "  host_costs: {dynaina: {ps: {latency: 1us}}}\n", "dynaina-pools", true, SoftwareStack{Latency: us}},
+		{"tx and rx by layer", "  software_stack: {tx_gbps: 30}\n  host_costs: {atp: {workers: {gbps: 40, rx_gbps: 20}}}\n", "atp", false, SoftwareStack{Gbps: 40, TxGbps: 30, RxGbps: 20}},
 		{"variant's own key first", "  host_costs: {dynaina: {ps: {gbps: 10}}, dynaina-pools: {ps: {gbps: 20}}}\n", "dynaina-pools", true, SoftwareStack{Gbps: 20}},
 	} {
 		s, err := Parse("x.yaml", []byte(head+c.topo), DefaultModels())
@@ -44,5 +45,8 @@ func TestHostStack(t *testing.T) {
 		if got := s.HostStack(c.policy, c.ps); got != c.want {
 			t.Errorf("%s: HostStack(%s, ps %v) = %+v, want %+v", c.name, c.policy, c.ps, got, c.want)
 		}
+	}
+	if st := (SoftwareStack{Gbps: 40, RxGbps: 20}); st.Tx() != 40 || st.Rx() != 20 {
+		t.Errorf("%+v: Tx %v, Rx %v; want 40, 20", st, st.Tx(), st.Rx())
 	}
 }

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +75,7 @@ import (
 //	  software_stack:               # optional: the hosts' software network stack under the
 //	    gbps: 46                    # policies that run one (atp, esa, switchml), before
 //	    latency: 0s                 # rate_scale; each field given overrides the sourced default
+//	                                # (also tx_gbps, rx_gbps: sending, receiving; default gbps)
 //	  host_costs:                   # optional: by policy (any, RDMA ones too) and node type;
 //	    atp:                        # each field given overrides software_stack's and the
 //	      workers: {gbps: 46}       # sourced default (a variant falls back to its policy's)
@@ -297,6 +299,12 @@ func (s *Scenario) HostStack(policy string, ps bool) SoftwareStack {
 		if s.has(at+".gbps") || st.Gbps != 0 {
 			out.Gbps = st.Gbps
 		}
+		if s.has(at+".tx_gbps") || st.TxGbps != 0 {
+			out.TxGbps = st.TxGbps
+		}
+		if s.has(at+".rx_gbps") || st.RxGbps != 0 {
+			out.RxGbps = st.RxGbps
+		}
 		if s.has(at+".latency") || st.Latency != 0 {
 			out.Latency = st.Latency
 		}
@@ -375,12 +383,22 @@ type DynaINA struct {
 	MinSlots int `yaml:"min_slots,omitempty" json:"min_slots,omitempty"`
 }
 
-// SoftwareStack is a host's software stack: at most Gbps (before
-// rate_scale; 0: the link's rate) and Latency per packet each way.
+// SoftwareStack is a host's stack: at most Gbps each way (before
+// rate_scale; 0: the link's rate), or TxGbps as the host sends and RxGbps
+// as it receives where given (0: Gbps), and Latency per packet each way.
 type SoftwareStack struct {
 	Gbps    float64  `yaml:"gbps,omitempty" json:"gbps,omitempty"`
+	TxGbps  float64  `yaml:"tx_gbps,omitempty" json:"tx_gbps,omitempty"`
+	RxGbps  float64  `yaml:"rx_gbps,omitempty" json:"rx_gbps,omitempty"`
 	Latency Duration `yaml:"latency,omitempty" json:"latency,omitempty"`
 }
+
+// Tx and Rx are the stack's sending and receiving rates, Gb/s before
+// rate_scale (0: the link's rate).
+func (st SoftwareStack) Tx() float64 { return cmp.Or(st.TxGbps, st.Gbps) }
+
+// Rx: see Tx.
+func (st SoftwareStack) Rx() float64 { return cmp.Or(st.RxGbps, st.Gbps) }
 
 // Switch sizes the aggregation switch.
 type Switch struct {

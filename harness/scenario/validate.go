@@ -227,6 +227,8 @@ func (v *validator) check(p string, val any, ok bool, rule string) bool {
 // stack checks a host cost at path p.
 func (v *validator) stack(p string, st SoftwareStack) {
 	v.check(p+".gbps", st.Gbps, st.Gbps >= 0 && st.Gbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: the link's rate)", MaxLinkGbps))
+	v.check(p+".tx_gbps", st.TxGbps, st.TxGbps >= 0 && st.TxGbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: gbps)", MaxLinkGbps))
+	v.check(p+".rx_gbps", st.RxGbps, st.RxGbps >= 0 && st.RxGbps <= MaxLinkGbps, fmt.Sprintf("must be in [0, %d] (0: gbps)", MaxLinkGbps))
 	v.check(p+".latency", st.Latency, st.Latency >= 0 && st.Latency.D() <= time.Second, "must be in [0, 1s]")
 }
 

@@ -36,8 +36,8 @@ func TestSoftwareStack(t *testing.T) {
 // the PSs' links under every policy, RDMA ones too, in place of
 // SoftwareStack; a co-located PS's link is its worker's.
 func TestHostStacks(t *testing.T) {
-	ws := SoftwareStack{BitsPerSecond: 50e9, Latency: time.Microsecond}
-	ps := SoftwareStack{BitsPerSecond: 20e9}
+	ws := SoftwareStack{BitsPerSecond: 50e9, TxBitsPerSecond: 40e9, Latency: time.Microsecond}
+	ps := SoftwareStack{BitsPerSecond: 20e9, RxBitsPerSecond: 10e9}
 	for _, pol := range Names() {
 		for _, pl := range []PSPlacement{PSDedicated, PSCoLocated} {
 			spec := Spec{Seed: 1, SoftwareStack: SoftwareStack{BitsPerSecond: 1e9}, WorkerStack: &ws, PSStack: &ps,
@@ -53,16 +53,26 @@ func TestHostStacks(t *testing.T) {
 			if c.Stack() != ws || c.PSStack() != ps {
 				t.Errorf("%s %v: Stack %+v, PSStack %+v", pol, pl, c.Stack(), c.PSStack())
 			}
+			// A worker's link and a co-located PS's start at the host, a
+			// dedicated PS's at the switch.
+			psSends := emu.BtoA
+			if pl == PSCoLocated {
+				psSends = emu.AtoB
+			}
 			for _, l := range []struct {
-				name string
-				link *emu.Link
-				want SoftwareStack
-			}{{"worker", c.Workers[0][1].Link, ws}, {"ps", c.PSs[0].Link, wantPS}} {
+				name  string
+				link  *emu.Link
+				sends emu.Dir
+				want  SoftwareStack
+			}{{"worker", c.Workers[0][1].Link, emu.AtoB, ws}, {"ps", c.PSs[0].Link, psSends, wantPS}} {
 				for _, d := range []emu.Dir{emu.AtoB, emu.BtoA} {
-					cfg := l.link.Config(d)
-					if cfg.BitsPerSecond != l.want.BitsPerSecond || cfg.Delay != DefaultDelay+l.want.Latency {
-						t.Errorf("%s %v: %s link %d b/s, %v; want %d b/s, %v", pol, pl, l.name, cfg.BitsPerSecond, cfg.Delay,
-							l.want.BitsPerSecond, DefaultDelay+l.want.Latency)
+					cfg, rate := l.link.Config(d), l.want.Rx()
+					if d == l.sends {
+						rate = l.want.Tx()
+					}
+					if cfg.BitsPerSecond != rate || cfg.Delay != DefaultDelay+l.want.Latency {
+						t.Errorf("%s %v: %s link direction %v: %d b/s, %v; want %d b/s, %v", pol, pl, l.name, d, cfg.BitsPerSecond, cfg.Delay,
+							rate, DefaultDelay+l.want.Latency)
 					}
 				}
 			}

@@ -22,6 +22,7 @@
 package testbed
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -334,7 +335,7 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 		if coloc {
 			continue // linked to its host's NIC below
 		}
-		if ps.Link, err = t.Net.Connect(SwitchNode, ps.Port, ps.Name, 0, t.hostLink(spec.PSLinkBitsPerSecond, t.psStack)); err != nil {
+		if ps.Link, err = t.hostLink(ps.Name, ps.Port, spec.PSLinkBitsPerSecond, t.psStack, false); err != nil {
 			return nil, err
 		}
 	}
@@ -353,7 +354,7 @@ func BuildWith(spec Spec, p Policy, tensors func(job, rank int) []host.Tensor) (
 				}
 				continue
 			}
-			if w.Link, err = t.Net.Connect(w.Name, 0, SwitchNode, w.Port, t.hostLink(spec.LinkBitsPerSecond, t.workerStack)); err != nil {
+			if w.Link, err = t.hostLink(w.Name, w.Port, spec.LinkBitsPerSecond, t.workerStack, true); err != nil {
 				return nil, err
 			}
 		}
@@ -382,7 +383,7 @@ func (t *Testbed) coLocate(w *WorkerHandle, ps *PSHandle) error {
 	if _, err := t.Net.Connect(name, 2, ps.Name, 0, in); err != nil {
 		return err
 	}
-	l, err := t.Net.Connect(name, 0, SwitchNode, w.Port, t.hostLink(t.Spec.LinkBitsPerSecond, t.workerStack))
+	l, err := t.hostLink(name, w.Port, t.Spec.LinkBitsPerSecond, t.workerStack, true)
 	if err != nil {
 		return err
 	}
@@ -447,10 +448,20 @@ func (s *Spec) fill() error {
 // BitsPerSecond (0: the link's rate) and adds Latency per packet each
 // way. ATP's own code notes its user-space stack runs at about 46 Gb/s
 // against a 100 Gb/s NIC (in-ATP/ATP common/window_manager.h).
+//
+// TxBitsPerSecond and RxBitsPerSecond, where not 0, are its rates as the
+// host sends and as it receives, in place of BitsPerSecond.
 type SoftwareStack struct {
-	BitsPerSecond int64
-	Latency       time.Duration
+	BitsPerSecond                    int64
+	TxBitsPerSecond, RxBitsPerSecond int64
+	Latency                          time.Duration
 }
+
+// Tx and Rx are the stack's sending and receiving rates (0: the link's).
+func (s SoftwareStack) Tx() int64 { return cmp.Or(s.TxBitsPerSecond, s.BitsPerSecond) }
+
+// Rx: see Tx.
+func (s SoftwareStack) Rx() int64 { return cmp.Or(s.RxBitsPerSecond, s.BitsPerSecond) }
 
 // PSPlacement is where the jobs' parameter servers are.
 type PSPlacement int
@@ -514,17 +525,23 @@ func (t *Testbed) link(rate int64) emu.LinkConfig {
 		QueuePackets: t.Spec.QueuePackets, Impairments: t.Spec.Impairments}
 }
 
-// hostLink is a host's link at rate, slowed to its host cost s's rate
-// and delayed by s's latency.
-func (t *Testbed) hostLink(rate int64, s SoftwareStack) emu.LinkConfig {
-	l := t.link(rate)
-	if s.BitsPerSecond > 0 || s.Latency > 0 {
-		if s.BitsPerSecond > 0 {
-			l.BitsPerSecond = min(l.BitsPerSecond, s.BitsPerSecond)
+// hostLink connects host (port 0) and the switch (port) by a link at
+// rate, slowed each way to its host cost s's sending and receiving rates
+// and delayed by s's latency; hostFirst puts the host at the link's A end.
+func (t *Testbed) hostLink(host string, port int, rate int64, s SoftwareStack, hostFirst bool) (*emu.Link, error) {
+	dir := func(stack int64) emu.LinkConfig {
+		l := t.link(rate)
+		if stack > 0 {
+			l.BitsPerSecond = min(l.BitsPerSecond, stack)
 		}
 		l.Delay += s.Latency
+		return l
 	}
-	return l
+	tx, rx := dir(s.Tx()), dir(s.Rx())
+	if hostFirst {
+		return t.Net.ConnectAsym(host, 0, SwitchNode, port, tx, rx)
+	}
+	return t.Net.ConnectAsym(SwitchNode, port, host, 0, rx, tx)
 }
 
 // Latency is the switch's pipeline latency (0 if untimed).
