@@ -3,8 +3,9 @@
 # (docs/results/ablation/*.yaml): `inabox compare --seeds N` over FreeINA,
 # ATP, ESA, SwitchML and the four DynaINA variants, writing each regime's
 # table (compare.txt), compare.json and jct.svg into
-# docs/results/ablation/<regime>/. docs/results.md, "DynaINA ablation",
-# quotes them (scripts/ablation-table.py prints its table).
+# docs/results/ablation/<regime>/. docs/results.md, "Training as it runs:
+# buckets, stragglers, clusters, and DynaINA's ablation", quotes them
+# (scripts/ablation-table.py prints its table).
 #
 #   scripts/ablation.sh [REGIME...]   default: every regime; SEEDS=3
 #
