@@ -86,6 +86,7 @@ fuzz:
 soak:
 	INABOX_LONG=1 $(GO) test -run '100MB|TestCorruption|TestScalingPair' -timeout 2h -v ./harness/testbed/
 	INABOX_LONG=1 $(GO) test -run '^(TestContentionScaling|TestATPHashScaling|TestAllReduceIDsWrap)$$' -timeout 1h -v ./harness/run/
+	INABOX_LONG=1 $(GO) test -run '^TestResultsTables$$' -timeout 1h -v ./cmd/inabox/
 
 ## p4-difftest: compile the P4 twin with p4c and run the STF vectors on BMv2
 p4-difftest:
