@@ -127,3 +127,37 @@ func TestCoLocatedSpec(t *testing.T) {
 		t.Errorf("String %q", PSCoLocated.String())
 	}
 }
+
+// TestDedicatedPS: with dedicated PSs (the default) every job's PS has its
+// own switch port and link, and under ATP and ESA, whose results all go
+// through the PS, each PS link carries its job's traffic both ways and the
+// PS sees no frame of another job.
+func TestDedicatedPS(t *testing.T) {
+	elems := 64 * 100
+	for _, pol := range []string{"atp", "esa"} {
+		t.Run(pol, func(t *testing.T) {
+			c, _ := runExact(t, pol, Spec{Seed: 2, Jobs: jobSpecs([]int{2, 3, 2})}, 2, elems, 2*time.Second, nil)
+			if len(c.PSs) != 3 {
+				t.Fatalf("%d PSs for 3 jobs", len(c.PSs))
+			}
+			ports := map[int]bool{}
+			for j, ps := range c.PSs {
+				if c.PSOf(j) != j || ports[ps.Port] {
+					t.Errorf("job %d: PS %d on port %d (taken: %v)", j, c.PSOf(j), ps.Port, ports[ps.Port])
+				}
+				ports[ps.Port] = true
+				l := linkBetween(t, c, SwitchNode, ps.Name)
+				if l != ps.Link {
+					t.Errorf("ps%d: its Link is not its own switch link", j)
+				}
+				down, up := l.Stats(emu.AtoB).DeliveredBytes, l.Stats(emu.BtoA).DeliveredBytes
+				if down == 0 || up == 0 {
+					t.Errorf("ps%d: %d B to it, %d B from it: its job's results did not cross its link", j, down, up)
+				}
+				if s := c.PSs[j].Node.(interface{ Rx() host.RxStats }).Rx(); s.Stale != 0 {
+					t.Errorf("ps%d: %d frames of another job or all-reduce", j, s.Stale)
+				}
+			}
+		})
+	}
+}
