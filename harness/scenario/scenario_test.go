@@ -360,6 +360,14 @@ func FuzzParseScenario(f *testing.F) {
 				t.Fatalf("plan %+v", p)
 			}
 		}
+		// Every policy's host costs, as a run takes them, are in range.
+		for _, pol := range append(testbed.Names(), testbed.Variants()...) {
+			for _, ps := range []bool{false, true} {
+				if st := s.HostStack(pol, ps); st.Gbps < 0 || st.Tx() < 0 || st.Rx() < 0 || st.Latency < 0 || st.Latency.D() > time.Second {
+					t.Fatalf("%s (ps %v): host cost %+v", pol, ps, st)
+				}
+			}
+		}
 		// validate and compare warn on every valid file: each warning
 		// names its field and formats its values.
 		for _, w := range s.Warnings(ms) {
