@@ -59,7 +59,8 @@ type Entry struct {
 	// are null, not 0 %).
 	NoINA bool
 	// SoftwareStack marks a policy whose hosts run a software network
-	// stack, not an RDMA NIC's offload: they pay Spec.SoftwareStack.
+	// stack, not an RDMA NIC's offload: they pay Spec.SoftwareStack (any
+	// policy pays Spec.WorkerStack and PSStack when given).
 	SoftwareStack bool
 	// Stack is the cited cost of the policy's software stack, the default
 	// of a scenario with topology.costs sourced (zero: line rate);
