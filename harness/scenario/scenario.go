@@ -393,6 +393,24 @@ type SoftwareStack struct {
 	Latency Duration `yaml:"latency,omitempty" json:"latency,omitempty"`
 }
 
+// String is the stack's non-zero fields as a YAML flow mapping
+// ("{gbps: 40, rx_gbps: 20}"; "{}" for none).
+func (st SoftwareStack) String() string {
+	var f []string
+	for _, x := range []struct {
+		key string
+		v   float64
+	}{{"gbps", st.Gbps}, {"tx_gbps", st.TxGbps}, {"rx_gbps", st.RxGbps}} {
+		if x.v != 0 {
+			f = append(f, fmt.Sprintf("%s: %g", x.key, x.v))
+		}
+	}
+	if st.Latency != 0 {
+		f = append(f, fmt.Sprintf("latency: %v", st.Latency.D()))
+	}
+	return "{" + strings.Join(f, ", ") + "}"
+}
+
 // Tx and Rx are the stack's sending and receiving rates, Gb/s before
 // rate_scale (0: the link's rate).
 func (st SoftwareStack) Tx() float64 { return cmp.Or(st.TxGbps, st.Gbps) }

@@ -115,7 +115,7 @@ func (s *Scenario) Validate(models Models) error {
 		v.stack(at+".workers", t.HostCosts[k].Workers)
 		v.stack(at+".ps", t.HostCosts[k].PS)
 		if t.PS.Placement == PlacementCoLocated && (s.has(at+".ps") || t.HostCosts[k].PS != (SoftwareStack{})) {
-			v.fail(at+".ps", fmt.Sprintf("{gbps: %g, latency: %v}", t.HostCosts[k].PS.Gbps, t.HostCosts[k].PS.Latency.D()),
+			v.fail(at+".ps", t.HostCosts[k].PS.String(),
 				"does not apply to placement: co-located (each PS shares its worker's host link and pays the workers' cost)")
 		}
 	}
